@@ -1,0 +1,33 @@
+"""kns-platform: the composition root. Validate everything, then build.
+
+Config is read and checked once, and every entry is planned, before the first resource
+is registered: bad input stops the run with one message and nothing is applied.
+"""
+
+from pathlib import Path
+
+import pulumi
+
+from components.cluster import KnsCluster, KnsClusterArgs
+from components.manifests import plan_all
+from components.nodepool import NodePool, NodePoolArgs
+from components.outputs import stack_outputs
+from components.workload import KnsWorkload, KnsWorkloadArgs
+from config.loader import load
+
+PROJECT_DIR = Path(__file__).resolve().parent
+
+cfg = load(PROJECT_DIR)
+plans = plan_all(cfg)
+
+cluster = KnsCluster(cfg.cluster.name, KnsClusterArgs(cfg.cluster, PROJECT_DIR))
+on_cluster = pulumi.ResourceOptions(providers=[cluster.provider])
+
+for pool in cfg.node_pools:
+    NodePool(pool.name, NodePoolArgs(pool, cfg.cluster.name), on_cluster)
+
+for plan in plans:
+    KnsWorkload(plan.entry.name, KnsWorkloadArgs(plan), on_cluster)
+
+for key, value in stack_outputs(cfg, plans).items():
+    pulumi.export(key, value)

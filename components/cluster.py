@@ -1,0 +1,62 @@
+"""KnsCluster: the one explicit Kubernetes provider every resource of the stack uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from config import kubeconfig
+from config.models import Cluster
+
+TYPE = "kns:cluster:KnsCluster"
+
+
+@dataclass
+class KnsClusterArgs:
+    cluster: Cluster
+    project_dir: Path
+
+
+def cluster_identifier(cluster: Cluster) -> str:
+    """Stable identity of the target cluster: only a change of `name` replaces the provider
+    (and so everything); new credentials or a renamed context are plain updates."""
+    return f"kns-platform/{cluster.name}"
+
+
+class KnsCluster(pulumi.ComponentResource):
+    """The dedicated KNS cluster (never the JARVICE upstream one), or a render directory."""
+
+    provider: k8s.Provider
+    cluster_identifier: str
+    render_dir: Optional[str]
+
+    def __init__(self, name: str, args: KnsClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(TYPE, name, None, opts)
+        cluster = args.cluster
+        self.cluster_identifier = cluster_identifier(cluster)
+        self.render_dir = cluster.render_dir
+        provider_args: dict = {
+            "cluster_identifier": self.cluster_identifier,
+            "enable_server_side_apply": True,
+        }
+        if cluster.render_dir:
+            provider_args["render_yaml_to_directory"] = cluster.render_dir
+        else:
+            if cluster.context:
+                provider_args["context"] = cluster.context
+            if cluster.kubeconfig:
+                provider_args["kubeconfig"] = (
+                    pulumi.Output.secret(cluster.kubeconfig)
+                    if kubeconfig.is_inline(cluster.kubeconfig)
+                    else str(kubeconfig.resolve_path(cluster.kubeconfig, args.project_dir))
+                )
+        self.provider = k8s.Provider(
+            f"{name}-kubernetes", **provider_args, opts=pulumi.ResourceOptions(parent=self)
+        )
+        self.register_outputs(
+            {"clusterIdentifier": self.cluster_identifier, "renderDir": self.render_dir}
+        )

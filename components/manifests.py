@@ -1,0 +1,215 @@
+"""Pure builders for what one entry produces (contract section 7), as Kubernetes-shaped
+dicts in camelCase. No Pulumi here: components hand these to pulumi-kubernetes, and tests
+(and `jsonOverrides`) work on exactly what the API server will receive.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from config import names, resolve
+from config.loader import PlatformConfig
+from config.models import NodePool, Profile, Schedule, Workload
+
+SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+POD_SECURITY_MODES = ("enforce", "audit", "warn")
+
+POD_RUNNER_RULES = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
+]
+EDIT = ["get", "list", "watch", "create", "update", "patch", "delete"]
+NAMESPACE_RUNNER_RULES = [
+    {"apiGroups": [""], "resources": ["pods", "services", "configmaps"], "verbs": EDIT},
+    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
+]
+
+
+@dataclass
+class WorkloadPlan:
+    """Everything one entry produces, derived from validated config."""
+
+    entry: Workload
+    namespace: str
+    labels: dict[str, str]
+    pod_security: str
+    pool: Optional[NodePool]
+    profile: Profile
+    resources: dict[str, dict[str, str]]
+    limit_range: dict[str, Any]
+    quota: dict[str, str]
+    role_rules: list[dict[str, Any]]
+    scheduler_name: Optional[str]
+    manifest: Optional[dict[str, Any]] = field(default=None)
+
+    @property
+    def is_schedule(self) -> bool:
+        return isinstance(self.entry, Schedule)
+
+
+def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
+    profile, _ = resolve.resolve_profile(cfg.profiles, entry.user, entry.groups)
+    pool = resolve.resolve_pool(entry, cfg.node_pools)
+    resources = resolve.container_resources(entry, profile)
+    limits = resolve.limit_range(entry, resources)
+    scheduler = entry.scheduler_name or (
+        cfg.packing_scheduler.name if cfg.packing_scheduler.enabled else None
+    )
+    plan = WorkloadPlan(
+        entry=entry,
+        namespace=names.namespace_name(cfg.cluster.namespace_prefix, entry.name),
+        labels=resolve.entry_labels(entry, cfg.cluster.name),
+        pod_security="privileged" if entry.privileged else "baseline",
+        pool=pool,
+        profile=profile,
+        resources=resources,
+        limit_range=limits,
+        quota=resolve.quota(entry, resources, limits),
+        role_rules=copy.deepcopy(NAMESPACE_RUNNER_RULES if entry.type == "namespace" else POD_RUNNER_RULES),
+        scheduler_name=scheduler,
+    )
+    if entry.type == "pod":
+        template = pod_template(plan, cfg)
+        plan.manifest = cronjob_manifest(plan, template) if plan.is_schedule else job_manifest(plan, template)
+    return plan
+
+
+def namespace_labels(plan: WorkloadPlan) -> dict[str, str]:
+    labels = dict(plan.labels)
+    for mode in POD_SECURITY_MODES:
+        labels[f"pod-security.kubernetes.io/{mode}"] = plan.pod_security
+    return labels
+
+
+def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
+    """The pod template shared by a Job and a CronJob's job template."""
+    entry = plan.entry
+    node_selector: dict[str, str] = {}
+    tolerations: list[dict[str, Any]] = []
+    if plan.pool is not None:
+        node_selector[names.LABEL_POOL] = plan.pool.name
+        tolerations.extend(resolve.tolerations_for(plan.pool))
+    node_selector.update(entry.placement)
+    node_selector.update(entry.node_selector)
+    for toleration in entry.tolerations:
+        item = toleration.manifest()
+        if item not in tolerations:
+            tolerations.append(item)
+
+    container: dict[str, Any] = {"name": entry.name, "image": entry.image}
+    if entry.image_pull_policy:
+        container["imagePullPolicy"] = entry.image_pull_policy
+    if entry.command is not None:
+        container["command"] = list(entry.command)
+    if entry.args is not None:
+        container["args"] = list(entry.args)
+    if entry.env:
+        container["env"] = [_env(name, value) for name, value in entry.env.items()]
+    container["resources"] = copy.deepcopy(plan.resources)
+    if entry.privileged:
+        container["securityContext"] = {"privileged": True}
+    if entry.volume_mounts:
+        container["volumeMounts"] = copy.deepcopy(entry.volume_mounts)
+
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "containers": [container],
+    }
+    if plan.scheduler_name:
+        spec["schedulerName"] = plan.scheduler_name
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if entry.volumes:
+        spec["volumes"] = copy.deepcopy(entry.volumes)
+
+    labels = {**entry.labels, **resolve.dynamic_labels(entry, cfg.cluster.name, cfg.stack), **_pod_labels(plan)}
+    metadata: dict[str, Any] = {"labels": labels}
+    if entry.annotations:
+        metadata["annotations"] = dict(entry.annotations)
+    return {"metadata": metadata, "spec": spec}
+
+
+def _pod_labels(plan: WorkloadPlan) -> dict[str, str]:
+    return {names.LABEL_JOB: plan.labels[names.LABEL_JOB], names.LABEL_OWNER: plan.labels[names.LABEL_OWNER]}
+
+
+def _env(name: str, value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return {"name": name, **copy.deepcopy(value)}
+    if isinstance(value, bool):
+        value = "true" if value else "false"
+    return {"name": name, "value": str(value)}
+
+
+def _job_spec(entry: Workload, template: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    for key, value in (
+        ("backoffLimit", entry.backoff_limit),
+        ("activeDeadlineSeconds", entry.active_deadline_seconds),
+        ("parallelism", entry.parallelism),
+        ("completions", entry.completions),
+    ):
+        if value is not None:
+            spec[key] = value
+    spec["template"] = template
+    return spec
+
+
+def _metadata(plan: WorkloadPlan, annotations: dict[str, str]) -> dict[str, Any]:
+    labels = {**plan.entry.labels, **plan.labels}
+    metadata: dict[str, Any] = {"name": plan.entry.name, "namespace": plan.namespace, "labels": labels}
+    merged = {**plan.entry.annotations, **annotations}
+    if merged:
+        metadata["annotations"] = merged
+    return metadata
+
+
+def job_manifest(plan: WorkloadPlan, template: dict[str, Any]) -> dict[str, Any]:
+    """A Job that `pulumi up` does not wait on, expiring `ttlHours` after it finishes."""
+    spec = _job_spec(plan.entry, template)
+    spec["ttlSecondsAfterFinished"] = int(round(plan.entry.ttl_hours * 3600))
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(plan, SKIP_AWAIT),
+        "spec": spec,
+    }
+
+
+def cronjob_manifest(plan: WorkloadPlan, template: dict[str, Any]) -> dict[str, Any]:
+    """A plain CronJob with the same pod template; its history limits bound old Jobs."""
+    entry = plan.entry
+    assert isinstance(entry, Schedule)
+    spec: dict[str, Any] = {
+        "schedule": entry.schedule,
+        "timeZone": entry.time_zone,
+        "concurrencyPolicy": entry.concurrency_policy,
+        "suspend": entry.suspend,
+        "successfulJobsHistoryLimit": entry.successful_jobs_history_limit,
+        "failedJobsHistoryLimit": entry.failed_jobs_history_limit,
+        "jobTemplate": {
+            "metadata": {"labels": _pod_labels(plan)},
+            "spec": _job_spec(entry, template),
+        },
+    }
+    if entry.starting_deadline_seconds is not None:
+        spec["startingDeadlineSeconds"] = entry.starting_deadline_seconds
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": _metadata(plan, {}),
+        "spec": spec,
+    }
+
+
+def plan_all(cfg: PlatformConfig) -> list[WorkloadPlan]:
+    """Plan every entry before any resource exists; entries keep config order."""
+    return [plan_workload(entry, cfg) for entry in cfg.workloads]

@@ -1,0 +1,67 @@
+"""JobNamespace: the per-entry namespace and the guard rails around it.
+
+Namespace (owner labels, Pod Security level), LimitRange `kns-defaults`, ResourceQuota
+`kns-quota`, and a least-privilege runner: ServiceAccount `kns-runner` with a Role that
+has no wildcard verbs and no access to secrets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from .manifests import WorkloadPlan, namespace_labels
+
+TYPE = "kns:workload:JobNamespace"
+LIMIT_RANGE = "kns-defaults"
+QUOTA = "kns-quota"
+RUNNER = "kns-runner"
+
+
+@dataclass
+class JobNamespaceArgs:
+    plan: WorkloadPlan
+
+
+class JobNamespace(pulumi.ComponentResource):
+    namespace_name: str
+
+    def __init__(self, name: str, args: JobNamespaceArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(TYPE, name, None, opts)
+        plan = args.plan
+        child = pulumi.ResourceOptions(parent=self)
+        self.namespace_name = plan.namespace
+        self.namespace = k8s.core.v1.Namespace(
+            name, metadata={"name": plan.namespace, "labels": namespace_labels(plan)}, opts=child
+        )
+        inside = pulumi.ResourceOptions(parent=self, depends_on=[self.namespace])
+
+        def meta(object_name: str) -> dict:
+            return {"name": object_name, "namespace": plan.namespace, "labels": dict(plan.labels)}
+
+        self.limit_range = k8s.core.v1.LimitRange(
+            f"{name}-defaults", metadata=meta(LIMIT_RANGE), spec={"limits": [plan.limit_range]}, opts=inside
+        )
+        self.quota = k8s.core.v1.ResourceQuota(
+            f"{name}-quota", metadata=meta(QUOTA), spec={"hard": plan.quota}, opts=inside
+        )
+        self.service_account = k8s.core.v1.ServiceAccount(
+            f"{name}-runner", metadata=meta(RUNNER), automount_service_account_token=False, opts=inside
+        )
+        self.role = k8s.rbac.v1.Role(f"{name}-runner", metadata=meta(RUNNER), rules=plan.role_rules, opts=inside)
+        self.role_binding = k8s.rbac.v1.RoleBinding(
+            f"{name}-runner",
+            metadata=meta(RUNNER),
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": RUNNER},
+            subjects=[{"kind": "ServiceAccount", "name": RUNNER, "namespace": plan.namespace}],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.role, self.service_account]),
+        )
+        self.register_outputs({"namespace": self.namespace_name})
+
+    @property
+    def guards(self) -> list[pulumi.Resource]:
+        """What a workload must wait for: admission defaults and quota in place."""
+        return [self.namespace, self.limit_range, self.quota]

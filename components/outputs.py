@@ -1,0 +1,34 @@
+"""Stack outputs (contract section 9), computed from plans without the Pulumi runtime."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Optional
+
+from config import cron, resolve
+from config.loader import PlatformConfig
+from config.models import Schedule
+
+from .manifests import WorkloadPlan
+
+
+def stack_outputs(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[datetime] = None) -> dict[str, Any]:
+    schedules = {}
+    for plan in plans:
+        entry = plan.entry
+        if isinstance(entry, Schedule):
+            schedules[entry.name] = {
+                "schedule": entry.schedule,
+                "timeZone": entry.time_zone,
+                "warmUpMinutes": entry.warm_up_minutes,
+                "primerSchedules": [],
+                "nextRuns": cron.next_runs(entry.schedule, entry.time_zone, 3, now),
+            }
+    return {
+        "namespaces": {plan.entry.name: plan.namespace for plan in plans},
+        "schedules": schedules,
+        "packingSchedulerName": cfg.packing_scheduler.name if cfg.packing_scheduler.enabled else None,
+        "nodePools": {
+            pool.name: {"nodes": list(pool.nodes), "taints": resolve.pool_taints(pool)} for pool in cfg.node_pools
+        },
+    }

@@ -1,0 +1,40 @@
+"""KnsWorkload: one job or schedule entry, with its namespace and its Job or CronJob."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from .manifests import WorkloadPlan
+from .namespace import JobNamespace, JobNamespaceArgs
+
+JOB_TYPE = "kns:workload:Job"
+SCHEDULE_TYPE = "kns:workload:Schedule"
+
+
+@dataclass
+class KnsWorkloadArgs:
+    plan: WorkloadPlan
+
+
+class KnsWorkload(pulumi.ComponentResource):
+    """A Job entry (`kns:workload:Job`) or a schedule entry (`kns:workload:Schedule`)."""
+
+    def __init__(self, name: str, args: KnsWorkloadArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        plan = args.plan
+        super().__init__(SCHEDULE_TYPE if plan.is_schedule else JOB_TYPE, name, None, opts)
+        self.job_namespace = JobNamespace(name, JobNamespaceArgs(plan), pulumi.ResourceOptions(parent=self))
+        self.namespace_name = plan.namespace
+        self.workload: Optional[pulumi.CustomResource] = None
+        if plan.manifest is not None:
+            resource = k8s.batch.v1.CronJob if plan.is_schedule else k8s.batch.v1.Job
+            self.workload = resource(
+                name,
+                metadata=plan.manifest["metadata"],
+                spec=plan.manifest["spec"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=self.job_namespace.guards),
+            )
+        self.register_outputs({"namespace": self.namespace_name})

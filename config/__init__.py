@@ -1,0 +1,1 @@
+"""Stack config: pydantic models, the one loader, and pure derivations (no Pulumi runtime needed)."""

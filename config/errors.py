@@ -1,0 +1,137 @@
+"""Collecting config problems and rendering them as one user-facing message.
+
+Every problem carries the config path it is about (`kns:jobs[train-resnet].memory`), so
+a user sees all of them at once and knows where to look, without a traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Iterable, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class ConfigError(Exception):
+    """Raised with every problem found; `str()` is the message shown to the user."""
+
+    def __init__(self, problems: Iterable[Problem]):
+        self.problems = list(problems)
+        super().__init__(render(self.problems))
+
+
+def render(problems: list[Problem]) -> str:
+    count = len(problems)
+    head = f"kns-platform: invalid configuration, {count} problem{'s' if count != 1 else ''}; nothing was applied:"
+    return "\n".join([head, *(f"  - {p}" for p in problems)])
+
+
+@dataclass
+class Problems:
+    """An accumulator: checks add to it, the loader raises once at the end."""
+
+    items: list[Problem] = field(default_factory=list)
+
+    def add(self, path: str, message: str) -> None:
+        self.items.append(Problem(path, message))
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise ConfigError(self.items)
+
+    def validate(self, model: type[BaseModel], raw: Any, path: str) -> Any:
+        """Validate `raw` as `model`; on failure record each error under `path`, return None."""
+        try:
+            return model.model_validate(raw)
+        except ValidationError as exc:
+            for error in exc.errors(include_url=False):
+                self.add(join_path(path, error["loc"]), describe(model, error))
+            reported = " ".join(p.message for p in self.items if p.path == path)
+            for message in getattr(model, "key_problems", lambda _: [])(raw):
+                if message not in reported:
+                    self.add(path, message)
+            return None
+
+
+def join_path(base: str, loc: Iterable[Any]) -> str:
+    out = base
+    for step in loc:
+        if isinstance(step, int):
+            out += f"[{step}]"
+        elif "-" in str(step) and str(step).startswith(("function-", "tagged-")):
+            continue
+        else:
+            out += f".{step}"
+    return out
+
+
+def describe(model: type[BaseModel], error: dict[str, Any]) -> str:
+    kind, msg, value = error["type"], error["msg"], error.get("input")
+    if kind == "extra_forbidden":
+        known = known_keys(model, error["loc"][:-1])
+        unknown = str(error["loc"][-1])
+        close = difflib.get_close_matches(unknown, known, n=1, cutoff=0.6)
+        if close:
+            return f'unknown key; did you mean "{close[0]}"?'
+        return f"unknown key (known keys: {', '.join(sorted(known))})"
+    if kind == "missing":
+        return "is required"
+    if kind == "value_error":
+        return msg.removeprefix("Value error, ")
+    if kind == "model_type" or kind == "dict_type":
+        return f"must be a mapping, not {_show(value)}"
+    if kind == "list_type":
+        return f"must be a list, not {_show(value)}"
+    return f"{_show(value)} is invalid: {msg[0].lower()}{msg[1:]}"
+
+
+def _show(value: Any) -> str:
+    text = f'"{value}"' if isinstance(value, str) else repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def known_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The camelCase keys accepted at `loc` inside `model` (for "did you mean")."""
+    current: type[BaseModel] | None = model
+    for step in loc:
+        if current is None:
+            return []
+        if isinstance(step, int):
+            continue
+        field_info = next(
+            (f for name, f in current.model_fields.items() if step in (name, f.alias)), None
+        )
+        if field_info is None:
+            continue
+        current = _model_in(field_info.annotation)
+    if current is None:
+        return []
+    return [f.alias or name for name, f in current.model_fields.items()]
+
+
+def _model_in(tp: Any) -> type[BaseModel] | None:
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return tp
+    origin = get_origin(tp)
+    if origin is Annotated:
+        return _model_in(get_args(tp)[0])
+    if origin in (Union, types.UnionType, list, dict):
+        for arg in reversed(get_args(tp)):
+            found = _model_in(arg)
+            if found is not None:
+                return found
+    return None

@@ -1,0 +1,64 @@
+"""Finding which kubeconfig context a run would target, before any resource exists.
+
+The forbidden-context guard must act on the context the provider would really use: the
+explicit `context`, or else the current context of the kubeconfig the provider would load
+(inline text, a path, `$KUBECONFIG`, or `~/.kube/config`, in that order).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping, Optional
+
+import yaml
+
+
+class KubeconfigError(ValueError):
+    """The kubeconfig named in config cannot be read; the message is user-facing."""
+
+
+def is_inline(kubeconfig: str) -> bool:
+    """Inline kubeconfig text (YAML or JSON) rather than a path."""
+    text = kubeconfig.lstrip()
+    return "\n" in text or text.startswith(("apiVersion", "{", "kind:", "clusters:"))
+
+
+def resolve_path(kubeconfig: str, project_dir: Path) -> Path:
+    path = Path(os.path.expanduser(kubeconfig))
+    return path if path.is_absolute() else project_dir / path
+
+
+def current_context(
+    kubeconfig: Optional[str], project_dir: Path, environ: Mapping[str, str]
+) -> Optional[str]:
+    """The current context of the kubeconfig that would be used, or None if there is none."""
+    if kubeconfig:
+        if is_inline(kubeconfig):
+            return _context_of(kubeconfig, "inline kubeconfig")
+        path = resolve_path(kubeconfig, project_dir)
+        if not path.is_file():
+            raise KubeconfigError(f'"{kubeconfig}" is neither kubeconfig text nor an existing file')
+        return _context_of(path.read_text(encoding="utf-8"), str(path))
+    candidates = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if not candidates:
+        home = environ.get("HOME") or os.path.expanduser("~")
+        candidates = [os.path.join(home, ".kube", "config")]
+    for candidate in candidates:
+        path = Path(candidate)
+        if path.is_file():
+            context = _context_of(path.read_text(encoding="utf-8"), str(path))
+            if context:
+                return context
+    return None
+
+
+def _context_of(text: str, where: str) -> Optional[str]:
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise KubeconfigError(f"{where} is not valid YAML: {exc}".replace("\n", " ")) from None
+    if not isinstance(document, dict):
+        raise KubeconfigError(f"{where} is not a kubeconfig (expected a mapping)")
+    context = document.get("current-context")
+    return str(context) if context else None

@@ -1,0 +1,390 @@
+"""The one place that reads stack config: parse, validate, cross-check, or fail at once.
+
+`parse_config` is pure (raw values in, `PlatformConfig` or `ConfigError` out) so every
+rule is testable without Pulumi; `load` reads the Pulumi config once and turns a
+`ConfigError` into a `pulumi.RunError`, which the engine prints without a traceback.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import yaml
+
+from . import kubeconfig
+from .errors import ConfigError, Problems
+from .models import (
+    Cluster,
+    Job,
+    JobFile,
+    KnsScheduler,
+    NodePool,
+    PackingScheduler,
+    Profile,
+    Schedule,
+    Workload,
+)
+
+NAMESPACE = "kns"
+OBJECT_KEYS = ("cluster", "packingScheduler", "knsScheduler", "profiles", "credentials")
+LIST_KEYS = ("nodePools", "jobs", "schedules", "jobFiles")
+STRING_KEYS = ("keycloakClientSecret",)
+SECRET_KEYS = ("keycloakClientSecret", "credentials")
+KNOWN_KEYS = OBJECT_KEYS + LIST_KEYS + STRING_KEYS
+
+
+@dataclass
+class PlatformConfig:
+    """Validated stack config; components receive parts of it, never raw dicts."""
+
+    cluster: Cluster
+    node_pools: list[NodePool]
+    packing_scheduler: PackingScheduler
+    kns_scheduler: KnsScheduler
+    profiles: list[tuple[str, Profile]]
+    jobs: list[Job]
+    schedules: list[Schedule]
+    keycloak_client_secret: Optional[str] = None
+    credentials: dict[str, dict[str, str]] = field(default_factory=dict)
+    paths: dict[str, str] = field(default_factory=dict)
+    stack: str = "dev"
+
+    @property
+    def workloads(self) -> list[Workload]:
+        return [*self.jobs, *self.schedules]
+
+    def pool(self, name: str) -> NodePool:
+        return next(p for p in self.node_pools if p.name == name)
+
+
+def parse_config(
+    raw: Mapping[str, Any],
+    *,
+    project_dir: Path,
+    stack: str = "dev",
+    secret_keys: frozenset[str] = frozenset(SECRET_KEYS),
+    environ: Mapping[str, str] | None = None,
+) -> PlatformConfig:
+    """Validate raw config values (keys without the `kns:` prefix, values decoded)."""
+    problems = Problems()
+    environ = os.environ if environ is None else environ
+
+    for key in raw:
+        if key not in KNOWN_KEYS:
+            from difflib import get_close_matches
+
+            close = get_close_matches(key, KNOWN_KEYS, n=1, cutoff=0.6)
+            hint = f'did you mean "kns:{close[0]}"?' if close else f"known keys: {', '.join('kns:' + k for k in KNOWN_KEYS)}"
+            problems.add(f"{NAMESPACE}:{key}", f"unknown key; {hint}")
+    for key in SECRET_KEYS:
+        if raw.get(key) is not None and key not in secret_keys:
+            problems.add(
+                f"{NAMESPACE}:{key}",
+                f"must be a secret: set it with `pulumi config set --secret {NAMESPACE}:{key} ...`",
+            )
+
+    cluster = (
+        problems.validate(Cluster, raw["cluster"], "kns:cluster")
+        if "cluster" in raw
+        else problems.add("kns:cluster", "is required (at least {name: ...})")
+    )
+    packing = problems.validate(PackingScheduler, raw.get("packingScheduler") or {}, "kns:packingScheduler")
+    kns = problems.validate(KnsScheduler, raw.get("knsScheduler") or {}, "kns:knsScheduler")
+
+    profiles: list[tuple[str, Profile]] = []
+    raw_profiles = raw.get("profiles") or {}
+    if not isinstance(raw_profiles, dict):
+        problems.add("kns:profiles", "must be a mapping of rule (*, @group or user) to settings")
+    else:
+        for rule, body in raw_profiles.items():
+            profile = problems.validate(Profile, body or {}, f"kns:profiles[{rule}]")
+            if profile is not None:
+                profiles.append((str(rule), profile))
+
+    pools = [
+        p
+        for i, item in enumerate(_list(raw, "nodePools", problems))
+        if (p := problems.validate(NodePool, item, _entry_path("kns:nodePools", item, i))) is not None
+    ]
+
+    paths: dict[str, str] = {}
+    entries: list[tuple[str, Any, type[Workload]]] = []
+    for kind, model in (("jobs", Job), ("schedules", Schedule)):
+        for i, item in enumerate(_list(raw, kind, problems)):
+            entries.append((_entry_path(f"kns:{kind}", item, i), f"kns:{kind}[{i}]", item, model))
+    entries.extend(_job_file_entries(raw, project_dir, problems))
+
+    jobs: list[Job] = []
+    schedules: list[Schedule] = []
+    first_use: dict[str, str] = {}
+    for path, position, item, model in entries:
+        name = item.get("name") if isinstance(item, dict) else None
+        duplicate = isinstance(name, str) and name in first_use
+        if duplicate:
+            problems.add(
+                path + ".name",
+                f'"{name}" is already used by {first_use[name]}; names are unique across jobs and schedules',
+            )
+        elif isinstance(name, str):
+            first_use[name] = position
+        entry = problems.validate(model, item, path)
+        if entry is None or duplicate:
+            continue
+        paths[entry.name] = path
+        (schedules if isinstance(entry, Schedule) else jobs).append(entry)
+
+    credentials = raw.get("credentials") or {}
+    if not (isinstance(credentials, dict) and all(
+        isinstance(files, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in files.items())
+        for files in credentials.values()
+    )):
+        problems.add("kns:credentials", "must map a set name to {file name: content}")
+        credentials = {}
+
+    secret = raw.get("keycloakClientSecret")
+    if secret is not None and not isinstance(secret, str):
+        problems.add("kns:keycloakClientSecret", "must be a string")
+
+    if cluster is not None:
+        _check_cluster(cluster, project_dir, environ, problems)
+    _check_pools(pools, problems)
+    _check_workloads(jobs + schedules, pools, credentials, profiles, paths, problems)
+    _check_not_yet(jobs + schedules, profiles, paths, problems)
+    if cluster is not None:
+        _check_dynamic_labels(jobs + schedules, cluster.name, stack, paths, problems)
+
+    problems.raise_if_any()
+    return PlatformConfig(
+        cluster=cluster,
+        node_pools=pools,
+        packing_scheduler=packing,
+        kns_scheduler=kns,
+        profiles=profiles,
+        jobs=jobs,
+        schedules=schedules,
+        keycloak_client_secret=secret,
+        credentials=credentials,
+        paths=paths,
+        stack=stack,
+    )
+
+
+def _list(raw: Mapping[str, Any], key: str, problems: Problems) -> list[Any]:
+    value = raw.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        problems.add(f"kns:{key}", f"must be a list, not {type(value).__name__}")
+        return []
+    return value
+
+
+def _entry_path(base: str, item: Any, index: int) -> str:
+    """`kns:jobs[train-resnet]`: entries are named by their stable key when they have one."""
+    name = item.get("name") if isinstance(item, dict) else None
+    return f"{base}[{name}]" if isinstance(name, str) and name else f"{base}[{index}]"
+
+
+def _job_file_entries(raw: Mapping[str, Any], project_dir: Path, problems: Problems):
+    for i, pattern in enumerate(_list(raw, "jobFiles", problems)):
+        if not isinstance(pattern, str):
+            problems.add(f"kns:jobFiles[{i}]", "must be a glob string")
+            continue
+        matches = sorted(glob.glob(str(project_dir / pattern), recursive=True))
+        if not matches:
+            problems.add(f"kns:jobFiles[{i}]", f'"{pattern}" matches no file (relative to {project_dir})')
+        for match in matches:
+            rel = os.path.relpath(match, project_dir)
+            try:
+                with open(match, encoding="utf-8") as handle:
+                    content = yaml.safe_load(handle) or {}
+            except (OSError, yaml.YAMLError) as exc:
+                problems.add(rel, f"cannot be read as YAML: {exc}".replace("\n", " "))
+                continue
+            if not isinstance(content, dict):
+                problems.add(rel, "must be a mapping with jobs: and/or schedules: lists")
+                continue
+            # Unknown keys are reported without hiding the problems of the file's entries.
+            problems.validate(JobFile, {k: v for k, v in content.items() if k not in JobFile.model_fields}, rel)
+            for kind, model in (("jobs", Job), ("schedules", Schedule)):
+                items = content.get(kind) or []
+                if not isinstance(items, list):
+                    problems.add(f"{rel}:{kind}", "must be a list")
+                    continue
+                for j, item in enumerate(items):
+                    yield _entry_path(f"{rel}:{kind}", item, j), f"{rel}:{kind}[{j}]", item, model
+
+
+def _check_cluster(cluster: Cluster, project_dir: Path, environ: Mapping[str, str], problems: Problems) -> None:
+    forbidden = set(cluster.forbidden_contexts)
+    if cluster.context and cluster.context in forbidden:
+        problems.add(
+            "kns:cluster.context",
+            f'"{cluster.context}" is listed in forbiddenContexts: the KNS needs cluster-admin and must '
+            "own a dedicated cluster, never the JARVICE upstream one",
+        )
+        return
+    if cluster.render_dir or cluster.context:
+        return
+    try:
+        current = kubeconfig.current_context(cluster.kubeconfig, project_dir, environ)
+    except kubeconfig.KubeconfigError as exc:
+        problems.add("kns:cluster.kubeconfig", str(exc))
+        return
+    if current in forbidden:
+        problems.add(
+            "kns:cluster",
+            f'the kubeconfig\'s current context "{current}" is listed in forbiddenContexts: set '
+            "kns:cluster.context to the dedicated KNS cluster",
+        )
+
+
+def _check_pools(pools: list[NodePool], problems: Problems) -> None:
+    seen_pool: set[str] = set()
+    node_owner: dict[str, str] = {}
+    for pool in pools:
+        path = f"kns:nodePools[{pool.name}]"
+        if pool.name in seen_pool:
+            problems.add(path + ".name", f'"{pool.name}" names another pool too; pool names are unique')
+        seen_pool.add(pool.name)
+        for node in pool.nodes:
+            if node in node_owner and node_owner[node] != pool.name:
+                problems.add(
+                    path + ".nodes",
+                    f'node "{node}" is already in pool "{node_owner[node]}"; a node belongs to one pool',
+                )
+            node_owner.setdefault(node, pool.name)
+
+
+def _check_workloads(
+    workloads: list[Workload],
+    pools: list[NodePool],
+    credentials: Mapping[str, Any],
+    profiles: list[tuple[str, Profile]],
+    paths: Mapping[str, str],
+    problems: Problems,
+) -> None:
+    from .resolve import PlacementError, resolve_pool, resolve_profile
+
+    by_name = {p.name: p for p in pools}
+    for entry in workloads:
+        path = paths[entry.name]
+        if entry.pool is not None and entry.pool not in by_name:
+            known = ", ".join(sorted(by_name)) or "none are defined"
+            problems.add(path + ".pool", f'no node pool named "{entry.pool}" (pools: {known})')
+            continue
+        try:
+            pool = resolve_pool(entry, pools)
+        except PlacementError as exc:
+            problems.add(f"{path}.{exc.field}", str(exc))
+            pool = None
+        if pool is not None and pool.gpu is not None and entry.gpus > pool.gpu.per_node:
+            problems.add(
+                path + ".gpus",
+                f"{entry.gpus} GPUs do not fit on one node of pool \"{pool.name}\" (perNode: {pool.gpu.per_node})",
+            )
+        for name in entry.credentials:
+            if name not in credentials:
+                problems.add(path + ".credentials", f'no credential set "{name}" in kns:credentials')
+        if entry.privileged:
+            profile, rules = resolve_profile(profiles, entry.user, entry.groups)
+            if not profile.allow_privileged:
+                where = f"rules applied: {', '.join(rules)}" if rules else "no profile rule matches"
+                problems.add(
+                    path + ".privileged",
+                    f"needs a profile with allowPrivileged: true ({where})",
+                )
+
+
+# Keys that parse today but whose behaviour lands with the profiles-and-options issue (#6).
+# Rejecting them beats accepting and silently ignoring them.
+NOT_YET_ENTRY = ("pod_spec", "json_overrides", "credentials")
+NOT_YET_PROFILE = (
+    "default_cpu", "max_cpu", "default_memory", "max_memory", "default_gpus", "max_gpus", "images",
+    "default_image", "allow_unknown_images", "placement_constraints", "json_overrides",
+)
+
+
+def _check_not_yet(workloads, profiles, paths, problems: Problems) -> None:
+    from pydantic.alias_generators import to_camel
+
+    for entry in workloads:
+        for field in NOT_YET_ENTRY:
+            if field in entry.model_fields_set:
+                problems.add(f"{paths[entry.name]}.{to_camel(field)}", "is not supported yet (issue #6); remove it")
+    for rule, profile in profiles:
+        for field in NOT_YET_PROFILE:
+            if field in profile.model_fields_set:
+                problems.add(f"kns:profiles[{rule}].{to_camel(field)}", "is not enforced yet (issue #6); remove it")
+
+
+def _check_dynamic_labels(workloads, cluster: str, stack: str, paths, problems: Problems) -> None:
+    from . import names
+    from .resolve import PLACEHOLDERS, dynamic_labels, placeholders_in
+
+    for entry in workloads:
+        path = f"{paths[entry.name]}.dynamicLabels"
+        bad = False
+        for key, template in entry.dynamic_labels.items():
+            problem = names.label_key_problem(key)
+            if problem:
+                problems.add(f"{path}.{key}", problem)
+                bad = True
+            try:
+                unknown = [p for p in placeholders_in(template) if p not in PLACEHOLDERS]
+            except ValueError as exc:
+                problems.add(f"{path}.{key}", f'"{template}" is not a format string: {exc}')
+                bad = True
+                continue
+            if unknown:
+                problems.add(
+                    f"{path}.{key}",
+                    f"unknown placeholder {', '.join('{' + u + '}' for u in unknown)}; "
+                    f"use {' '.join('{' + p + '}' for p in PLACEHOLDERS)}",
+                )
+                bad = True
+        if bad:
+            continue
+        for key, value in dynamic_labels(entry, cluster, stack).items():
+            problem = names.label_value_problem(value)
+            if problem:
+                problems.add(f"{path}.{key}", f"renders to {problem}")
+
+
+def read_pulumi_config() -> tuple[dict[str, Any], frozenset[str]]:
+    """Every `kns:` key of the stack (values JSON-decoded) and the set that are secret."""
+    from pulumi.runtime import config as runtime_config
+
+    keys = set(runtime_config.CONFIG.get()) | set(runtime_config.get_config_env())
+    raw: dict[str, Any] = {}
+    secret: set[str] = set()
+    for full_key in sorted(keys):
+        namespace, _, key = full_key.partition(":")
+        if namespace != NAMESPACE:
+            continue
+        value = runtime_config.get_config(full_key)
+        if key not in STRING_KEYS and isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                pass
+        raw[key] = value
+        if runtime_config.is_config_secret(full_key) or full_key in runtime_config.get_config_secret_keys_env():
+            secret.add(key)
+    return raw, frozenset(secret)
+
+
+def load(project_dir: Path) -> PlatformConfig:
+    """Read the stack config once; invalid config becomes one `pulumi.RunError`."""
+    import pulumi
+
+    raw, secret = read_pulumi_config()
+    try:
+        return parse_config(raw, project_dir=project_dir, stack=pulumi.get_stack(), secret_keys=secret)
+    except ConfigError as exc:
+        raise pulumi.RunError(str(exc)) from None

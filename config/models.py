@@ -1,0 +1,418 @@
+"""Typed stack config: pydantic v2 models for every key of the user contract.
+
+Models check what one object can check alone (syntax, ranges, exclusive fields);
+cross-entry rules (unique names, pool references, GPU pools) live in `config.checks`.
+Keys are camelCase on the wire; unknown keys are rejected (the loader suggests the
+nearest known key).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from . import cron, names
+from .quantity import Kind, QuantityError, kind_for_resource, normalise, parse
+
+
+class Model(BaseModel):
+    """Base: camelCase aliases, unknown keys forbidden."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", validate_default=True
+    )
+
+
+def _quantity(kind: Kind, allow_zero: bool = False) -> BeforeValidator:
+    def check(value: object) -> str:
+        try:
+            return normalise(value, kind, allow_zero=allow_zero)
+        except QuantityError as exc:
+            raise ValueError(str(exc)) from None
+
+    return BeforeValidator(check)
+
+
+def _resource_map(value: object) -> object:
+    """Normalise a {resource name: quantity} map; the kind comes from each key."""
+    if not isinstance(value, dict):
+        return value
+    out: dict[str, str] = {}
+    problems = []
+    for key, raw in value.items():
+        try:
+            out[str(key)] = normalise(raw, kind_for_resource(str(key)), allow_zero=True)
+        except QuantityError as exc:
+            problems.append(f"{key}: {exc}")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return out
+
+
+def _check(problem_of):
+    def check(value):
+        problem = problem_of(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    return AfterValidator(check)
+
+
+def _labels(value: dict[str, str]) -> dict[str, str]:
+    problems = [p for k, v in value.items() for p in (names.label_key_problem(k), names.label_value_problem(v)) if p]
+    if problems:
+        raise ValueError("; ".join(problems))
+    return value
+
+
+def _annotation_keys(value: dict[str, str]) -> dict[str, str]:
+    problems = [p for k in value for p in (names.label_key_problem(k),) if p]
+    if problems:
+        raise ValueError("; ".join(problems))
+    return value
+
+
+Cpu = Annotated[str, _quantity(Kind.CPU)]
+Bytes = Annotated[str, _quantity(Kind.BYTES)]
+ResourceMap = Annotated[dict[str, str], BeforeValidator(_resource_map)]
+EntryName = Annotated[str, _check(lambda v: names.dns1123_label_problem(v, names.MAX_ENTRY_NAME))]
+DnsLabel = Annotated[str, _check(names.dns1123_label_problem)]
+Labels = Annotated[dict[str, str], AfterValidator(_labels)]
+Annotations = Annotated[dict[str, str], AfterValidator(_annotation_keys)]
+CronExpr = Annotated[str, _check(cron.cron_problem)]
+TimeZone = Annotated[str, _check(cron.zone_problem)]
+LabelValue = Annotated[str, _check(names.label_value_problem)]
+Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+Vendor = Literal["nvidia", "amd"]
+
+
+# ---- 1. cluster -------------------------------------------------------------------------
+
+
+class Cluster(Model):
+    name: DnsLabel
+    context: Optional[str] = None
+    kubeconfig: Optional[str] = None
+    render_dir: Optional[str] = None
+    forbidden_contexts: list[str] = Field(default_factory=list)
+    namespace_prefix: str = "kns-"
+    system_namespace: DnsLabel = "kns-system"
+
+    @model_validator(mode="after")
+    def _prefix(self) -> "Cluster":
+        if self.namespace_prefix and names.dns1123_label_problem(self.namespace_prefix + "x"):
+            raise ValueError(
+                f'namespacePrefix "{self.namespace_prefix}" cannot start a DNS-1123 label '
+                '(lower-case letters, digits and "-")'
+            )
+        longest = len(self.namespace_prefix) + names.MAX_ENTRY_NAME
+        if longest > 63:
+            raise ValueError(
+                f'namespacePrefix "{self.namespace_prefix}" is too long: with a 40-character '
+                f"entry name the namespace would have {longest} characters (at most 63)"
+            )
+        return self
+
+
+# ---- 2. node pools ----------------------------------------------------------------------
+
+
+class Taint(Model):
+    key: str
+    value: str = ""
+    effect: Effect
+
+    @model_validator(mode="after")
+    def _valid(self) -> "Taint":
+        problem = names.label_key_problem(self.key) or (self.value and names.label_value_problem(self.value))
+        if problem:
+            raise ValueError(problem)
+        return self
+
+
+class GpuSpec(Model):
+    vendor: Vendor = "nvidia"
+    per_node: int = Field(ge=1)
+
+
+class NodePool(Model):
+    name: EntryName
+    role: Literal["vcluster", "gpu", "compute", "system"]
+    nodes: list[str] = Field(min_length=1)
+    labels: Labels = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
+    gpu: Optional[GpuSpec] = None
+    vcluster: bool = False
+
+    @model_validator(mode="after")
+    def _role(self) -> "NodePool":
+        if self.role == "gpu" and self.gpu is None:
+            raise ValueError('role "gpu" needs gpu: {vendor: nvidia|amd, perNode: N}')
+        if self.role != "gpu" and self.gpu is not None:
+            raise ValueError(f'gpu is only for role "gpu" (this pool has role "{self.role}")')
+        if self.vcluster and self.role != "gpu":
+            raise ValueError('vcluster: true is only for role "gpu" (role "vcluster" implies it)')
+        for node in self.nodes:
+            if names.dns1123_label_problem(node.split(".")[0]) or len(node) > 253:
+                raise ValueError(f'node name "{node}" is not a valid Kubernetes node name')
+        if len(set(self.nodes)) != len(self.nodes):
+            raise ValueError("nodes lists a node more than once")
+        return self
+
+
+# ---- 3. and 4. schedulers ---------------------------------------------------------------
+
+
+class PackingScheduler(Model):
+    enabled: bool = True
+    name: DnsLabel = "kns-packing"
+    image: str = "registry.k8s.io/kube-scheduler:v1.36.1"
+    replicas: int = Field(default=1, ge=1)
+    strategy: Literal["MostAllocated", "RequestedToCapacityRatio"] = "MostAllocated"
+    weights: dict[str, Annotated[int, Field(ge=1, le=100)]] = Field(
+        default_factory=lambda: {"cpu": 1, "memory": 1}
+    )
+
+
+class Keycloak(Model):
+    url: str
+    realm: str
+    client_id: str
+
+
+KNS_DEFAULT_LIMIT_RANGE: dict[str, Any] = {
+    "default": {"cpu": 1, "memory": "1Gi"},
+    "default_request": {"cpu": "200m", "memory": "256Mi"},
+    "type": "Container",
+}
+
+
+class KnsScheduler(Model):
+    """The JARVICE KNS downstream scheduler; defaults are those of reference 000."""
+
+    enabled: bool = False
+    image: Optional[str] = None
+    replicas: int = Field(default=1, ge=1)
+    jobs_domain: Optional[str] = None
+    ingress_class: Optional[str] = None
+    keep_vclusters: bool = False
+    default_limit_range: dict[str, Any] = Field(default_factory=lambda: dict(KNS_DEFAULT_LIMIT_RANGE))
+    vcluster_spawn_delay: int = Field(default=300, ge=1)
+    init_image: str = "us-docker.pkg.dev/jarvice/images/init-kns"
+    images_tag: Optional[str] = None
+    allow_gotty_shell: bool = False
+    gotty_image: str = "us-docker.pkg.dev/jarvice/images/kns-gotty"
+    gotty_image_tag: str = "n1.3.0"
+    keycloak: Optional[Keycloak] = None
+
+    @model_validator(mode="after")
+    def _image(self) -> "KnsScheduler":
+        if self.enabled and not self.image:
+            raise ValueError("enabled: true needs image (the JARVICE KNS scheduler image)")
+        return self
+
+    def encoded_limit_range(self) -> str:
+        """`JARVICE_KNS_DEFAULT_LIMIT_RANGE`: the limit range as base64-encoded JSON."""
+        return base64.b64encode(json.dumps(self.default_limit_range).encode()).decode()
+
+
+# ---- 5. profiles ------------------------------------------------------------------------
+
+
+class GpuCounts(Model):
+    nvidia: Optional[int] = Field(default=None, ge=0)
+    amd: Optional[int] = Field(default=None, ge=0)
+
+
+class JsonOverride(Model):
+    path: Annotated[
+        str,
+        _check(lambda p: None if p == "" or p.startswith("/") else f'"{p}" is not a JSON pointer (RFC 6901: it starts with "/")'),
+    ]
+    value: Any
+
+
+Ratio = Annotated[float, Field(gt=0, le=1)]
+
+
+class Profile(Model):
+    """One profile rule. Unset fields (None) leave earlier rules' values in place."""
+
+    default_cpu: Optional[Cpu] = None
+    max_cpu: Optional[Cpu] = None
+    default_memory: Optional[Bytes] = None
+    max_memory: Optional[Bytes] = None
+    default_gpus: Optional[GpuCounts] = None
+    max_gpus: Optional[GpuCounts] = None
+    images: Optional[list[str]] = None
+    default_image: Optional[str] = None
+    allow_unknown_images: Optional[bool] = None
+    placement_constraints: Optional[list[str]] = None
+    cpu_request_ratio: Optional[Ratio] = None
+    memory_request_ratio: Optional[Ratio] = None
+    allow_privileged: Optional[bool] = None
+    json_overrides: Optional[list[JsonOverride]] = None
+
+
+# ---- 6. workloads -----------------------------------------------------------------------
+
+
+class Toleration(Model):
+    key: Optional[str] = None
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: Optional[str] = None
+    effect: Optional[Effect] = None
+    toleration_seconds: Optional[int] = None
+
+    def manifest(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
+class LimitRangeSpec(Model):
+    """Overrides for the LimitRange `kns-defaults` (type Container)."""
+
+    default: ResourceMap = Field(default_factory=dict)
+    default_request: ResourceMap = Field(default_factory=dict)
+    max: ResourceMap = Field(default_factory=dict)
+    min: ResourceMap = Field(default_factory=dict)
+
+
+EnvValue = Annotated[
+    Any,
+    _check(
+        lambda v: None
+        if isinstance(v, (str, int, float, bool)) or (isinstance(v, dict) and set(v) <= {"valueFrom"} and v)
+        else "env values are strings or {valueFrom: {...}} (secretKeyRef, configMapKeyRef, fieldRef)"
+    ),
+]
+
+CONTAINER_FIELDS = (
+    "image", "image_pull_policy", "command", "args", "env", "cpu", "memory", "storage", "gpus",
+    "gpu_resource", "extra_resources", "cpu_limit", "memory_limit", "storage_limit", "privileged",
+    "volumes", "volume_mounts", "credentials",
+)
+
+
+class Workload(Model):
+    """Fields shared by jobs and schedules (contract section 6)."""
+
+    name: EntryName
+    user: Optional[LabelValue] = None
+    groups: list[str] = Field(default_factory=list)
+    type: Literal["pod", "namespace"] = "pod"
+    image: Optional[str] = None
+    image_pull_policy: Optional[Literal["Always", "IfNotPresent", "Never"]] = None
+    command: Optional[list[str]] = None
+    args: Optional[list[str]] = None
+    env: dict[str, EnvValue] = Field(default_factory=dict)
+    cpu: Optional[Cpu] = None
+    memory: Optional[Bytes] = None
+    storage: Optional[Bytes] = None
+    gpus: int = Field(default=0, ge=0)
+    gpu_vendor: Vendor = "nvidia"
+    gpu_resource: Optional[str] = None
+    extra_resources: ResourceMap = Field(default_factory=dict)
+    cpu_limit: Optional[Cpu] = None
+    memory_limit: Optional[Bytes] = None
+    storage_limit: Optional[Bytes] = None
+    pool: Optional[str] = None
+    placement: dict[str, str] = Field(default_factory=dict)
+    node_selector: Labels = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+    scheduler_name: Optional[DnsLabel] = None
+    privileged: bool = False
+    volumes: list[dict[str, Any]] = Field(default_factory=list)
+    volume_mounts: list[dict[str, Any]] = Field(default_factory=list)
+    labels: Labels = Field(default_factory=dict)
+    annotations: Annotations = Field(default_factory=dict)
+    dynamic_labels: dict[str, str] = Field(default_factory=dict)
+    pod_spec: Optional[dict[str, Any]] = None
+    json_overrides: list[JsonOverride] = Field(default_factory=list)
+    credentials: list[str] = Field(default_factory=list)
+    ttl_hours: float = Field(default=24, ge=0)
+    backoff_limit: Optional[int] = Field(default=None, ge=0)
+    active_deadline_seconds: Optional[int] = Field(default=None, ge=1)
+    parallelism: Optional[int] = Field(default=None, ge=1)
+    completions: Optional[int] = Field(default=None, ge=1)
+    limit_range: Optional[LimitRangeSpec] = None
+    quota: Optional[ResourceMap] = None
+
+    @classmethod
+    def key_problems(cls, raw: Any) -> list[str]:
+        """Rules about which keys may be set together; they need only the raw keys, so the
+        loader reports them even when a value elsewhere in the entry is invalid."""
+        if not isinstance(raw, dict):
+            return []
+        problems = []
+        container = [to_camel(f) for f in CONTAINER_FIELDS if to_camel(f) in raw or f in raw]
+        if raw.get("type") == "namespace":
+            used = container + (["podSpec"] if "podSpec" in raw else [])
+            if used:
+                problems.append(f"type namespace runs no workload, so {', '.join(used)} cannot be set")
+        elif raw.get("podSpec") is not None and container:
+            problems.append(f"podSpec is used verbatim, so {', '.join(container)} cannot be set beside it")
+        return problems
+
+    @model_validator(mode="after")
+    def _shape(self) -> "Workload":
+        problems = self.key_problems(self.model_dump(by_alias=True, exclude_unset=True))
+        if self.type == "pod" and self.pod_spec is not None:
+            if not isinstance(self.pod_spec.get("containers"), list) or not self.pod_spec["containers"]:
+                problems.append("podSpec needs a non-empty containers list")
+        elif self.type == "pod" and not self.image:
+            problems.append("image is required (or podSpec, or type: namespace)")
+        for field, limit in (("cpu", "cpu_limit"), ("memory", "memory_limit"), ("storage", "storage_limit")):
+            request, cap = getattr(self, field), getattr(self, limit)
+            kind = Kind.CPU if field == "cpu" else Kind.BYTES
+            if request is not None and cap is not None and parse(request, kind) > parse(cap, kind):
+                problems.append(f"{field} {request} is more than {to_camel(limit)} {cap}")
+        if self.gpu_resource and not self.gpus:
+            problems.append("gpuResource is set but gpus is 0")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class Job(Workload):
+    pass
+
+
+class Schedule(Workload):
+    schedule: CronExpr
+    time_zone: TimeZone = "Etc/UTC"
+    warm_up_minutes: Optional[int] = Field(default=None, ge=1, le=1440)
+    primer_schedule: Optional[CronExpr] = None
+    concurrency_policy: Literal["Allow", "Forbid", "Replace"] = "Forbid"
+    starting_deadline_seconds: Optional[int] = Field(default=None, ge=1)
+    suspend: bool = False
+    successful_jobs_history_limit: int = Field(default=3, ge=0)
+    failed_jobs_history_limit: int = Field(default=1, ge=0)
+
+    @classmethod
+    def key_problems(cls, raw: Any) -> list[str]:
+        problems = super().key_problems(raw)
+        if isinstance(raw, dict):
+            if raw.get("warmUpMinutes") is not None and raw.get("primerSchedule") is not None:
+                problems.append("set warmUpMinutes or primerSchedule, not both")
+            if raw.get("type") == "namespace":
+                problems.append('a schedule runs a workload; type "namespace" is only for jobs')
+        return problems
+
+
+class JobFile(Model):
+    """A file named by `kns:jobFiles`."""
+
+    jobs: list[Any] = Field(default_factory=list)
+    schedules: list[Any] = Field(default_factory=list)

@@ -1,0 +1,129 @@
+"""Kubernetes quantity parsing, normalisation and arithmetic.
+
+Pure functions (no Pulumi) so quotas, LimitRanges and profile maxima can be computed
+and tested exactly. Values are held as `Decimal` in base units (cores, bytes, counts).
+Bare numbers mean MiB for memory and storage, as in the Nodepool and RStudio seeds.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+from enum import Enum
+
+_QUANTITY = re.compile(
+    r"^(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?P<suffix>[eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$"
+)
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+}
+MIB = Decimal(2**20)
+
+
+class Kind(str, Enum):
+    """What a quantity measures; decides the meaning of bare numbers and the output form."""
+
+    CPU = "cpu"
+    BYTES = "bytes"
+    COUNT = "count"
+
+
+class QuantityError(ValueError):
+    """A value that is not a usable Kubernetes quantity; the message is user-facing."""
+
+
+def parse(value: object, kind: Kind = Kind.COUNT) -> Decimal:
+    """Parse a quantity (string or number) into base units.
+
+    Bare numbers (no suffix) are MiB for `Kind.BYTES`, cores for CPU, plain counts otherwise.
+    """
+    if isinstance(value, bool) or value is None:
+        raise QuantityError(f"{_show(value)} is not a quantity")
+    if isinstance(value, (int, float, Decimal)):
+        text = repr(value) if isinstance(value, float) else str(value)
+    elif isinstance(value, str):
+        text = value.strip()
+    else:
+        raise QuantityError(f"{_show(value)} is not a quantity")
+    match = _QUANTITY.match(text)
+    if not match:
+        raise QuantityError(f"{_show(value)} is not a quantity")
+    try:
+        number = Decimal(match["num"])
+    except InvalidOperation as exc:  # pragma: no cover - the regex admits only decimals
+        raise QuantityError(f"{_show(value)} is not a quantity") from exc
+    suffix = match["suffix"]
+    if suffix is None:
+        return number * MIB if kind is Kind.BYTES else number
+    if suffix in _BINARY:
+        return number * _BINARY[suffix]
+    if suffix in _DECIMAL:
+        return number * _DECIMAL[suffix]
+    return number * (Decimal(10) ** int(suffix[1:]))
+
+
+def normalise(value: object, kind: Kind, *, allow_zero: bool = True) -> str:
+    """Parse and render a quantity in canonical form; negative values are errors."""
+    amount = parse(value, kind)
+    if amount < 0:
+        raise QuantityError(f"{_show(value)} must not be negative")
+    if amount == 0 and not allow_zero:
+        raise QuantityError(f"{_show(value)} must be greater than zero")
+    if kind is Kind.CPU and amount * 1000 != (amount * 1000).to_integral_value():
+        raise QuantityError(f"{_show(value)} is finer than 1m (a thousandth of a core)")
+    if kind is Kind.BYTES and amount != amount.to_integral_value():
+        raise QuantityError(f"{_show(value)} is not a whole number of bytes")
+    return render(amount, kind)
+
+
+def render(amount: Decimal, kind: Kind) -> str:
+    """Canonical text for an amount in base units: `2`, `500m`, `4Gi`, `1536Mi`, `1000`."""
+    if kind is Kind.CPU:
+        if amount == amount.to_integral_value():
+            return str(int(amount))
+        return f"{int((amount * 1000).to_integral_value())}m"
+    if kind is Kind.BYTES:
+        whole = int(amount.to_integral_value())
+        for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+            unit = _BINARY[suffix]
+            if whole and whole % unit == 0:
+                return f"{whole // unit}{suffix}"
+        return str(whole)
+    if amount == amount.to_integral_value():
+        return str(int(amount))
+    return f"{int((amount * 1000).to_integral_value())}m"
+
+
+def kind_for_resource(resource: str) -> Kind:
+    """The kind of a resource name as used in requests, limits and quotas."""
+    base = resource.split(".", 1)[1] if resource.startswith(("requests.", "limits.")) else resource
+    if base == "cpu":
+        return Kind.CPU
+    if base in ("memory", "ephemeral-storage", "storage") or base.endswith(".storage"):
+        return Kind.BYTES
+    return Kind.COUNT
+
+
+def scale(value: str, factor: int | Decimal, kind: Kind) -> str:
+    """Multiply a canonical quantity by a factor (quota = per-pod amount x pods)."""
+    return render(parse(value, kind) * Decimal(factor), kind)
+
+
+def minimum(a: str, b: str, kind: Kind) -> str:
+    """The smaller of two quantities, in canonical form."""
+    return a if parse(a, kind) <= parse(b, kind) else b
+
+
+def _show(value: object) -> str:
+    return f'"{value}"' if isinstance(value, str) else repr(value)

@@ -1,0 +1,242 @@
+"""Pure derivations from validated config: pool rules, placement, profiles, resources,
+LimitRange and quota. Components turn these plain dicts into resources; tests check them
+without the Pulumi runtime.
+"""
+
+from __future__ import annotations
+
+import string
+from decimal import Decimal
+from typing import Any, Optional
+
+from . import names
+from .models import NodePool, Profile, Schedule, Workload
+from .quantity import Kind, kind_for_resource, minimum, parse, render, scale
+
+VCLUSTER_KEY = "node-role.jarvice.io/jarvice-vcluster"
+GPU_PRESENT = "present"
+# Reference 000: the KNS default limit range for job namespaces.
+DEFAULT_LIMIT = {"cpu": "1", "memory": "1Gi"}
+DEFAULT_REQUEST = {"cpu": "200m", "memory": "256Mi"}
+NAMESPACE_ENTRY_PODS = 10
+
+
+class PlacementError(ValueError):
+    """A workload that cannot be placed; `field` is the entry key it is about."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+def gpu_resource_name(vendor: str) -> str:
+    return f"{vendor}.com/gpu"
+
+
+# ---- node pools -------------------------------------------------------------------------
+
+
+def pool_taints(pool: NodePool) -> list[dict[str, str]]:
+    """Every taint a pool's nodes carry: the role's (contract section 2), then the pool's own."""
+    taints: list[dict[str, str]] = []
+    if pool.role == "vcluster" or (pool.role == "gpu" and pool.vcluster):
+        taints.append({"key": VCLUSTER_KEY, "value": "true", "effect": "NoSchedule"})
+    if pool.role == "gpu" and pool.gpu is not None:
+        taints.append({"key": gpu_resource_name(pool.gpu.vendor), "value": GPU_PRESENT, "effect": "NoSchedule"})
+    for taint in pool.taints:
+        item = {"key": taint.key, "value": taint.value, "effect": taint.effect}
+        if item not in taints:
+            taints.append(item)
+    return taints
+
+
+def pool_labels(pool: NodePool, cluster: str) -> dict[str, str]:
+    """Every label a pool's nodes carry."""
+    labels = dict(pool.labels)
+    labels[names.LABEL_POOL] = pool.name
+    labels[names.LABEL_CLUSTER] = cluster
+    if pool.role == "vcluster" or (pool.role == "gpu" and pool.vcluster):
+        labels[VCLUSTER_KEY] = "true"
+    if pool.role == "gpu" and pool.gpu is not None:
+        labels[gpu_resource_name(pool.gpu.vendor)] = GPU_PRESENT
+    return labels
+
+
+def tolerations_for(pool: NodePool) -> list[dict[str, str]]:
+    return [{"key": t["key"], "operator": "Equal", "value": t["value"], "effect": t["effect"]} for t in pool_taints(pool)]
+
+
+def resolve_pool(entry: Workload, pools: list[NodePool]) -> Optional[NodePool]:
+    """The pool a workload targets: named, or the only GPU pool of its vendor for GPU work."""
+    vendor = entry.gpu_vendor
+    if entry.pool is not None:
+        pool = next(p for p in pools if p.name == entry.pool)
+        if entry.gpus and (pool.gpu is None or pool.gpu.vendor != vendor):
+            what = f"{pool.gpu.vendor} GPU pool" if pool.gpu else f'"{pool.role}" pool'
+            raise PlacementError(
+                "pool", f'requests {entry.gpus} {vendor} GPUs but "{pool.name}" is a {what}'
+            )
+        return pool
+    if not entry.gpus:
+        return None
+    candidates = [p for p in pools if p.gpu is not None and p.gpu.vendor == vendor]
+    if not candidates:
+        raise PlacementError(
+            "gpus", f"requests {entry.gpus} {vendor} GPUs but no node pool has role gpu with vendor {vendor}"
+        )
+    if len(candidates) > 1:
+        raise PlacementError(
+            "pool",
+            f"several {vendor} GPU pools ({', '.join(p.name for p in candidates)}) could run it; set pool",
+        )
+    return candidates[0]
+
+
+# ---- profiles ---------------------------------------------------------------------------
+
+
+def matching_rules(profiles: list[tuple[str, Profile]], user: Optional[str], groups: list[str]) -> list[tuple[str, Profile]]:
+    """Rules that apply to a user, in file order: `*`, `@group` for their groups, their name."""
+    out = []
+    for rule, profile in profiles:
+        if rule == "*" or (rule.startswith("@") and rule[1:] in groups) or (user is not None and rule == user):
+            out.append((rule, profile))
+    return out
+
+
+def resolve_profile(profiles: list[tuple[str, Profile]], user: Optional[str], groups: list[str]) -> tuple[Profile, list[str]]:
+    """Merge matching rules top to bottom, later values winning (reference 002)."""
+    merged: dict[str, Any] = {}
+    rules = matching_rules(profiles, user, groups)
+    for _, profile in rules:
+        merged.update({k: getattr(profile, k) for k in profile.model_fields_set if getattr(profile, k) is not None})
+    return Profile.model_validate(merged), [rule for rule, _ in rules]
+
+
+# ---- resources --------------------------------------------------------------------------
+
+
+def container_resources(entry: Workload, profile: Optional[Profile] = None) -> dict[str, dict[str, str]]:
+    """Requests and limits: a limit defaults to its request; profile ratios set requests."""
+    profile = profile or Profile()
+    requests: dict[str, str] = {}
+    limits: dict[str, str] = {}
+    ratios = {"cpu": profile.cpu_request_ratio, "memory": profile.memory_request_ratio}
+    for resource, request, limit in (
+        ("cpu", entry.cpu, entry.cpu_limit),
+        ("memory", entry.memory, entry.memory_limit),
+        ("ephemeral-storage", entry.storage, entry.storage_limit),
+    ):
+        cap = limit or request
+        if cap is None:
+            continue
+        limits[resource] = cap
+        ratio = ratios.get(resource)
+        kind = kind_for_resource(resource)
+        if ratio is not None:
+            requests[resource] = _ratio(cap, Decimal(str(ratio)), kind)
+        else:
+            requests[resource] = request or cap
+    if entry.gpus:
+        gpu = entry.gpu_resource or gpu_resource_name(entry.gpu_vendor)
+        requests[gpu] = limits[gpu] = str(entry.gpus)
+    for resource, amount in entry.extra_resources.items():
+        requests[resource] = limits[resource] = amount
+    return {"requests": requests, "limits": limits}
+
+
+def _ratio(limit: str, ratio: Decimal, kind: Kind) -> str:
+    amount = parse(limit, kind) * ratio
+    step = Decimal("0.001") if kind is Kind.CPU else Decimal(1)
+    return render((amount / step).to_integral_value(rounding="ROUND_CEILING") * step, kind)
+
+
+def pods_per_entry(entry: Workload) -> int:
+    """Pods an entry may run at once: parallelism, doubled for overlapping schedule runs."""
+    if entry.type == "namespace":
+        return NAMESPACE_ENTRY_PODS
+    pods = entry.parallelism or 1
+    if isinstance(entry, Schedule) and entry.concurrency_policy != "Forbid":
+        pods *= 2
+    return pods
+
+
+def limit_range(entry: Workload, resources: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """LimitRange `kns-defaults` (type Container): default, defaultRequest, max.
+
+    Max is the entry's own limits (no container may outgrow the entry); defaults are the
+    KNS reference defaults clamped under max, since the API server rejects default > max.
+    """
+    override = entry.limit_range
+    maximum = dict(resources["limits"])
+    for key in list(maximum):
+        if kind_for_resource(key) is Kind.COUNT:
+            del maximum[key]
+    if override is not None:
+        maximum.update(override.max)
+    default = {**DEFAULT_LIMIT, **(override.default if override else {})}
+    default_request = {**DEFAULT_REQUEST, **(override.default_request if override else {})}
+    for key, cap in maximum.items():
+        kind = kind_for_resource(key)
+        if key in default:
+            default[key] = minimum(default[key], cap, kind)
+    for key, value in default.items():
+        if key in default_request:
+            default_request[key] = minimum(default_request[key], value, kind_for_resource(key))
+    spec = {"type": "Container", "default": default, "defaultRequest": default_request}
+    if maximum:
+        spec["max"] = maximum
+    if override is not None and override.min:
+        spec["min"] = dict(override.min)
+    return spec
+
+
+def quota(entry: Workload, resources: dict[str, dict[str, str]], limit_range_spec: dict[str, Any]) -> dict[str, str]:
+    """ResourceQuota `kns-quota`: what the entry may use (per-pod amounts x pods at once).
+
+    A resource the entry leaves unset counts at the LimitRange default, which is what
+    admission fills in for it.
+    """
+    pods = pods_per_entry(entry)
+    hard: dict[str, str] = {"pods": str(pods)}
+    for side, fallback in (("requests", limit_range_spec["defaultRequest"]), ("limits", limit_range_spec["default"])):
+        amounts = {**fallback, **resources[side]}
+        for resource, amount in amounts.items():
+            kind = kind_for_resource(resource)
+            key = f"{side}.{resource}"
+            if side == "limits" and kind is Kind.COUNT:
+                continue  # extended resources are quota'd by requests only
+            hard[key] = scale(amount, pods, kind)
+    if entry.quota:
+        hard.update(entry.quota)
+    return dict(sorted(hard.items()))
+
+
+# ---- labels -----------------------------------------------------------------------------
+
+PLACEHOLDERS = ("name", "user", "groups", "cluster", "stack")
+
+
+def placeholders_in(template: str) -> list[str]:
+    return [field for _, field, _, _ in string.Formatter().parse(template) if field is not None]
+
+
+def dynamic_labels(entry: Workload, cluster: str, stack: str) -> dict[str, str]:
+    values = {
+        "name": entry.name,
+        "user": entry.user or "",
+        "groups": ".".join(entry.groups),
+        "cluster": cluster,
+        "stack": stack,
+    }
+    return {key: template.format(**values) for key, template in entry.dynamic_labels.items()}
+
+
+def entry_labels(entry: Workload, cluster: str) -> dict[str, str]:
+    """Labels on everything an entry produces."""
+    return {
+        names.LABEL_JOB: entry.name,
+        names.LABEL_OWNER: names.owner_label(entry.user),
+        names.LABEL_CLUSTER: cluster,
+        **names.MANAGED_BY,
+    }
