@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The main job: run a stack (default `dev`) through the real Pulumi engine, offline.
+#   scripts/up.sh up       pulumi up --yes, then say where the manifests are
+#   scripts/up.sh preview  pulumi preview --diff
+# Overridable: KNS_STACK, PULUMI_BACKEND_URL (default: a file:// backend in .pulumi-state),
+# PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE (default: the dev passphrase).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+action=${1:-up}
+stack=${KNS_STACK:-dev}
+
+export PULUMI_SKIP_UPDATE_CHECK=true
+export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
+bin=$(bash scripts/toolchain.sh)
+export PATH="$bin:$PATH"
+
+if [ -z "${PULUMI_BACKEND_URL:-}" ]; then
+  mkdir -p .pulumi-state
+  export PULUMI_BACKEND_URL="file://$PWD/.pulumi-state"
+fi
+if [ -z "${PULUMI_CONFIG_PASSPHRASE:-}" ] && [ -z "${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ]; then
+  # Only for the local dev stack: real teams set their own (see README, "Shared backends").
+  export PULUMI_CONFIG_PASSPHRASE=kns-dev-local
+fi
+
+if ! pulumi stack select "$stack" --non-interactive >/dev/null 2>&1; then
+  echo "up: creating stack $stack on $PULUMI_BACKEND_URL" >&2
+  pulumi stack init "$stack" --non-interactive >/dev/null
+fi
+
+case "$action" in
+  up)
+    pulumi up --yes --non-interactive --diff
+    render_dir=$(pulumi config get --path kns:cluster.renderDir 2>/dev/null || true)
+    echo
+    if [ -n "$render_dir" ] && [ -d "$render_dir" ]; then
+      echo "Manifests for stack $stack are in $render_dir:"
+      find "$render_dir" -name '*.yaml' -exec grep -h '^kind: ' {} + | sort | uniq -c | sed 's/kind: //'
+    else
+      echo "Stack $stack applied to its cluster."
+    fi
+    echo "Outputs: pulumi stack output --json (namespaces, schedules, packingSchedulerName, nodePools)"
+    ;;
+  preview)
+    pulumi preview --diff --non-interactive
+    ;;
+  *)
+    echo "usage: scripts/up.sh up|preview" >&2
+    exit 2
+    ;;
+esac
