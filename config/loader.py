@@ -150,6 +150,12 @@ def parse_config(
     if secret is not None and not isinstance(secret, str):
         problems.add("kns:keycloakClientSecret", "must be a string")
 
+    if kns is not None and kns.enabled and kns.keycloak is not None and secret is None:
+        problems.add(
+            "kns:keycloakClientSecret",
+            "is required when kns:knsScheduler.keycloak is set: "
+            "`pulumi config set --secret kns:keycloakClientSecret ...`",
+        )
     if cluster is not None:
         _check_cluster(cluster, project_dir, environ, problems)
     _check_pools(pools, problems)

@@ -186,6 +186,11 @@ class PackingScheduler(Model):
     )
 
 
+class ContainerResources(Model):
+    requests: ResourceMap = Field(default_factory=dict)
+    limits: ResourceMap = Field(default_factory=dict)
+
+
 class Keycloak(Model):
     url: str
     realm: str
@@ -216,11 +221,20 @@ class KnsScheduler(Model):
     gotty_image: str = "us-docker.pkg.dev/jarvice/images/kns-gotty"
     gotty_image_tag: str = "n1.3.0"
     keycloak: Optional[Keycloak] = None
+    port: int = Field(default=8080, ge=1, le=65535)
+    ingress: bool = False
+    resources: ContainerResources = Field(default_factory=lambda: ContainerResources(
+        requests={"cpu": "250m", "memory": "256Mi"}, limits={"memory": "1Gi"}))
 
     @model_validator(mode="after")
     def _image(self) -> "KnsScheduler":
+        problems = []
         if self.enabled and not self.image:
-            raise ValueError("enabled: true needs image (the JARVICE KNS scheduler image)")
+            problems.append("enabled: true needs image (the JARVICE KNS scheduler image)")
+        if self.ingress and not self.jobs_domain:
+            problems.append("ingress: true needs jobsDomain (the host the Ingress serves)")
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     def encoded_limit_range(self) -> str:

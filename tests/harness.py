@@ -68,6 +68,16 @@ class Run:
         return [r for r in self.resources if r.type.startswith("kubernetes:")]
 
 
+def secret_value(value: Any) -> Any:
+    """The plain value inside a Pulumi secret envelope; fails if `value` is not a secret."""
+    from pulumi.runtime import rpc
+
+    assert isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig, (
+        f"not sent as a Pulumi secret: {value!r}"
+    )
+    return value["value"]
+
+
 def encode_config(config: dict[str, Any]) -> dict[str, str]:
     """Config as the engine hands it to a program: `kns:` keys, structured values as JSON."""
     out = {}

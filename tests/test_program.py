@@ -65,8 +65,16 @@ def test_dev_stack_registers_what_its_config_describes():
     entries = 3 + 2 + 2  # stack jobs and schedules, plus jobs/research.yaml
     assert counts[PROVIDER] == 1
     assert counts[PATCH] == sum(len(p["nodes"]) for p in cfg["nodePools"])
-    for kind in (NS, LR, QUOTA, SA, ROLE, BINDING):
+    for kind in (LR, QUOTA):
         assert counts[kind] == entries
+    # plus the system namespace; the packing scheduler's account, lease Role and two
+    # RoleBindings; the KNS scheduler's account
+    assert counts[NS] == entries + 1
+    assert counts[SA] == entries + 2
+    assert counts[ROLE] == entries + 1
+    assert counts[BINDING] == entries + 2
+    assert counts["kns:scheduling:PackingScheduler"] == 1 and counts["kns:scheduling:KnsScheduler"] == 1
+    assert counts["kubernetes:apps/v1:Deployment"] == 2
     assert counts[JOB] == 4 and counts[CRON] == 3
     assert counts["kns:cluster:KnsCluster"] == 1 and counts["kns:cluster:NodePool"] == 3
     assert counts["kns:workload:JobNamespace"] == entries
@@ -83,12 +91,18 @@ def test_every_kubernetes_resource_uses_the_one_explicit_provider(base_run):
 
 
 def test_everything_an_entry_produces_carries_the_entry_labels(base_run):
-    for resource in base_run.kubernetes:
-        if resource.type in (NS, LR, QUOTA, SA, ROLE, BINDING, JOB, CRON):
-            labels = resource.metadata["labels"]
-            assert labels["kns.io/cluster"] == "kns-test"
-            assert labels["app.kubernetes.io/managed-by"] == "pulumi"
-            assert labels["kns.io/job"] in ("cpu-job", "gpu-job", "nightly")
+    checked = 0
+    for entry in ("cpu-job", "gpu-job", "nightly"):
+        names = {entry, f"{entry}-defaults", f"{entry}-quota", f"{entry}-runner"}
+        for resource in base_run.kubernetes:
+            if resource.custom and resource.name in names and resource.type != PATCH:
+                labels = resource.metadata["labels"]
+                assert labels["kns.io/cluster"] == "kns-test"
+                assert labels["app.kubernetes.io/managed-by"] == "pulumi"
+                assert labels["kns.io/job"] == entry
+                assert labels["kns.io/owner"] in ("alice", "bob")
+                checked += 1
+    assert checked == 3 * 7  # namespace, LimitRange, quota, account, Role, RoleBinding, workload
 
 
 # ---- a CPU job ---------------------------------------------------------------------------
@@ -145,7 +159,7 @@ def test_no_role_anywhere_has_wildcards_or_secret_access():
     cfg["jobs"].append({"name": "sandbox", "type": "namespace", "user": "eve"})
     run = run_program(cfg)
     roles = run.of_type(ROLE)
-    assert len(roles) == 4
+    assert len(roles) == 5  # four entries and the packing scheduler's lease Role
     for role in roles:
         for rule in role.inputs["rules"]:
             assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"]
@@ -423,3 +437,13 @@ def test_the_control_run_does_register_resources():
     mocks = RecordingMocks()
     run_program(BASE, mocks=mocks)
     assert any(r.type == JOB for r in mocks.resources)
+
+
+def test_inline_kubeconfig_is_sent_as_a_secret():
+    from tests.harness import secret_value
+
+    text = "apiVersion: v1\nkind: Config\ncurrent-context: kns\nusers: [{name: admin, user: {token: t0ken}}]\n"
+    cfg = copy.deepcopy(BASE)
+    cfg["cluster"] = {"name": "kns-prod", "kubeconfig": text, "forbiddenContexts": ["jarvice-upstream"]}
+    provider = run_program(cfg).named(PROVIDER, "kns-prod-kubernetes")
+    assert secret_value(provider.inputs["kubeconfig"]) == text

@@ -1,0 +1,198 @@
+"""Pure builders for the two schedulers (contract sections 3 and 4). No Pulumi here, so the
+generated KubeSchedulerConfiguration and the KNS environment can be checked (and run by a
+local control plane) exactly as the cluster will see them.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Optional
+
+import yaml
+
+from config import names, resolve
+from config.models import KnsScheduler, NodePool, PackingScheduler
+
+CONFIG_DIR = "/etc/kns-packing"
+CONFIG_FILE = "config.yaml"
+SECURE_PORT = 10259
+KNS_SECRET = "kns-scheduler-keycloak"
+KNS_SECRET_KEY = "client-secret"
+KNS_ACCOUNT = "kns-scheduler"
+RATIO_SHAPE = [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]
+
+RESTRICTED_CONTAINER = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def scheduler_configuration(packing: PackingScheduler, namespace: str) -> dict[str, Any]:
+    """The KubeSchedulerConfiguration of the packing scheduler.
+
+    `NodeResourcesFit` scores the fullest nodes highest (MostAllocated, the successor of the
+    MostRequestedPriority policy of reference 003), and `NodeResourcesBalancedAllocation`,
+    which pulls pods towards emptier nodes, is switched off so it cannot undo the packing.
+    """
+    strategy: dict[str, Any] = {
+        "type": packing.strategy,
+        "resources": [{"name": name, "weight": weight} for name, weight in packing.weights.items()],
+    }
+    if packing.strategy == "RequestedToCapacityRatio":
+        strategy["requestedToCapacityRatio"] = {"shape": copy.deepcopy(RATIO_SHAPE)}
+    leader = packing.replicas > 1
+    election: dict[str, Any] = {"leaderElect": leader}
+    if leader:
+        election.update(
+            {"resourceLock": "leases", "resourceName": packing.name, "resourceNamespace": namespace}
+        )
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": election,
+        "profiles": [
+            {
+                "schedulerName": packing.name,
+                "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
+                "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": strategy}}],
+            }
+        ],
+    }
+
+
+def scheduler_configuration_yaml(packing: PackingScheduler, namespace: str) -> str:
+    return yaml.safe_dump(scheduler_configuration(packing, namespace), sort_keys=False)
+
+
+def system_placement(pools: list[NodePool]) -> dict[str, Any]:
+    """Tolerations for every `system` pool, and a preference (not a requirement) for them."""
+    system = [p for p in pools if p.role == "system"]
+    if not system:
+        return {}
+    tolerations: list[dict[str, Any]] = []
+    for pool in system:
+        for toleration in resolve.tolerations_for(pool):
+            if toleration not in tolerations:
+                tolerations.append(toleration)
+    affinity = {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "preference": {
+                        "matchExpressions": [
+                            {"key": names.LABEL_POOL, "operator": "In", "values": [p.name for p in system]}
+                        ]
+                    },
+                }
+            ]
+        }
+    }
+    out: dict[str, Any] = {"affinity": affinity}
+    if tolerations:
+        out["tolerations"] = tolerations
+    return out
+
+
+def packing_pod_spec(packing: PackingScheduler, namespace: str, pools: list[NodePool], config_map: str) -> dict[str, Any]:
+    probe = {"httpGet": {"path": "/healthz", "port": SECURE_PORT, "scheme": "HTTPS"}}
+    container = {
+        "name": "kube-scheduler",
+        "image": packing.image,
+        "command": [
+            "kube-scheduler",
+            f"--config={CONFIG_DIR}/{CONFIG_FILE}",
+            f"--secure-port={SECURE_PORT}",
+            "--v=2",
+        ],
+        "ports": [{"name": "https", "containerPort": SECURE_PORT}],
+        "livenessProbe": {**probe, "initialDelaySeconds": 15, "periodSeconds": 10, "failureThreshold": 3},
+        "readinessProbe": {**probe, "periodSeconds": 5},
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+        "securityContext": RESTRICTED_CONTAINER,
+        "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}],
+    }
+    spec: dict[str, Any] = {
+        "serviceAccountName": packing.name,
+        "priorityClassName": "system-cluster-critical",
+        "containers": [container],
+        "volumes": [{"name": "config", "configMap": {"name": config_map}}],
+        **system_placement(pools),
+    }
+    return spec
+
+
+def image_with_tag(image: str, tag: Optional[str]) -> str:
+    """An image reference without a tag takes `tag` (reference 000, JARVICE_KNS_INIT_IMAGE)."""
+    last = image.rsplit("/", 1)[-1]
+    if tag and ":" not in last and "@" not in last:
+        return f"{image}:{tag}"
+    return image
+
+
+def kns_environment(kns: KnsScheduler, has_secret: bool) -> list[dict[str, Any]]:
+    """Every environment variable of reference 000, with its documented default.
+
+    The Keycloak client secret is only ever a `secretKeyRef` to the Secret the component
+    creates, never a literal value.
+    """
+    env = [
+        ("JARVICE_KNS_KEEP_VCLUSTERS", "true" if kns.keep_vclusters else "false"),
+        ("JARVICE_KNS_DEFAULT_LIMIT_RANGE", kns.encoded_limit_range()),
+        ("JARVICE_KNS_VCLUSTER_SPAWN_DELAY", str(kns.vcluster_spawn_delay)),
+        ("JARVICE_KNS_INIT_IMAGE", image_with_tag(kns.init_image, kns.images_tag)),
+        ("JARVICE_KNS_ALLOW_GOTTY_SHELL", "true" if kns.allow_gotty_shell else "false"),
+        ("JARVICE_KNS_GOTTY_IMAGE", kns.gotty_image),
+        ("JARVICE_KNS_GOTTY_IMAGE_TAG", kns.gotty_image_tag),
+    ]
+    if kns.images_tag:
+        env.append(("JARVICE_IMAGES_TAG", kns.images_tag))
+    if kns.jobs_domain:
+        env.append(("JARVICE_JOBS_DOMAIN", kns.jobs_domain))
+    if kns.ingress_class:
+        env.append(("JARVICE_JOBS_INGRESS_CLASS", kns.ingress_class))
+    if kns.keycloak is not None:
+        env += [
+            ("JARVICE_KNS_KEYCLOAK_URL", kns.keycloak.url),
+            ("JARVICE_KNS_KEYCLOAK_REALM", kns.keycloak.realm),
+            ("JARVICE_KNS_KEYCLOAK_CLIENT_ID", kns.keycloak.client_id),
+        ]
+    out: list[dict[str, Any]] = [{"name": name, "value": value} for name, value in env]
+    if has_secret:
+        out.append(
+            {
+                "name": "JARVICE_KNS_KEYCLOAK_CLIENT_SECRET",
+                "valueFrom": {"secretKeyRef": {"name": KNS_SECRET, "key": KNS_SECRET_KEY}},
+            }
+        )
+    return out
+
+
+def kns_pod_spec(kns: KnsScheduler, pools: list[NodePool], has_secret: bool, selector: dict[str, str]) -> dict[str, Any]:
+    probe = {"tcpSocket": {"port": "http"}}
+    container = {
+        "name": "kns-scheduler",
+        "image": kns.image,
+        "env": kns_environment(kns, has_secret),
+        "ports": [{"name": "http", "containerPort": kns.port}],
+        "readinessProbe": {**probe, "periodSeconds": 10},
+        "livenessProbe": {**probe, "initialDelaySeconds": 30, "periodSeconds": 20, "failureThreshold": 3},
+        "resources": kns.resources.model_dump(exclude_defaults=False),
+    }
+    spec = {"serviceAccountName": KNS_ACCOUNT, "containers": [container], **system_placement(pools)}
+    affinity = spec.setdefault("affinity", {})
+    affinity["podAntiAffinity"] = {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "weight": 100,
+                "podAffinityTerm": {
+                    "topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {"matchLabels": dict(selector)},
+                },
+            }
+        ]
+    }
+    return spec
