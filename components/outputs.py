@@ -10,6 +10,7 @@ from config.loader import PlatformConfig
 from config.models import Schedule
 
 from .manifests import WorkloadPlan
+from .scheduler_specs import KNS_ACCOUNT
 
 
 def stack_outputs(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[datetime] = None) -> dict[str, Any]:
@@ -28,7 +29,21 @@ def stack_outputs(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[
         "namespaces": {plan.entry.name: plan.namespace for plan in plans},
         "schedules": schedules,
         "packingSchedulerName": cfg.packing_scheduler.name if cfg.packing_scheduler.enabled else None,
+        "knsScheduler": kns_endpoint(cfg),
         "nodePools": {
             pool.name: {"nodes": list(pool.nodes), "taints": resolve.pool_taints(pool)} for pool in cfg.node_pools
         },
+    }
+
+
+def kns_endpoint(cfg: PlatformConfig) -> Optional[dict[str, Any]]:
+    """Where the JARVICE upstream reaches this downstream: in-cluster service, and URL."""
+    kns = cfg.kns_scheduler
+    if not kns.enabled:
+        return None
+    service = f"{KNS_ACCOUNT}.{cfg.cluster.system_namespace}.svc:{kns.port}"
+    return {
+        "service": service,
+        "url": f"https://{kns.jobs_domain}" if kns.ingress else None,
+        "namespace": cfg.cluster.system_namespace,
     }

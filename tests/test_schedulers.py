@@ -312,3 +312,10 @@ def test_kns_config_errors(kns, secret, expected):
 
     with pytest.raises(pulumi.RunError, match=expected.replace("[", r"\[")):
         run_program(with_(knsScheduler=kns))
+
+
+def test_kns_endpoint_output(kns_run, packing_run):
+    assert kns_run.outputs["knsScheduler"] == {
+        "service": "kns-scheduler.kns-sys.svc:8080", "url": "https://jobs.kns.example.org", "namespace": "kns-sys",
+    }
+    assert packing_run.outputs["knsScheduler"] is None
