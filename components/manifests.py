@@ -172,10 +172,14 @@ def _metadata(plan: WorkloadPlan, annotations: dict[str, str]) -> dict[str, Any]
     return metadata
 
 
+def _ttl_seconds(entry: Workload) -> int:
+    return int(round(entry.ttl_hours * 3600))
+
+
 def job_manifest(plan: WorkloadPlan, template: dict[str, Any]) -> dict[str, Any]:
     """A Job that `pulumi up` does not wait on, expiring `ttlHours` after it finishes."""
     spec = _job_spec(plan.entry, template)
-    spec["ttlSecondsAfterFinished"] = int(round(plan.entry.ttl_hours * 3600))
+    spec["ttlSecondsAfterFinished"] = _ttl_seconds(plan.entry)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -202,6 +206,9 @@ def cronjob_manifest(plan: WorkloadPlan, template: dict[str, Any]) -> dict[str, 
     }
     if entry.starting_deadline_seconds is not None:
         spec["startingDeadlineSeconds"] = entry.starting_deadline_seconds
+    if "ttl_hours" in entry.model_fields_set:
+        # Only when asked: by default the history limits decide how long runs are kept.
+        spec["jobTemplate"]["spec"]["ttlSecondsAfterFinished"] = _ttl_seconds(entry)
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",

@@ -1,7 +1,8 @@
 """NodePool: labels and taints on existing nodes through server-side apply patches.
 
-The pool never creates or deletes nodes. Each node gets one `NodePatch`, named by pool and
-node (stable keys), so adding a node or reordering pools touches nothing else. A node's
+The pool never creates or deletes nodes. Each node gets one `NodePatch`, named
+`<pool>.<node>` (stable keys; a pool name has no dot, so no two patches can share a name),
+so adding a node or reordering pools touches nothing else. A node's
 taint list is not keyed for server-side apply, so the pool owns the whole list
 (`pulumi.com/patchForce`); see docs/node-pools.md.
 """
@@ -18,6 +19,10 @@ from config import resolve
 from config.models import NodePool as NodePoolModel
 
 TYPE = "kns:cluster:NodePool"
+
+
+def patch_name(pool: str, node: str) -> str:
+    return f"{pool}.{node}"
 
 
 @dataclass
@@ -39,7 +44,7 @@ class NodePool(pulumi.ComponentResource):
         self.taints = resolve.pool_taints(pool)
         self.patches = [
             k8s.core.v1.NodePatch(
-                f"{pool.name}-{node}",
+                patch_name(pool.name, node),
                 metadata={
                     "name": node,
                     "labels": self.labels,

@@ -45,10 +45,18 @@ def zone_problem(name: str) -> str | None:
 
 
 def next_runs(expression: str, zone: str, count: int = 3, now: datetime | None = None) -> list[str]:
-    """The next `count` fire times of `expression` in `zone`, as ISO 8601 with offset."""
+    """The next `count` fire times of `expression` in `zone`, as ISO 8601 with offset.
+
+    Cron is evaluated in naive wall-clock time (as the CronJob controller does) and each
+    time is then placed in the zone; croniter stepping over aware datetimes can land an
+    hour off across a DST change. A time inside a spring-forward gap is reported at the
+    instant it maps to (02:30 becomes 03:30).
+    """
     tz = ZoneInfo(zone)
-    start = (now or datetime.now(timezone.utc)).astimezone(tz)
+    start = (now or datetime.now(timezone.utc)).astimezone(tz).replace(tzinfo=None)
     it = croniter(expression, start)
-    # Round-trip through UTC: croniter can return a wall-clock time inside a DST gap
-    # (02:30+01:00 on a spring-forward night); this yields the real instant's local form.
-    return [it.get_next(datetime).astimezone(timezone.utc).astimezone(tz).isoformat() for _ in range(count)]
+    out = []
+    for _ in range(count):
+        wall = it.get_next(datetime)
+        out.append(wall.replace(tzinfo=tz).astimezone(timezone.utc).astimezone(tz).isoformat())
+    return out

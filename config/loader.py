@@ -10,6 +10,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+from difflib import get_close_matches
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional
@@ -76,8 +77,6 @@ def parse_config(
 
     for key in raw:
         if key not in KNOWN_KEYS:
-            from difflib import get_close_matches
-
             close = get_close_matches(key, KNOWN_KEYS, n=1, cutoff=0.6)
             hint = f'did you mean "kns:{close[0]}"?' if close else f"known keys: {', '.join('kns:' + k for k in KNOWN_KEYS)}"
             problems.add(f"{NAMESPACE}:{key}", f"unknown key; {hint}")
@@ -122,6 +121,7 @@ def parse_config(
     jobs: list[Job] = []
     schedules: list[Schedule] = []
     first_use: dict[str, str] = {}
+    unchecked: list[tuple[str, dict]] = []
     for path, position, item, model in entries:
         name = item.get("name") if isinstance(item, dict) else None
         duplicate = isinstance(name, str) and name in first_use
@@ -133,6 +133,8 @@ def parse_config(
         elif isinstance(name, str):
             first_use[name] = position
         entry = problems.validate(model, item, path)
+        if entry is None and isinstance(item, dict):
+            unchecked.append((path, item))
         if entry is None or duplicate:
             continue
         paths[entry.name] = path
@@ -160,6 +162,9 @@ def parse_config(
         _check_cluster(cluster, project_dir, environ, problems)
     _check_pools(pools, problems)
     _check_workloads(jobs + schedules, pools, credentials, profiles, paths, problems)
+    _check_raw_references(unchecked, pools, problems)
+    if cluster is not None:
+        _check_namespaces(jobs + schedules, cluster, paths, problems)
     _check_not_yet(jobs + schedules, profiles, paths, problems)
     if cluster is not None:
         _check_dynamic_labels(jobs + schedules, cluster.name, stack, paths, problems)
@@ -197,6 +202,7 @@ def _entry_path(base: str, item: Any, index: int) -> str:
 
 
 def _job_file_entries(raw: Mapping[str, Any], project_dir: Path, problems: Problems):
+    loaded: set[str] = set()
     for i, pattern in enumerate(_list(raw, "jobFiles", problems)):
         if not isinstance(pattern, str):
             problems.add(f"kns:jobFiles[{i}]", "must be a glob string")
@@ -205,6 +211,9 @@ def _job_file_entries(raw: Mapping[str, Any], project_dir: Path, problems: Probl
         if not matches:
             problems.add(f"kns:jobFiles[{i}]", f'"{pattern}" matches no file (relative to {project_dir})')
         for match in matches:
+            if os.path.realpath(match) in loaded:
+                continue  # named by two globs: load it once
+            loaded.add(os.path.realpath(match))
             rel = os.path.relpath(match, project_dir)
             try:
                 with open(match, encoding="utf-8") as handle:
@@ -216,7 +225,11 @@ def _job_file_entries(raw: Mapping[str, Any], project_dir: Path, problems: Probl
                 problems.add(rel, "must be a mapping with jobs: and/or schedules: lists")
                 continue
             # Unknown keys are reported without hiding the problems of the file's entries.
-            problems.validate(JobFile, {k: v for k, v in content.items() if k not in JobFile.model_fields}, rel)
+            for key in content:
+                if key not in JobFile.model_fields:
+                    close = get_close_matches(str(key), list(JobFile.model_fields), n=1, cutoff=0.6)
+                    hint = f'did you mean "{close[0]}"?' if close else "a job file has jobs: and schedules:"
+                    problems.add(f"{rel}:{key}", f"unknown key; {hint}")
             for kind, model in (("jobs", Job), ("schedules", Schedule)):
                 items = content.get(kind) or []
                 if not isinstance(items, list):
@@ -248,6 +261,28 @@ def _check_cluster(cluster: Cluster, project_dir: Path, environ: Mapping[str, st
             f'the kubeconfig\'s current context "{current}" is listed in forbiddenContexts: set '
             "kns:cluster.context to the dedicated KNS cluster",
         )
+
+
+def _check_raw_references(unchecked: list[tuple[str, dict]], pools: list[NodePool], problems: Problems) -> None:
+    """Entries that failed validation still get their pool reference checked, so one
+    run reports every problem."""
+    known = {p.name for p in pools}
+    for path, item in unchecked:
+        pool = item.get("pool")
+        if isinstance(pool, str) and pool not in known:
+            listed = ", ".join(sorted(known)) or "none are defined"
+            problems.add(path + ".pool", f'no node pool named "{pool}" (pools: {listed})')
+
+
+def _check_namespaces(workloads: list[Workload], cluster: Cluster, paths: Mapping[str, str], problems: Problems) -> None:
+    from . import names
+
+    for entry in workloads:
+        namespace = names.namespace_name(cluster.namespace_prefix, entry.name)
+        if namespace == cluster.system_namespace:
+            problems.add(f"{paths[entry.name]}.name", f'its namespace "{namespace}" is kns:cluster.systemNamespace')
+        elif namespace in names.RESERVED_NAMESPACES:
+            problems.add(f"{paths[entry.name]}.name", f'its namespace "{namespace}" is reserved by Kubernetes')
 
 
 def _check_pools(pools: list[NodePool], problems: Problems) -> None:

@@ -23,7 +23,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from . import cron, names
-from .quantity import Kind, QuantityError, kind_for_resource, normalise, parse
+from .quantity import MIB, Kind, QuantityError, kind_for_resource, normalise, parse
 
 
 class Model(BaseModel):
@@ -37,9 +37,13 @@ class Model(BaseModel):
 def _quantity(kind: Kind, allow_zero: bool = False) -> BeforeValidator:
     def check(value: object) -> str:
         try:
-            return normalise(value, kind, allow_zero=allow_zero)
+            canonical = normalise(value, kind, allow_zero=allow_zero)
         except QuantityError as exc:
             raise ValueError(str(exc)) from None
+        if kind is Kind.BYTES and parse(canonical, kind) < MIB:
+            # Under 1Mi is almost surely a unit mistake: the string "4096" is bytes.
+            raise ValueError(f'"{value}" is only {parse(canonical, kind)} bytes; write a number for MiB (4096) or a unit ("4Gi")')
+        return canonical
 
     return BeforeValidator(check)
 
@@ -355,6 +359,7 @@ class Workload(Model):
     pod_spec: Optional[dict[str, Any]] = None
     json_overrides: list[JsonOverride] = Field(default_factory=list)
     credentials: list[str] = Field(default_factory=list)
+    credentials_mount_path: str = "/credentials"
     ttl_hours: float = Field(default=24, ge=0)
     backoff_limit: Optional[int] = Field(default=None, ge=0)
     active_deadline_seconds: Optional[int] = Field(default=None, ge=1)
@@ -386,12 +391,15 @@ class Workload(Model):
             if not isinstance(self.pod_spec.get("containers"), list) or not self.pod_spec["containers"]:
                 problems.append("podSpec needs a non-empty containers list")
         elif self.type == "pod" and not self.image:
-            problems.append("image is required (or podSpec, or type: namespace)")
+            problems.append("image is required (or type: namespace)")
         for field, limit in (("cpu", "cpu_limit"), ("memory", "memory_limit"), ("storage", "storage_limit")):
             request, cap = getattr(self, field), getattr(self, limit)
             kind = Kind.CPU if field == "cpu" else Kind.BYTES
             if request is not None and cap is not None and parse(request, kind) > parse(cap, kind):
                 problems.append(f"{field} {request} is more than {to_camel(limit)} {cap}")
+        for field in ("node_selector", "placement"):
+            if names.LABEL_POOL in getattr(self, field):
+                problems.append(f"{to_camel(field)} cannot set {names.LABEL_POOL}; use pool (it also adds the pool's tolerations)")
         if self.gpu_resource and not self.gpus:
             problems.append("gpuResource is set but gpus is 0")
         if problems:
@@ -408,6 +416,7 @@ class Schedule(Workload):
     time_zone: TimeZone = "Etc/UTC"
     warm_up_minutes: Optional[int] = Field(default=None, ge=1, le=1440)
     primer_schedule: Optional[CronExpr] = None
+    wait_image: str = "busybox:1.37"
     concurrency_policy: Literal["Allow", "Forbid", "Replace"] = "Forbid"
     starting_deadline_seconds: Optional[int] = Field(default=None, ge=1)
     suspend: bool = False

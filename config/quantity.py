@@ -46,11 +46,13 @@ class QuantityError(ValueError):
 def parse(value: object, kind: Kind = Kind.COUNT) -> Decimal:
     """Parse a quantity (string or number) into base units.
 
-    Bare numbers (no suffix) are MiB for `Kind.BYTES`, cores for CPU, plain counts otherwise.
+    Bare numbers (YAML numbers, not strings) are MiB for `Kind.BYTES`, as in the seeds; a
+    string is a Kubernetes quantity, so "4096" is 4096 bytes. CPU numbers are cores.
     """
     if isinstance(value, bool) or value is None:
         raise QuantityError(f"{_show(value)} is not a quantity")
-    if isinstance(value, (int, float, Decimal)):
+    bare_number = isinstance(value, (int, float, Decimal))
+    if bare_number:
         text = repr(value) if isinstance(value, float) else str(value)
     elif isinstance(value, str):
         text = value.strip()
@@ -65,7 +67,8 @@ def parse(value: object, kind: Kind = Kind.COUNT) -> Decimal:
         raise QuantityError(f"{_show(value)} is not a quantity") from exc
     suffix = match["suffix"]
     if suffix is None:
-        return number * MIB if kind is Kind.BYTES else number
+        # A YAML number is MiB for memory and storage; a string is a Kubernetes quantity.
+        return number * MIB if kind is Kind.BYTES and bare_number else number
     if suffix in _BINARY:
         return number * _BINARY[suffix]
     if suffix in _DECIMAL:

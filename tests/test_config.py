@@ -51,7 +51,7 @@ def test_defaults_follow_the_contract():
 
 
 def test_quantities_are_normalised_and_bare_numbers_are_mib():
-    cfg = parse({"cluster": CLUSTER, "jobs": [{"name": "j", "image": "i", "cpu": 0.5, "memory": 512, "storage": "2048", "memoryLimit": "1Gi"}]})
+    cfg = parse({"cluster": CLUSTER, "jobs": [{"name": "j", "image": "i", "cpu": 0.5, "memory": 512, "storage": 2048, "memoryLimit": "1Gi"}]})
     job = cfg.jobs[0]
     assert (job.cpu, job.memory, job.storage, job.memory_limit) == ("500m", "512Mi", "2Gi", "1Gi")
 
@@ -154,7 +154,7 @@ BAD_INPUTS = {
     ),
     "missing image": (
         {"jobs": [{"name": "j"}]},
-        "kns:jobs[j]: image is required (or podSpec, or type: namespace)",
+        "kns:jobs[j]: image is required (or type: namespace)",
     ),
     "privileged without a profile": (
         {"jobs": [{"name": "j", "image": "i", "privileged": True}]},
@@ -167,6 +167,22 @@ BAD_INPUTS = {
     "secret key stored in plain text": (
         {"keycloakClientSecret": "hunter2"},
         "kns:keycloakClientSecret: must be a secret: set it with `pulumi config set --secret kns:keycloakClientSecret ...`",
+    ),
+    "memory string without a unit is bytes": (
+        {"jobs": [{"name": "j", "image": "i", "memory": "4096"}]},
+        'kns:jobs[j].memory: "4096" is only 4096 bytes; write a number for MiB (4096) or a unit ("4Gi")',
+    ),
+    "namespace of the system": (
+        {"cluster": {"name": "c", "renderDir": "x", "systemNamespace": "kns-batch"}, "jobs": [{"name": "batch", "image": "i"}]},
+        'kns:jobs[batch].name: its namespace "kns-batch" is kns:cluster.systemNamespace',
+    ),
+    "reserved namespace": (
+        {"cluster": {"name": "c", "renderDir": "x", "namespacePrefix": ""}, "jobs": [{"name": "kube-system", "image": "i"}]},
+        'kns:jobs[kube-system].name: its namespace "kube-system" is reserved by Kubernetes',
+    ),
+    "node selector takes the pool label": (
+        {"jobs": [{"name": "j", "image": "i", "nodeSelector": {"kns.io/pool": "a100"}}]},
+        "kns:jobs[j]: nodeSelector cannot set kns.io/pool; use pool (it also adds the pool's tolerations)",
     ),
     "missing cluster": (
         {"cluster": None},
@@ -230,7 +246,7 @@ def test_job_file_problems_name_the_file(tmp_path):
     """))
     found = problems({"cluster": CLUSTER, "jobFiles": ["team/*.yaml", "missing/*.yaml"]}, project_dir=tmp_path)
     assert found == [
-        "team/a.yaml.extra: unknown key (known keys: jobs, schedules)",
+        "team/a.yaml:extra: unknown key; a job file has jobs: and schedules:",
         f'kns:jobFiles[1]: "missing/*.yaml" matches no file (relative to {tmp_path})',
         'team/a.yaml:jobs[broken].cpu: "lots" is not a quantity',
     ]
@@ -309,3 +325,17 @@ def test_features_of_a_later_issue_are_refused_not_ignored():
     })
     assert "kns:profiles[*].maxCpu: is not enforced yet (issue #6); remove it" in found
     assert "kns:jobs[j].podSpec: is not supported yet (issue #6); remove it" in found
+
+
+def test_pool_reference_is_checked_even_when_the_entry_has_other_problems():
+    found = problems(_with_base({"jobs": [{"name": "j", "image": "i", "memory": "12Qi", "pool": "nope"}]}))
+    assert found == [
+        'kns:jobs[j].memory: "12Qi" is not a quantity',
+        'kns:jobs[j].pool: no node pool named "nope" (pools: a100)',
+    ]
+
+
+def test_a_job_file_named_by_two_globs_is_loaded_once(tmp_path):
+    (tmp_path / "a.yaml").write_text("jobs:\n  - name: j\n    image: busybox\n")
+    cfg = parse({"cluster": CLUSTER, "jobFiles": ["*.yaml", "a.yaml"]}, project_dir=tmp_path)
+    assert [j.name for j in cfg.jobs] == ["j"]

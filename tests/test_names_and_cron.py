@@ -73,3 +73,18 @@ def test_next_runs_are_in_the_schedule_zone():
     assert runs[0] == "2026-03-29T03:30:00+02:00"  # 02:30 does not exist that night
     assert runs[1] == "2026-03-30T02:30:00+02:00"
     assert runs[2] == "2026-03-31T02:30:00+02:00"
+
+
+@pytest.mark.parametrize(
+    "zone, now, expected",
+    [
+        # the Friday before the spring change in Paris: Monday stays at 06:00 local
+        ("Europe/Paris", datetime(2026, 3, 27, 12, tzinfo=timezone.utc),
+         ["2026-03-30T06:00:00+02:00", "2026-03-31T06:00:00+02:00", "2026-04-01T06:00:00+02:00"]),
+        # the Friday before the autumn change in New York
+        ("America/New_York", datetime(2026, 10, 30, 12, tzinfo=timezone.utc),
+         ["2026-11-02T06:00:00-05:00", "2026-11-03T06:00:00-05:00", "2026-11-04T06:00:00-05:00"]),
+    ],
+)
+def test_next_runs_across_a_dst_change_keep_the_wall_clock(zone, now, expected):
+    assert cron.next_runs("0 6 * * 1-5", zone, 3, now) == expected

@@ -311,15 +311,15 @@ def test_a_real_cluster_target_passes_context_and_kubeconfig(tmp_path):
 
 def test_one_node_patch_per_node_with_the_pool_rules(base_run):
     patches = {r.name: r for r in base_run.of_type(PATCH)}
-    assert set(patches) == {"vcluster-vc-1", "vcluster-vc-2", "a100-gpu-1"}
-    vc = patches["vcluster-vc-1"]
+    assert set(patches) == {"vcluster.vc-1", "vcluster.vc-2", "a100.gpu-1"}
+    vc = patches["vcluster.vc-1"]
     assert vc.metadata["name"] == "vc-1"
     assert vc.metadata["labels"] == {
         "kns.io/pool": "vcluster", "kns.io/cluster": "kns-test", "node-role.jarvice.io/jarvice-vcluster": "true",
     }
     assert vc.metadata["annotations"] == {"pulumi.com/patchForce": "true"}
     assert spec_of(vc)["taints"] == [{"key": "node-role.jarvice.io/jarvice-vcluster", "value": "true", "effect": "NoSchedule"}]
-    gpu = patches["a100-gpu-1"]
+    gpu = patches["a100.gpu-1"]
     assert gpu.metadata["labels"]["nvidia.com/gpu"] == "present"
     assert spec_of(gpu)["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
 
@@ -426,9 +426,10 @@ def test_two_problems_at_once_are_both_reported_and_nothing_is_registered():
     with pytest.raises(pulumi.RunError) as info:
         run_program(_bad_config(extra), mocks=mocks)
     lines = str(info.value).splitlines()
-    assert lines[0] == "kns-platform: invalid configuration, 2 problems; nothing was applied:"
+    assert lines[0] == "kns-platform: invalid configuration, 3 problems; nothing was applied:"
     assert lines[1].startswith('  - kns:jobs[j].memory: "12Qi" is not a quantity')
     assert lines[2].startswith('  - kns:schedules[s].schedule: "0 0 0 * * *" has 6 fields')
+    assert lines[3] == '  - kns:jobs[j].pool: no node pool named "nope" (pools: a100, vcluster)'
     assert mocks.resources == []
 
 
@@ -447,3 +448,23 @@ def test_inline_kubeconfig_is_sent_as_a_secret():
     cfg["cluster"] = {"name": "kns-prod", "kubeconfig": text, "forbiddenContexts": ["jarvice-upstream"]}
     provider = run_program(cfg).named(PROVIDER, "kns-prod-kubernetes")
     assert secret_value(provider.inputs["kubeconfig"]) == text
+
+
+def test_node_patch_names_cannot_collide():
+    cfg = copy.deepcopy(BASE)
+    cfg["nodePools"] = [
+        {"name": "a", "role": "compute", "nodes": ["b-c"]},
+        {"name": "a-b", "role": "compute", "nodes": ["c"]},
+    ]
+    cfg["jobs"] = [cfg["jobs"][0]]
+    names = [r.name for r in run_program(cfg).of_type(PATCH)]
+    assert sorted(names) == ["a-b.c", "a.b-c"]
+
+
+def test_schedule_ttl_applies_only_when_set():
+    cfg = copy.deepcopy(BASE)
+    run = run_program(cfg)
+    assert "ttlSecondsAfterFinished" not in spec_of(run.named(CRON, "nightly"))["jobTemplate"]["spec"]
+    cfg["schedules"][0]["ttlHours"] = 6
+    run = run_program(cfg)
+    assert spec_of(run.named(CRON, "nightly"))["jobTemplate"]["spec"]["ttlSecondsAfterFinished"] == 6 * 3600

@@ -13,7 +13,8 @@ from config.quantity import Kind, QuantityError, kind_for_resource, minimum, nor
         ("4Gi", Kind.BYTES, "4Gi"),
         ("4096Mi", Kind.BYTES, "4Gi"),
         (512, Kind.BYTES, "512Mi"),  # bare numbers are MiB for memory and storage
-        ("1536", Kind.BYTES, "1536Mi"),
+        ("1536", Kind.BYTES, "1536"),  # a string is a Kubernetes quantity: bytes
+        ("1048576", Kind.BYTES, "1Mi"),
         (1.5, Kind.BYTES, "1536Ki"),
         ("1G", Kind.BYTES, "1000000000"),
         ("1024Ki", Kind.BYTES, "1Mi"),
@@ -62,7 +63,8 @@ def test_parse_suffixes():
     assert parse("1Ki", Kind.BYTES) == 1024
     assert parse("1M", Kind.BYTES) == 1_000_000
     assert parse("100m", Kind.CPU) == Decimal("0.1")
-    assert parse("3", Kind.BYTES) == 3 * 2**20
+    assert parse(3, Kind.BYTES) == 3 * 2**20
+    assert parse("3", Kind.BYTES) == 3
 
 
 def test_render_prefers_the_largest_exact_binary_unit():
