@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: venv test up preview clean
+.PHONY: venv system-deps test up preview clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -14,8 +14,11 @@ $(VENV)/.installed: requirements.txt
 
 venv: $(VENV)/.installed
 
+system-deps:
+	bash scripts/system-deps.sh
+
 ## make test: the whole test suite (creates the virtualenv first).
-test: venv
+test: venv system-deps
 	$(PY) -m pytest -q
 
 ## make up: the main job, the dev stack rendered to build/manifests/dev.

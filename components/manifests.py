@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from config import names, resolve
-from config.loader import PlatformConfig
+from config.loader import PlatformConfig, Primers
 from config.models import NodePool, Profile, Schedule, Workload
+
+from . import wait
 
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
 POD_SECURITY_MODES = ("enforce", "audit", "warn")
@@ -45,7 +47,9 @@ class WorkloadPlan:
     quota: dict[str, str]
     role_rules: list[dict[str, Any]]
     scheduler_name: Optional[str]
-    manifest: Optional[dict[str, Any]] = field(default=None)
+    primers: Optional[Primers] = None
+    # object name -> manifest: the Job, the CronJob, or one CronJob per primer schedule
+    objects: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def is_schedule(self) -> bool:
@@ -72,10 +76,18 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
         quota=resolve.quota(entry, resources, limits),
         role_rules=copy.deepcopy(NAMESPACE_RUNNER_RULES if entry.type == "namespace" else POD_RUNNER_RULES),
         scheduler_name=scheduler,
+        primers=cfg.primers.get(entry.name),
     )
     if entry.type == "pod":
         template = pod_template(plan, cfg)
-        plan.manifest = cronjob_manifest(plan, template) if plan.is_schedule else job_manifest(plan, template)
+        if not plan.is_schedule:
+            plan.objects[entry.name] = job_manifest(plan, template)
+        elif plan.primers is None:
+            plan.objects[entry.name] = cronjob_manifest(plan, template)
+        else:
+            for index, primer in enumerate(plan.primers.schedules):
+                name = entry.name if index == 0 else f"{entry.name}-{index + 1}"
+                plan.objects[name] = primed_cronjob_manifest(plan, template, name, primer)
     return plan
 
 
@@ -215,6 +227,31 @@ def cronjob_manifest(plan: WorkloadPlan, template: dict[str, Any]) -> dict[str, 
         "metadata": _metadata(plan, {}),
         "spec": spec,
     }
+
+
+def primed_cronjob_manifest(plan: WorkloadPlan, template: dict[str, Any], name: str, primer: str) -> dict[str, Any]:
+    """A CronJob firing `lead` minutes early whose pod is the workload, held by the wait.
+
+    The pod template is the plain one plus the wait as first init container, so the pod
+    holds the workload's full requests from the moment it is scheduled.
+    """
+    entry = plan.entry
+    assert isinstance(entry, Schedule) and plan.primers is not None
+    primed = copy.deepcopy(template)
+    spec = primed["spec"]
+    wait_container = wait.wait_container(
+        plan.primers.lead, entry.time_zone, entry.wait_image, plan.limit_range.get("max")
+    )
+    spec["initContainers"] = [wait_container] + spec.get(
+        "initContainers", []
+    )
+    manifest = cronjob_manifest(plan, primed)
+    manifest["metadata"]["name"] = name
+    manifest["metadata"].setdefault("annotations", {}).update(
+        {"kns.io/workload-schedule": entry.schedule, "kns.io/warm-up-minutes": str(plan.primers.lead)}
+    )
+    manifest["spec"]["schedule"] = primer
+    return manifest
 
 
 def plan_all(cfg: PlatformConfig) -> list[WorkloadPlan]:

@@ -21,8 +21,8 @@ def stack_outputs(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[
             schedules[entry.name] = {
                 "schedule": entry.schedule,
                 "timeZone": entry.time_zone,
-                "warmUpMinutes": entry.warm_up_minutes,
-                "primerSchedules": [],
+                "warmUpMinutes": plan.primers.lead if plan.primers else None,
+                "primerSchedules": list(plan.primers.schedules) if plan.primers else [],
                 "nextRuns": cron.next_runs(entry.schedule, entry.time_zone, 3, now),
             }
     return {

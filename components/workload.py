@@ -28,13 +28,14 @@ class KnsWorkload(pulumi.ComponentResource):
         super().__init__(SCHEDULE_TYPE if plan.is_schedule else JOB_TYPE, name, None, opts)
         self.job_namespace = JobNamespace(name, JobNamespaceArgs(plan), pulumi.ResourceOptions(parent=self))
         self.namespace_name = plan.namespace
-        self.workload: Optional[pulumi.CustomResource] = None
-        if plan.manifest is not None:
-            resource = k8s.batch.v1.CronJob if plan.is_schedule else k8s.batch.v1.Job
-            self.workload = resource(
-                name,
-                metadata=plan.manifest["metadata"],
-                spec=plan.manifest["spec"],
+        resource = k8s.batch.v1.CronJob if plan.is_schedule else k8s.batch.v1.Job
+        self.workloads: list[pulumi.CustomResource] = [
+            resource(
+                object_name,
+                metadata=manifest["metadata"],
+                spec=manifest["spec"],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=self.job_namespace.guards),
             )
+            for object_name, manifest in plan.objects.items()
+        ]
         self.register_outputs({"namespace": self.namespace_name})

@@ -39,6 +39,14 @@ SECRET_KEYS = ("keycloakClientSecret", "credentials")
 KNOWN_KEYS = OBJECT_KEYS + LIST_KEYS + STRING_KEYS
 
 
+@dataclass(frozen=True)
+class Primers:
+    """A prescaled schedule's primer CronJob schedules and their lead in minutes."""
+
+    lead: int
+    schedules: tuple[str, ...]
+
+
 @dataclass
 class PlatformConfig:
     """Validated stack config; components receive parts of it, never raw dicts."""
@@ -54,6 +62,7 @@ class PlatformConfig:
     credentials: dict[str, dict[str, str]] = field(default_factory=dict)
     paths: dict[str, str] = field(default_factory=dict)
     stack: str = "dev"
+    primers: dict[str, "Primers"] = field(default_factory=dict)
 
     @property
     def workloads(self) -> list[Workload]:
@@ -169,6 +178,8 @@ def parse_config(
     if cluster is not None:
         _check_dynamic_labels(jobs + schedules, cluster.name, stack, paths, problems)
 
+    primers = _derive_primers(schedules, paths, problems)
+
     problems.raise_if_any()
     return PlatformConfig(
         cluster=cluster,
@@ -182,7 +193,33 @@ def parse_config(
         credentials=credentials,
         paths=paths,
         stack=stack,
+        primers=primers,
     )
+
+
+def _derive_primers(schedules: list[Schedule], paths: Mapping[str, str], problems: Problems) -> dict[str, Primers]:
+    from . import prescale
+
+    out: dict[str, Primers] = {}
+    for entry in schedules:
+        path = paths[entry.name]
+        if entry.warm_up_minutes is not None:
+            try:
+                derived = prescale.derive(entry.schedule, entry.warm_up_minutes)
+            except prescale.PrimerError as exc:
+                problems.add(path + ".warmUpMinutes", str(exc))
+                continue
+            out[entry.name] = Primers(entry.warm_up_minutes, tuple(derived))
+        elif entry.primer_schedule is not None:
+            lead, problem = prescale.check_primer_schedule(entry.schedule, entry.primer_schedule)
+            if problem:
+                problems.add(
+                    path + ".primerSchedule",
+                    f'"{entry.primer_schedule}" is not a constant lead before every run of "{entry.schedule}": {problem}',
+                )
+                continue
+            out[entry.name] = Primers(lead, (entry.primer_schedule,))
+    return out
 
 
 def _list(raw: Mapping[str, Any], key: str, problems: Problems) -> list[Any]:

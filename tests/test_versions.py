@@ -23,12 +23,19 @@ def read_pins() -> dict[str, str]:
         if line:
             match = re.fullmatch(r"([A-Za-z0-9_.-]+)==([A-Za-z0-9_.+-]+)", line)
             assert match, f"requirements.txt: {line!r} is not pinned with =="
-            pins[match[1].lower()] = match[2]
+            pins[match[1].lower().replace("_", "-")] = match[2]
     return pins
 
 
 def test_every_requirement_is_pinned_exactly():
-    assert {"pulumi", "pulumi-kubernetes", "pydantic", "croniter", "pyyaml", "pytest"} <= set(read_pins())
+    assert {"pulumi", "pulumi-kubernetes", "pydantic", "croniter", "pyyaml", "pytest", "hypothesis"} <= set(read_pins())
+
+
+def test_the_lock_covers_every_installed_package():
+    from importlib.metadata import distributions
+
+    installed = {d.metadata["Name"].lower().replace("_", "-") for d in distributions()} - {"pip", "setuptools"}
+    assert installed <= set(read_pins()), installed - set(read_pins())
 
 
 def test_sdk_pins_match_the_engine_versions():

@@ -1,0 +1,336 @@
+"""Prescaled schedules: primer derivation (properties and examples), the wait script as a
+real process, and the CronJobs a prescaled schedule produces."""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import subprocess
+import time
+from datetime import date, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+import pytest
+from croniter import croniter
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from components import wait
+from config import prescale
+from tests.harness import run_program
+
+EXAMPLES = int(os.environ.get("KNS_HYPOTHESIS_EXAMPLES", "60"))
+PROPERTY = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+# ---- examples ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "expression, lead, expected",
+    [
+        ("0 0 * * 5", 10, ["50 23 * * 4"]),  # Friday 00:00 minus 10 minutes is Thursday 23:50
+        ("0 0 * * 0", 30, ["30 23 * * 6"]),  # Sunday wraps to Saturday
+        ("30 2 * * *", 10, ["20 2 * * *"]),
+        ("0 0,12 * * *", 10, ["50 11,23 * * *"]),  # same-day and previous-day parts merge
+        ("*/15 * * * *", 7, ["8-53/15 * * * *"]),
+        ("0,30 9 * * *", 45, ["15,45 8 * * *"]),  # a list with a fixed hour (refused by 004)
+        ("0 8-18/2 * * 1-5", 30, ["30 7-17/2 * * 1-5"]),  # a range with a step (refused by 004)
+        ("0 9 * * 1-5", 600, ["0 23 * * 0-4"]),
+        ("0 0 2 * *", 10, ["50 23 1 * *"]),
+        ("0 0 31 * *", 30, ["30 23 30 1,3,5,7-8,10,12 *"]),  # only months that have a 31st
+        ("0 0 * 1 *", 10, ["50 23 1-30 1 *", "50 23 31 12 *"]),  # New Year's Eve joins January
+        ("0 0 15 * 1", 10, ["50 23 14 * 0"]),  # day-of-month OR weekday stays OR
+        ("0 0 * * *", 1440, ["0 0 * * *"]),
+        ("* * * * *", 1, ["* * * * *"]),
+        ("5 * * * *", 10, ["55 * * * *"]),
+    ],
+)
+def test_known_derivations(expression, lead, expected):
+    assert prescale.derive(expression, lead) == expected
+    assert prescale.check(expression, expected, lead) is None
+
+
+@pytest.mark.parametrize(
+    "expression, lead, fragment",
+    [
+        ("0 0 1 * *", 10, "2026-02-28 and 2032-02-28 are both Saturday 28 February"),
+        ("0 0 * 3 *", 10, "are both Saturday 28 February"),
+        ("0 0 * 1 1", 10, "cron cannot require both a day of month and a weekday"),
+    ],
+)
+def test_inexpressible_shifts_explain_why_and_suggest_primer_schedule(expression, lead, fragment):
+    with pytest.raises(prescale.PrimerError) as info:
+        prescale.derive(expression, lead, start_year=2026)
+    message = str(info.value)
+    assert message.startswith(f'no set of cron expressions fires exactly {lead} minutes before every run of "{expression}"')
+    assert fragment in message and "primerSchedule" in message
+
+
+def test_the_proof_rejects_wrong_primers():
+    assert "fires at" in prescale.check("0 0 * * 5", ["50 23 * * *"], 10)
+    assert "does not fire at 2026-01-08 23:50" in prescale.check("0 0 * * 5", [], 10, 2026)
+    assert "already fires" in prescale.check("0 0 * * *", ["50 23 * * *", "50 23 * * 1"], 10)
+
+
+def test_explicit_primer_schedule_is_checked_the_same_way():
+    assert prescale.check_primer_schedule("0 3 * * *", "50 2 * * *") == (10, None)
+    lead, problem = prescale.check_primer_schedule("0 3 * * 1-5", "50 2 * * *")
+    assert lead == 10 and "not 10 minutes before a run" in problem
+    lead, problem = prescale.check_primer_schedule("0 3 * * *", "50 2 * * 1-5")
+    assert "does not fire" in problem
+
+
+# ---- properties ---------------------------------------------------------------------------
+
+
+def _field(draw, low: int, high: int, star_weight: int = 3) -> str:
+    kind = draw(st.sampled_from(["*"] * star_weight + ["value", "range", "step", "list", "range-step"]))
+    if kind == "*":
+        return "*"
+    if kind == "value":
+        return str(draw(st.integers(low, high)))
+    if kind == "step":
+        return f"*/{draw(st.integers(2, max(2, (high - low) // 2)))}"
+    a = draw(st.integers(low, high))
+    b = draw(st.integers(a, high))
+    if kind == "range":
+        return f"{a}-{b}"
+    if kind == "range-step":
+        return f"{a}-{b}/{draw(st.integers(1, max(1, b - a)))}" if b > a else str(a)
+    values = sorted(draw(st.sets(st.integers(low, high), min_size=2, max_size=4)))
+    return ",".join(map(str, values))
+
+
+@st.composite
+def cron_expressions(draw) -> str:
+    minute = _field(draw, 0, 59, star_weight=1)
+    hour = _field(draw, 0, 23)
+    dom = _field(draw, 1, 28) if draw(st.booleans()) else _field(draw, 1, 31)
+    month = _field(draw, 1, 12, star_weight=5)
+    dow = _field(draw, 0, 6)
+    return f"{minute} {hour} {dom} {month} {dow}"
+
+
+def _witness_of_inexpressibility(expression: str, lead: int) -> bool:
+    """Independently of the module: the day-before set of the wrapped runs cannot be a
+    union of cron day patterns. Cron day patterns depend only on (month, day, weekday),
+    and within a month their union is 'day in D or weekday in W'."""
+    fields = expression.split()
+    first, last = date(2026, 1, 1), date(2054, 1, 1)
+    it = croniter(f"0 0 {' '.join(fields[2:])}", datetime(2025, 12, 31, 23, 59))
+    run_days = set()
+    while (fire := it.get_next(datetime)).date() <= last:
+        run_days.add(fire.date())
+    before = {d - timedelta(days=1) for d in run_days}
+    cells: dict[int, dict[tuple[int, int], bool]] = {}
+    day = first
+    while day < last:
+        key = (day.day, day.isoweekday() % 7)
+        member = day in before
+        if cells.setdefault(day.month, {}).setdefault(key, member) != member:
+            return True
+        day += timedelta(days=1)
+    for month_cells in cells.values():
+        inside = {k for k, v in month_cells.items() if v}
+        d_star = {d for d, _ in month_cells if all(month_cells[k] for k in month_cells if k[0] == d)}
+        w_star = {w for _, w in month_cells if all(month_cells[k] for k in month_cells if k[1] == w)}
+        if {k for k in month_cells if k[0] in d_star or k[1] in w_star} != inside:
+            return True
+    return False
+
+
+@PROPERTY
+@given(expression=cron_expressions(), lead=st.integers(1, 1440))
+def test_every_derivation_is_exact_and_every_rejection_is_genuine(expression, lead):
+    try:
+        primers = prescale.derive(expression, lead, start_year=2026)
+    except prescale.PrimerError:
+        assert _witness_of_inexpressibility(expression, lead), f"{expression} -{lead}m was refused but is expressible"
+        return
+    assert primers and all(len(p.split()) == 5 and croniter.is_valid(p) for p in primers)
+    assert prescale.check(expression, primers, lead, 2026) is None
+
+
+@PROPERTY
+@given(expression=cron_expressions(), lead=st.integers(1, 1440))
+def test_rejections_are_genuine_for_wrapping_runs(expression, lead):
+    """Force runs that wrap to the previous day (midnight runs) to exercise rejections."""
+    fields = expression.split()
+    expression = " ".join(["0", "0", *fields[2:]])
+    try:
+        primers = prescale.derive(expression, lead, start_year=2026)
+    except prescale.PrimerError:
+        assert _witness_of_inexpressibility(expression, lead)
+        return
+    assert prescale.check(expression, primers, lead, 2026) is None
+
+
+# ---- the wait script, as a real process -------------------------------------------------
+
+SHELLS = [["sh", "-c"], ["busybox", "sh", "-c"]]
+
+
+def _shell_ids(shell):
+    return shell[0]
+
+
+def run_wait(shell, job_name, lead_seconds, zone="Etc/UTC", timeout=20):
+    if shutil.which(shell[0]) is None:
+        pytest.fail(f"{shell[0]} is not installed; `make test` installs it (scripts/system-deps.sh)")
+    env = {"PATH": os.environ["PATH"], "JOB_NAME": job_name, "JOB_NAME_LEGACY": "",
+           "KNS_LEAD_SECONDS": str(lead_seconds), "KNS_TZ_OFFSETS": wait.offsets(zone)}
+    started = time.time()
+    done = subprocess.run([*shell, wait.SCRIPT], env=env, capture_output=True, text=True, timeout=timeout)
+    return done, started, time.time()
+
+
+@pytest.mark.parametrize("shell", SHELLS, ids=_shell_ids)
+def test_wait_releases_within_a_second_after_the_target_never_before(shell):
+    now = time.time()
+    scheduled_minute = int(now // 60)
+    target = now + 2.5
+    lead = int(target - scheduled_minute * 60) + 1  # whole seconds: target is the next whole second
+    expected = scheduled_minute * 60 + lead
+    done, _, ended = run_wait(shell, f"nightly-{scheduled_minute}", lead)
+    assert done.returncode == 0, done.stderr
+    assert expected <= ended < expected + 1.0, (ended - expected, done.stdout)
+    assert f"start {expected}" in done.stdout
+
+
+@pytest.mark.parametrize("shell", SHELLS, ids=_shell_ids)
+def test_a_job_started_by_hand_runs_at_once(shell):
+    done, started, ended = run_wait(shell, "nightly-manual-abc12", 600)
+    assert done.returncode == 0 and ended - started < 1.0
+    assert "started by hand" in done.stdout
+
+
+@pytest.mark.parametrize("shell", SHELLS, ids=_shell_ids)
+def test_a_late_job_runs_at_once(shell):
+    long_ago = int(time.time() // 60) - 120
+    done, started, ended = run_wait(shell, f"nightly-{long_ago}", 600)
+    assert done.returncode == 0 and ended - started < 1.0
+    assert "past: starting now" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "zone, primed_local, lead",
+    [
+        ("Europe/Paris", datetime(2024, 3, 31, 1, 50), 70),  # spring forward between primer and start
+        ("Europe/Paris", datetime(2024, 10, 27, 1, 50), 70),  # fall back between them
+        ("America/New_York", datetime(2024, 11, 2, 23, 40), 1440),  # a full day across the change
+        ("Asia/Kolkata", datetime(2024, 6, 1, 23, 50), 10),
+        ("Etc/UTC", datetime(2024, 2, 28, 23, 50), 10),
+    ],
+)
+def test_wait_target_is_the_wall_clock_start_in_the_zone(zone, primed_local, lead):
+    tz = ZoneInfo(zone)
+    primed = int(primed_local.replace(tzinfo=tz).timestamp())
+    expected = int((primed_local + timedelta(minutes=lead)).replace(tzinfo=tz).timestamp())
+    done, _, _ = run_wait(["sh", "-c"], f"x-{primed // 60}", lead * 60, zone)
+    assert f"start {expected} is" in done.stdout, done.stdout
+
+
+def test_offsets_table_follows_the_zone():
+    assert wait.offsets("Etc/UTC") == "0:0"
+    paris = dict(pair.split(":") for pair in wait.offsets("Europe/Paris").split())
+    spring_2024 = int(datetime(2024, 3, 31, 1, 0, tzinfo=timezone.utc).timestamp())
+    assert paris[str(spring_2024)] == "7200"
+
+
+# ---- the CronJobs ------------------------------------------------------------------------
+
+BASE = {
+    "cluster": {"name": "kns-test", "renderDir": "out"},
+    "nodePools": [{"name": "a100", "role": "gpu", "nodes": ["g1"], "gpu": {"vendor": "nvidia", "perNode": 8}}],
+    "schedules": [{
+        "name": "weekly", "image": "trainer:1", "schedule": "0 0 * * 1", "timeZone": "America/New_York",
+        "cpu": 4, "memory": "16Gi", "gpus": 2, "pool": "a100",
+    }],
+}
+CRON = "kubernetes:batch/v1:CronJob"
+
+
+def test_a_prescaled_schedule_is_the_plain_cronjob_plus_the_wait():
+    plain = run_program(BASE).named(CRON, "weekly").inputs
+    cfg = copy.deepcopy(BASE)
+    cfg["schedules"][0]["warmUpMinutes"] = 20
+    run = run_program(cfg)
+    primed = run.named(CRON, "weekly").inputs
+    assert primed["spec"]["schedule"] == "40 23 * * 0" and primed["spec"]["timeZone"] == "America/New_York"
+    pod = primed["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    assert init["name"] == "kns-wait" and init["image"] == "busybox:1.37"
+    env = {e["name"]: e for e in init["env"]}
+    assert env["KNS_LEAD_SECONDS"]["value"] == "1200"
+    assert env["JOB_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-name']"}}
+    assert env["KNS_TZ_OFFSETS"]["value"] == wait.offsets("America/New_York")
+    assert "serviceAccountName" not in pod and pod["automountServiceAccountToken"] is False
+    # the workload holds its full requests from the moment the primer pod is scheduled
+    assert pod["containers"][0]["resources"]["requests"] == {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "2"}
+    # apart from the wait and the schedule, identical to the plain CronJob
+    stripped = copy.deepcopy(primed)
+    del stripped["spec"]["jobTemplate"]["spec"]["template"]["spec"]["initContainers"]
+    stripped["spec"]["schedule"] = plain["spec"]["schedule"]
+    del stripped["metadata"]["annotations"]
+    assert stripped == plain
+    assert primed["metadata"]["annotations"] == {"kns.io/workload-schedule": "0 0 * * 1", "kns.io/warm-up-minutes": "20"}
+    out = run.outputs["schedules"]["weekly"]
+    assert out["primerSchedules"] == ["40 23 * * 0"] and out["warmUpMinutes"] == 20
+    assert len(out["nextRuns"]) == 3 and all(r.endswith(("T00:00:00-05:00", "T00:00:00-04:00")) for r in out["nextRuns"])
+
+
+def test_several_primers_become_several_cronjobs_named_from_the_entry():
+    cfg = copy.deepcopy(BASE)
+    cfg["schedules"][0].update({"schedule": "0 0 * 1 *", "timeZone": "Etc/UTC", "warmUpMinutes": 10})
+    run = run_program(cfg)
+    crons = {r.name: r.inputs["spec"]["schedule"] for r in run.of_type(CRON)}
+    assert crons == {"weekly": "50 23 1-30 1 *", "weekly-2": "50 23 31 12 *"}
+    assert run.outputs["schedules"]["weekly"]["primerSchedules"] == ["50 23 1-30 1 *", "50 23 31 12 *"]
+
+
+def test_explicit_primer_schedule_is_used_when_it_is_a_constant_lead():
+    cfg = copy.deepcopy(BASE)
+    cfg["schedules"][0]["primerSchedule"] = "45 23 * * 0"
+    run = run_program(cfg)
+    assert run.named(CRON, "weekly").inputs["spec"]["schedule"] == "45 23 * * 0"
+    assert run.outputs["schedules"]["weekly"]["warmUpMinutes"] == 15
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        ({"schedule": "0 0 1 * *", "warmUpMinutes": 10},
+         'kns:schedules[weekly].warmUpMinutes: no set of cron expressions fires exactly 10 minutes before every run of "0 0 1 * *"'),
+        ({"primerSchedule": "45 23 * * *"},
+         'kns:schedules[weekly].primerSchedule: "45 23 * * *" is not a constant lead before every run of "0 0 * * 1"'),
+    ],
+)
+def test_inexpressible_or_wrong_primers_are_config_errors(change, expected):
+    import pulumi
+
+    from tests.harness import RecordingMocks
+
+    cfg = copy.deepcopy(BASE)
+    cfg["schedules"][0].update(change)
+    mocks = RecordingMocks()
+    with pytest.raises(pulumi.RunError) as info:
+        run_program(cfg, mocks=mocks)
+    assert expected in str(info.value)
+    assert mocks.resources == []
+
+
+def test_the_wait_fits_under_a_small_entry_limit_range():
+    cfg = copy.deepcopy(BASE)
+    cfg["schedules"][0].update({"cpu": "50m", "memory": 24, "gpus": 0, "pool": None, "warmUpMinutes": 5})
+    del cfg["schedules"][0]["pool"]
+    run = run_program(cfg)
+    pod = run.named(CRON, "weekly").inputs["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["initContainers"][0]["resources"] == {
+        "requests": {"cpu": "10m", "memory": "16Mi"},
+        "limits": {"cpu": "50m", "memory": "24Mi"},
+    }
+    limits = run.named("kubernetes:core/v1:LimitRange", "weekly-defaults").inputs["spec"]["limits"][0]
+    assert limits["max"] == {"cpu": "50m", "memory": "24Mi"}
