@@ -10,18 +10,16 @@ import pulumi
 
 from components.cluster import KnsCluster, KnsClusterArgs
 from components.kns_scheduler import KnsScheduler, KnsSchedulerArgs
-from components.manifests import plan_all
+from components.manifests import prepare
 from components.nodepool import NodePool, NodePoolArgs
 from components.outputs import stack_outputs
 from components.packing_scheduler import PackingScheduler, PackingSchedulerArgs
 from components.system import SystemNamespace, SystemNamespaceArgs
 from components.workload import KnsWorkload, KnsWorkloadArgs
-from config.loader import load
 
 PROJECT_DIR = Path(__file__).resolve().parent
 
-cfg = load(PROJECT_DIR)
-plans = plan_all(cfg)
+cfg, plans = prepare(PROJECT_DIR)
 
 cluster = KnsCluster(cfg.cluster.name, KnsClusterArgs(cfg.cluster, PROJECT_DIR))
 on_cluster = pulumi.ResourceOptions(providers=[cluster.provider])

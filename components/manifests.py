@@ -9,8 +9,9 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from config import names, resolve
-from config.loader import PlatformConfig, Primers
+from config import names, pointer, resolve
+from config.errors import Problem
+from config.loader import PlatformConfig, Primers, load
 from config.models import NodePool, Profile, Schedule, Workload
 
 from . import wait
@@ -48,6 +49,7 @@ class WorkloadPlan:
     role_rules: list[dict[str, Any]]
     scheduler_name: Optional[str]
     primers: Optional[Primers] = None
+    credentials: dict[str, dict[str, str]] = field(default_factory=dict)
     # object name -> manifest: the Job, the CronJob, or one CronJob per primer schedule
     objects: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -56,11 +58,38 @@ class WorkloadPlan:
         return isinstance(self.entry, Schedule)
 
 
+CREDENTIALS_VOLUME = "kns-credentials"
+
+
+def credential_secret_name(set_name: str) -> str:
+    return f"kns-cred-{set_name}"
+
+
+class PlanError(ValueError):
+    """Problems found while building an entry's objects: (field, message) pairs."""
+
+    def __init__(self, problems: list[tuple[str, str]]):
+        super().__init__("; ".join(f"{f}: {m}" for f, m in problems))
+        self.problems = problems
+
+
 def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
+    """Everything one entry produces. Raises `PlanError` for what only the built objects
+    reveal (an override pointer that does not fit, a bad quantity in a raw pod spec)."""
     profile, _ = resolve.resolve_profile(cfg.profiles, entry.user, entry.groups)
     pool = resolve.resolve_pool(entry, cfg.node_pools)
-    resources = resolve.container_resources(entry, profile)
-    limits = resolve.limit_range(entry, resources)
+    if entry.pod_spec is not None:
+        try:
+            containers, init_containers = resolve.pod_spec_containers(entry.pod_spec)
+        except resolve.PlacementError as exc:
+            raise PlanError([(exc.field, str(exc))]) from None
+        resources = resolve.pod_spec_limits(containers)
+        limits = resolve.limit_range(entry, resources)
+        usage = resolve.pod_usage(containers, init_containers, limits)
+    else:
+        resources = resolve.container_resources(entry, profile)
+        limits = resolve.limit_range(entry, resources)
+        usage = resources
     scheduler = entry.scheduler_name or (
         cfg.packing_scheduler.name if cfg.packing_scheduler.enabled else None
     )
@@ -73,10 +102,11 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
         profile=profile,
         resources=resources,
         limit_range=limits,
-        quota=resolve.quota(entry, resources, limits),
+        quota=resolve.quota(entry, usage, limits),
         role_rules=copy.deepcopy(NAMESPACE_RUNNER_RULES if entry.type == "namespace" else POD_RUNNER_RULES),
         scheduler_name=scheduler,
         primers=cfg.primers.get(entry.name),
+        credentials={name: cfg.credentials[name] for name in entry.credentials},
     )
     if entry.type == "pod":
         template = pod_template(plan, cfg)
@@ -88,7 +118,34 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
             for index, primer in enumerate(plan.primers.schedules):
                 name = entry.name if index == 0 else f"{entry.name}-{index + 1}"
                 plan.objects[name] = primed_cronjob_manifest(plan, template, name, primer)
+        overrides = [(f"profile jsonOverrides[{i}]", o) for i, o in enumerate(profile.json_overrides or [])]
+        overrides += [(f"jsonOverrides[{i}]", o) for i, o in enumerate(entry.json_overrides)]
+        problems = []
+        for manifest in plan.objects.values():
+            problems += apply_overrides(manifest, overrides)
+        if problems:
+            raise PlanError(sorted(set(problems)))
     return plan
+
+
+def apply_overrides(manifest: dict[str, Any], overrides: list[tuple[str, Any]]) -> list[tuple[str, str]]:
+    """Apply RFC 6901 overrides to the generated Job, or to a CronJob's job template (the
+    same pointers serve a job and a schedule). Profile overrides come first."""
+    if manifest["kind"] == "CronJob":
+        template = manifest["spec"]["jobTemplate"]
+        target = {"apiVersion": "batch/v1", "kind": "Job", "metadata": template.setdefault("metadata", {}),
+                  "spec": template["spec"]}
+    else:
+        target = manifest
+    problems = []
+    for where, override in overrides:
+        try:
+            pointer.set_pointer(target, override.path, override.value)
+        except pointer.PointerError as exc:
+            problems.append((where, str(exc)))
+    if manifest["kind"] == "CronJob":
+        manifest["spec"]["jobTemplate"] = {"metadata": target["metadata"], "spec": target["spec"]}
+    return problems
 
 
 def namespace_labels(plan: WorkloadPlan) -> dict[str, str]:
@@ -113,6 +170,23 @@ def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
         if item not in tolerations:
             tolerations.append(item)
 
+    labels = {**entry.labels, **resolve.dynamic_labels(entry, cfg.cluster.name, cfg.stack), **_pod_labels(plan)}
+    metadata: dict[str, Any] = {"labels": labels}
+    if entry.annotations:
+        metadata["annotations"] = dict(entry.annotations)
+    if entry.pod_spec is not None:
+        # Used verbatim; our placement and scheduler apply where the spec is silent.
+        raw = copy.deepcopy(entry.pod_spec)
+        raw.setdefault("restartPolicy", "Never")
+        raw.setdefault("automountServiceAccountToken", False)
+        if plan.scheduler_name:
+            raw.setdefault("schedulerName", plan.scheduler_name)
+        if node_selector:
+            raw.setdefault("nodeSelector", node_selector)
+        if tolerations:
+            raw.setdefault("tolerations", tolerations)
+        return {"metadata": metadata, "spec": raw}
+
     container: dict[str, Any] = {"name": entry.name, "image": entry.image}
     if entry.image_pull_policy:
         container["imagePullPolicy"] = entry.image_pull_policy
@@ -127,6 +201,10 @@ def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
         container["securityContext"] = {"privileged": True}
     if entry.volume_mounts:
         container["volumeMounts"] = copy.deepcopy(entry.volume_mounts)
+    if plan.credentials:
+        container.setdefault("volumeMounts", []).append(
+            {"name": CREDENTIALS_VOLUME, "mountPath": entry.credentials_mount_path, "readOnly": True}
+        )
 
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
@@ -141,11 +219,15 @@ def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
         spec["tolerations"] = tolerations
     if entry.volumes:
         spec["volumes"] = copy.deepcopy(entry.volumes)
-
-    labels = {**entry.labels, **resolve.dynamic_labels(entry, cfg.cluster.name, cfg.stack), **_pod_labels(plan)}
-    metadata: dict[str, Any] = {"labels": labels}
-    if entry.annotations:
-        metadata["annotations"] = dict(entry.annotations)
+    if plan.credentials:
+        # One read-only directory holding every set's files (names are unique across sets).
+        spec.setdefault("volumes", []).append({
+            "name": CREDENTIALS_VOLUME,
+            "projected": {
+                "defaultMode": 0o440,
+                "sources": [{"secret": {"name": credential_secret_name(name)}} for name in plan.credentials],
+            },
+        })
     return {"metadata": metadata, "spec": spec}
 
 
@@ -254,6 +336,26 @@ def primed_cronjob_manifest(plan: WorkloadPlan, template: dict[str, Any], name: 
     return manifest
 
 
-def plan_all(cfg: PlatformConfig) -> list[WorkloadPlan]:
-    """Plan every entry before any resource exists; entries keep config order."""
-    return [plan_workload(entry, cfg) for entry in cfg.workloads]
+def plan_all(cfg: PlatformConfig) -> tuple[list[WorkloadPlan], list[Problem]]:
+    """Plan every entry before any resource exists (entries keep config order), with the
+    problems only planning reveals, each under its entry's config path."""
+    plans, problems = [], []
+    for entry in cfg.workloads:
+        try:
+            plans.append(plan_workload(entry, cfg))
+        except PlanError as exc:
+            problems += [Problem(f"{cfg.paths[entry.name]}.{f}", m) for f, m in exc.problems]
+    return plans, problems
+
+
+def prepare(project_dir) -> tuple[PlatformConfig, list[WorkloadPlan]]:
+    """Read the stack config once and plan every entry; one `pulumi.RunError` listing every
+    problem of either step, before a single resource is registered."""
+    planned: list[WorkloadPlan] = []
+
+    def planner(cfg: PlatformConfig) -> list[Problem]:
+        plans, problems = plan_all(cfg)
+        planned[:] = plans
+        return problems
+
+    return load(project_dir, planner=planner), planned

@@ -13,7 +13,7 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
-from .manifests import WorkloadPlan, namespace_labels
+from .manifests import WorkloadPlan, credential_secret_name, namespace_labels
 
 TYPE = "kns:workload:JobNamespace"
 LIMIT_RANGE = "kns-defaults"
@@ -59,9 +59,20 @@ class JobNamespace(pulumi.ComponentResource):
             subjects=[{"kind": "ServiceAccount", "name": RUNNER, "namespace": plan.namespace}],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.role, self.service_account]),
         )
+        # One Secret per credential set; its content is sent only as a Pulumi secret.
+        self.credential_secrets = [
+            k8s.core.v1.Secret(
+                f"{name}-cred-{set_name}",
+                metadata=meta(credential_secret_name(set_name)),
+                type="Opaque",
+                string_data=pulumi.Output.secret(dict(files)),
+                opts=inside,
+            )
+            for set_name, files in plan.credentials.items()
+        ]
         self.register_outputs({"namespace": self.namespace_name})
 
     @property
     def guards(self) -> list[pulumi.Resource]:
-        """What a workload must wait for: admission defaults and quota in place."""
-        return [self.namespace, self.limit_range, self.quota]
+        """What a workload must wait for: admission defaults, quota and its Secrets in place."""
+        return [self.namespace, self.limit_range, self.quota, *self.credential_secrets]

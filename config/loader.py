@@ -7,18 +7,20 @@ rule is testable without Pulumi; `load` reads the Pulumi config once and turns a
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import os
+import re
 from difflib import get_close_matches
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import yaml
 
 from . import kubeconfig
-from .errors import ConfigError, Problems
+from .errors import ConfigError, Problem, Problems
 from .models import (
     Cluster,
     Job,
@@ -79,8 +81,13 @@ def parse_config(
     stack: str = "dev",
     secret_keys: frozenset[str] = frozenset(SECRET_KEYS),
     environ: Mapping[str, str] | None = None,
+    planner: Optional[Callable[["PlatformConfig"], list[Problem]]] = None,
 ) -> PlatformConfig:
-    """Validate raw config values (keys without the `kns:` prefix, values decoded)."""
+    """Validate raw config values (keys without the `kns:` prefix, values decoded).
+
+    `planner`, when given, builds every valid entry's objects and returns what only that
+    reveals, so those problems are reported together with all the others.
+    """
     problems = Problems()
     environ = os.environ if environ is None else environ
 
@@ -170,18 +177,20 @@ def parse_config(
     if cluster is not None:
         _check_cluster(cluster, project_dir, environ, problems)
     _check_pools(pools, problems)
-    _check_workloads(jobs + schedules, pools, credentials, profiles, paths, problems)
+    _check_credential_sets(credentials, problems)
+    jobs = _apply_profiles(jobs, profiles, paths, problems)  # type: ignore[assignment]
+    schedules = _apply_profiles(schedules, profiles, paths, problems)  # type: ignore[assignment]
+    _check_workloads(jobs + schedules, pools, credentials, paths, problems)
     _check_raw_references(unchecked, pools, problems)
     if cluster is not None:
         _check_namespaces(jobs + schedules, cluster, paths, problems)
-    _check_not_yet(jobs + schedules, profiles, paths, problems)
-    if cluster is not None:
         _check_dynamic_labels(jobs + schedules, cluster.name, stack, paths, problems)
 
     primers = _derive_primers(schedules, paths, problems)
 
-    problems.raise_if_any()
-    return PlatformConfig(
+    if cluster is None or packing is None or kns is None:
+        problems.raise_if_any()
+    cfg = PlatformConfig(
         cluster=cluster,
         node_pools=pools,
         packing_scheduler=packing,
@@ -195,6 +204,19 @@ def parse_config(
         stack=stack,
         primers=primers,
     )
+    if planner is not None:
+        # Plan only the entries with no problem yet: the others' are already reported.
+        def dirty(path: str) -> bool:
+            return any(p.path == path or p.path.startswith((path + ".", path + "[")) for p in problems.items)
+
+        clean = dataclasses.replace(
+            cfg,
+            jobs=[j for j in cfg.jobs if not dirty(paths[j.name])],
+            schedules=[s for s in cfg.schedules if not dirty(paths[s.name])],
+        )
+        problems.items.extend(planner(clean))
+    problems.raise_if_any()
+    return cfg
 
 
 def _derive_primers(schedules: list[Schedule], paths: Mapping[str, str], problems: Problems) -> dict[str, Primers]:
@@ -322,6 +344,21 @@ def _check_namespaces(workloads: list[Workload], cluster: Cluster, paths: Mappin
             problems.add(f"{paths[entry.name]}.name", f'its namespace "{namespace}" is reserved by Kubernetes')
 
 
+def _check_credential_sets(credentials: Mapping[str, Any], problems: Problems) -> None:
+    from . import names
+
+    for name, files in credentials.items():
+        problem = names.dns1123_label_problem(name, 50)
+        if problem:
+            problems.add(f"kns:credentials.{name}", problem)
+        for file_name in files:
+            if not CREDENTIAL_FILE.match(file_name):
+                problems.add(
+                    f"kns:credentials.{name}",
+                    f'"{file_name}" is not a valid file name (letters, digits, "-", "_" and ".")',
+                )
+
+
 def _check_pools(pools: list[NodePool], problems: Problems) -> None:
     seen_pool: set[str] = set()
     node_owner: dict[str, str] = {}
@@ -339,15 +376,30 @@ def _check_pools(pools: list[NodePool], problems: Problems) -> None:
             node_owner.setdefault(node, pool.name)
 
 
+def _apply_profiles(
+    workloads: list[Workload], profiles: list[tuple[str, Profile]], paths: Mapping[str, str], problems: Problems
+) -> list[Workload]:
+    """Every entry with its profile defaults in place; profile rejections recorded."""
+    from .resolve import apply_profile, resolve_profile_sources
+
+    out = []
+    for entry in workloads:
+        profile, rules, source = resolve_profile_sources(profiles, entry.user, entry.groups)
+        effective, found = apply_profile(entry, profile, source, rules)
+        for field, message in found:
+            problems.add(f"{paths[entry.name]}.{field}", message)
+        out.append(effective)
+    return out
+
+
 def _check_workloads(
     workloads: list[Workload],
     pools: list[NodePool],
     credentials: Mapping[str, Any],
-    profiles: list[tuple[str, Profile]],
     paths: Mapping[str, str],
     problems: Problems,
 ) -> None:
-    from .resolve import PlacementError, resolve_pool, resolve_profile
+    from .resolve import PlacementError, resolve_pool
 
     by_name = {p.name: p for p in pools}
     for entry in workloads:
@@ -366,39 +418,27 @@ def _check_workloads(
                 path + ".gpus",
                 f"{entry.gpus} GPUs do not fit on one node of pool \"{pool.name}\" (perNode: {pool.gpu.per_node})",
             )
-        for name in entry.credentials:
-            if name not in credentials:
-                problems.add(path + ".credentials", f'no credential set "{name}" in kns:credentials')
-        if entry.privileged:
-            profile, rules = resolve_profile(profiles, entry.user, entry.groups)
-            if not profile.allow_privileged:
-                where = f"rules applied: {', '.join(rules)}" if rules else "no profile rule matches"
-                problems.add(
-                    path + ".privileged",
-                    f"needs a profile with allowPrivileged: true ({where})",
-                )
+        _check_credentials(entry, credentials, path, problems)
 
 
-# Keys that parse today but whose behaviour lands with the profiles-and-options issue (#6).
-# Rejecting them beats accepting and silently ignoring them.
-NOT_YET_ENTRY = ("pod_spec", "json_overrides", "credentials")
-NOT_YET_PROFILE = (
-    "default_cpu", "max_cpu", "default_memory", "max_memory", "default_gpus", "max_gpus", "images",
-    "default_image", "allow_unknown_images", "placement_constraints", "json_overrides",
-)
+CREDENTIAL_FILE = re.compile(r"^[-._a-zA-Z0-9]+$")
 
 
-def _check_not_yet(workloads, profiles, paths, problems: Problems) -> None:
-    from pydantic.alias_generators import to_camel
-
-    for entry in workloads:
-        for field in NOT_YET_ENTRY:
-            if field in entry.model_fields_set:
-                problems.add(f"{paths[entry.name]}.{to_camel(field)}", "is not supported yet (issue #6); remove it")
-    for rule, profile in profiles:
-        for field in NOT_YET_PROFILE:
-            if field in profile.model_fields_set:
-                problems.add(f"kns:profiles[{rule}].{to_camel(field)}", "is not enforced yet (issue #6); remove it")
+def _check_credentials(entry: Workload, credentials: Mapping[str, Any], path: str, problems: Problems) -> None:
+    """Each set exists; file names are valid Secret keys and unique across the entry's
+    sets (they share one read-only directory)."""
+    if entry.credentials and not entry.credentials_mount_path.startswith("/"):
+        problems.add(path + ".credentialsMountPath", f'"{entry.credentials_mount_path}" is not an absolute path')
+    owner: dict[str, str] = {}
+    for name in entry.credentials:
+        if name not in credentials:
+            known = ", ".join(sorted(credentials)) or "none are defined"
+            problems.add(path + ".credentials", f'no credential set "{name}" in kns:credentials (sets: {known})')
+            continue
+        for file_name in credentials[name]:
+            if file_name in owner:
+                problems.add(path + ".credentials", f'sets "{owner[file_name]}" and "{name}" both have a file "{file_name}"')
+            owner.setdefault(file_name, name)
 
 
 def _check_dynamic_labels(workloads, cluster: str, stack: str, paths, problems: Problems) -> None:
@@ -457,12 +497,12 @@ def read_pulumi_config() -> tuple[dict[str, Any], frozenset[str]]:
     return raw, frozenset(secret)
 
 
-def load(project_dir: Path) -> PlatformConfig:
+def load(project_dir: Path, planner: Optional[Callable[[PlatformConfig], list[Problem]]] = None) -> PlatformConfig:
     """Read the stack config once; invalid config becomes one `pulumi.RunError`."""
     import pulumi
 
     raw, secret = read_pulumi_config()
     try:
-        return parse_config(raw, project_dir=project_dir, stack=pulumi.get_stack(), secret_keys=secret)
+        return parse_config(raw, project_dir=project_dir, stack=pulumi.get_stack(), secret_keys=secret, planner=planner)
     except ConfigError as exc:
         raise pulumi.RunError(str(exc)) from None

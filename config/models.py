@@ -390,8 +390,8 @@ class Workload(Model):
         if self.type == "pod" and self.pod_spec is not None:
             if not isinstance(self.pod_spec.get("containers"), list) or not self.pod_spec["containers"]:
                 problems.append("podSpec needs a non-empty containers list")
-        elif self.type == "pod" and not self.image:
-            problems.append("image is required (or type: namespace)")
+            if self.pod_spec.get("restartPolicy", "Never") not in ("Never", "OnFailure"):
+                problems.append(f'podSpec restartPolicy "{self.pod_spec["restartPolicy"]}" cannot run as a Job (Never or OnFailure)')
         for field, limit in (("cpu", "cpu_limit"), ("memory", "memory_limit"), ("storage", "storage_limit")):
             request, cap = getattr(self, field), getattr(self, limit)
             kind = Kind.CPU if field == "cpu" else Kind.BYTES

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from . import names
 from .models import NodePool, Profile, Schedule, Workload
-from .quantity import Kind, kind_for_resource, minimum, parse, render, scale
+from .quantity import Kind, QuantityError, kind_for_resource, minimum, parse, render, scale
 
 VCLUSTER_KEY = "node-role.jarvice.io/jarvice-vcluster"
 GPU_PRESENT = "present"
@@ -106,11 +106,127 @@ def matching_rules(profiles: list[tuple[str, Profile]], user: Optional[str], gro
 
 def resolve_profile(profiles: list[tuple[str, Profile]], user: Optional[str], groups: list[str]) -> tuple[Profile, list[str]]:
     """Merge matching rules top to bottom, later values winning (reference 002)."""
+    merged, rules, _ = resolve_profile_sources(profiles, user, groups)
+    return merged, rules
+
+
+def resolve_profile_sources(
+    profiles: list[tuple[str, Profile]], user: Optional[str], groups: list[str]
+) -> tuple[Profile, list[str], dict[str, str]]:
+    """As `resolve_profile`, plus which rule set each field (to name it in rejections)."""
     merged: dict[str, Any] = {}
+    source: dict[str, str] = {}
     rules = matching_rules(profiles, user, groups)
-    for _, profile in rules:
-        merged.update({k: getattr(profile, k) for k in profile.model_fields_set if getattr(profile, k) is not None})
-    return Profile.model_validate(merged), [rule for rule, _ in rules]
+    for rule, profile in rules:
+        for key in profile.model_fields_set:
+            if getattr(profile, key) is not None:
+                merged[key] = getattr(profile, key)
+                source[key] = rule
+    return Profile.model_validate(merged), [rule for rule, _ in rules], source
+
+
+def _offered(constraints: list[str]) -> tuple[set[str], dict[str, set[str]]]:
+    """`key` is free-form, `key:value` a fixed choice (reference 002)."""
+    free: set[str] = set()
+    fixed: dict[str, set[str]] = {}
+    for item in constraints:
+        key, sep, value = item.partition(":")
+        if sep:
+            fixed.setdefault(key, set()).add(value)
+        else:
+            free.add(key)
+    return free, fixed
+
+
+def apply_profile(
+    entry: Workload, profile: Profile, source: dict[str, str], rules: list[str]
+) -> tuple[Workload, list[tuple[str, str]]]:
+    """The entry with profile defaults filled in, and every (field, problem) a profile rule
+    raises against it. A limit no matching rule sets imposes nothing."""
+    problems: list[tuple[str, str]] = []
+    update: dict[str, Any] = {}
+    set_fields = entry.model_fields_set
+
+    def rule(field: str) -> str:
+        return f'profile rule "{source[field]}"'
+
+    if entry.type == "pod" and entry.pod_spec is None:
+        if entry.cpu is None and entry.cpu_limit is None and profile.default_cpu is not None:
+            update["cpu"] = profile.default_cpu
+        if entry.memory is None and entry.memory_limit is None and profile.default_memory is not None:
+            update["memory"] = profile.default_memory
+        default_gpus = getattr(profile.default_gpus, entry.gpu_vendor, None) if profile.default_gpus else None
+        if "gpus" not in set_fields and default_gpus:
+            update["gpus"] = default_gpus
+        if entry.image is None:
+            if profile.default_image is not None:
+                update["image"] = profile.default_image
+            else:
+                problems.append(("image", "is required (no matching profile rule sets defaultImage)"))
+    if entry.pod_spec is not None:
+        # GPUs asked for inside a raw pod spec place the pod like `gpus` does.
+        try:
+            containers, _ = pod_spec_containers(entry.pod_spec)
+        except PlacementError as exc:
+            problems.append((exc.field, str(exc)))
+            containers = []
+        for vendor in ("nvidia", "amd"):
+            count = sum(int(parse(c["limits"].get(gpu_resource_name(vendor)) or c["requests"].get(gpu_resource_name(vendor)) or "0"))
+                        for c in containers)
+            if count:
+                update.update({"gpus": count, "gpu_vendor": vendor})
+                break
+    effective = entry.model_copy(update=update) if update else entry
+
+    for field, limit_field, kind, maximum_field, unit in (
+        ("cpu", "cpu_limit", Kind.CPU, "max_cpu", "CPU"),
+        ("memory", "memory_limit", Kind.BYTES, "max_memory", "memory"),
+    ):
+        maximum = getattr(profile, maximum_field)
+        value = getattr(effective, limit_field) or getattr(effective, field)
+        if maximum is not None and value is not None and parse(value, kind) > parse(maximum, kind):
+            which = limit_field if getattr(effective, limit_field) else field
+            problems.append((_camel(which), f"{value} {unit} is over {_camel(maximum_field)} {maximum} of {rule(maximum_field)}"))
+    max_gpus = getattr(profile.max_gpus, effective.gpu_vendor, None) if profile.max_gpus else None
+    if max_gpus is not None and effective.gpus > max_gpus:
+        problems.append(("gpus", f"{effective.gpus} {effective.gpu_vendor} GPUs are over maxGpus.{effective.gpu_vendor} {max_gpus} of {rule('max_gpus')}"))
+
+    if profile.allow_unknown_images is False:
+        allowed = set(profile.images or []) | ({profile.default_image} if profile.default_image else set())
+        images = [effective.image] if effective.image else []
+        if effective.pod_spec is not None:
+            images = [c.get("image") for c in effective.pod_spec.get("containers", []) + effective.pod_spec.get("initContainers", [])]
+        for image in images:
+            if image not in allowed:
+                listed = ", ".join(sorted(allowed)) or "none"
+                problems.append((
+                    "podSpec" if effective.pod_spec is not None else "image",
+                    f'"{image}" is not an image {rule("allow_unknown_images")} allows '
+                    f"(allowUnknownImages: false; images: {listed})",
+                ))
+
+    if profile.placement_constraints is not None and effective.placement:
+        free, fixed = _offered(profile.placement_constraints)
+        for key, value in effective.placement.items():
+            if key in free or value in fixed.get(key, set()):
+                continue
+            choices = ", ".join(sorted(free | {f"{k}:{v}" for k, vs in fixed.items() for v in vs})) or "none"
+            problems.append((
+                f"placement.{key}",
+                f'"{key}: {value}" is not a placement {rule("placement_constraints")} offers (offered: {choices})',
+            ))
+
+    if effective.privileged and not profile.allow_privileged:
+        where = f"rules applied: {', '.join(rules)}" if rules else "no profile rule matches"
+        if "allow_privileged" in source:
+            where = f"{rule('allow_privileged')} sets it false"
+        problems.append(("privileged", f"needs a profile with allowPrivileged: true ({where})"))
+    return effective, problems
+
+
+def _camel(field: str) -> str:
+    head, *rest = field.split("_")
+    return head + "".join(part.title() for part in rest)
 
 
 # ---- resources --------------------------------------------------------------------------
@@ -149,6 +265,79 @@ def _ratio(limit: str, ratio: Decimal, kind: Kind) -> str:
     amount = parse(limit, kind) * ratio
     step = Decimal("0.001") if kind is Kind.CPU else Decimal(1)
     return render((amount / step).to_integral_value(rounding="ROUND_CEILING") * step, kind)
+
+
+COMPUTE = ("cpu", "memory", "ephemeral-storage")
+
+
+def pod_spec_containers(pod_spec: dict[str, Any]) -> tuple[list[dict[str, dict[str, str]]], list[dict[str, dict[str, str]]]]:
+    """Normalised requests and limits of a raw pod spec's containers and init containers.
+
+    Raises `PlacementError` (field `podSpec`) for a resource that is not a quantity.
+    """
+    out: tuple[list, list] = ([], [])
+    for target, key in zip(out, ("containers", "initContainers")):
+        for index, container in enumerate(pod_spec.get(key) or []):
+            resources = (container or {}).get("resources") or {}
+            item: dict[str, dict[str, str]] = {}
+            for side in ("requests", "limits"):
+                item[side] = {}
+                for resource, amount in (resources.get(side) or {}).items():
+                    kind = kind_for_resource(resource)
+                    try:
+                        # the API server reads strings: a bare number is not MiB here
+                        item[side][resource] = render(parse(str(amount), kind), kind)
+                    except QuantityError as exc:
+                        raise PlacementError("podSpec", f"{key}[{index}].resources.{side}.{resource}: {exc}") from None
+            target.append(item)
+    return out
+
+
+def pod_spec_limits(containers: list[dict[str, dict[str, str]]]) -> dict[str, dict[str, str]]:
+    """Per-container maxima (what LimitRange max must allow) and the GPUs asked for."""
+    limits: dict[str, str] = {}
+    for item in containers:
+        for resource, amount in {**item["requests"], **item["limits"]}.items():
+            kind = kind_for_resource(resource)
+            if resource not in limits or parse(amount, kind) > parse(limits[resource], kind):
+                limits[resource] = amount
+    return {"requests": dict(limits), "limits": limits}
+
+
+def pod_usage(
+    containers: list[dict[str, dict[str, str]]],
+    init_containers: list[dict[str, dict[str, str]]],
+    limit_range_spec: dict[str, Any],
+) -> dict[str, dict[str, str]]:
+    """What one pod counts against the quota: containers summed (unset compute resources at
+    the LimitRange defaults, a lone limit also being the request), then the larger of that
+    and each init container, as the scheduler and quota admission count it."""
+
+    def effective(item: dict[str, dict[str, str]]) -> dict[str, dict[str, Decimal]]:
+        requests = dict(item["requests"])
+        limits = dict(item["limits"])
+        for resource, amount in limits.items():
+            requests.setdefault(resource, amount)  # the API server's own defaulting
+        for resource in ("cpu", "memory"):
+            if resource not in requests:
+                requests[resource] = limit_range_spec["defaultRequest"].get(resource)
+            if resource not in limits:
+                limits[resource] = limit_range_spec["default"].get(resource)
+        return {
+            side: {r: parse(a, kind_for_resource(r)) for r, a in values.items() if a is not None}
+            for side, values in (("requests", requests), ("limits", limits))
+        }
+
+    total: dict[str, dict[str, Decimal]] = {"requests": {}, "limits": {}}
+    for item in containers:
+        for side, values in effective(item).items():
+            for resource, amount in values.items():
+                total[side][resource] = total[side].get(resource, Decimal(0)) + amount
+    for item in init_containers:
+        for side, values in effective(item).items():
+            for resource, amount in values.items():
+                total[side][resource] = max(total[side].get(resource, Decimal(0)), amount)
+    return {side: {r: render(a, kind_for_resource(r)) for r, a in values.items()} for side, values in total.items()}
 
 
 def pods_per_entry(entry: Workload) -> int:

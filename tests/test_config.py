@@ -154,7 +154,7 @@ BAD_INPUTS = {
     ),
     "missing image": (
         {"jobs": [{"name": "j"}]},
-        "kns:jobs[j]: image is required (or type: namespace)",
+        "kns:jobs[j].image: is required (no matching profile rule sets defaultImage)",
     ),
     "privileged without a profile": (
         {"jobs": [{"name": "j", "image": "i", "privileged": True}]},
@@ -315,16 +315,6 @@ def test_secret_keys_are_accepted_when_secret():
 def test_namespace_prefix_must_leave_room_for_names():
     found = problems({"cluster": {"name": "c", "namespacePrefix": "x" * 30}})
     assert any("namespacePrefix" in line and "at most 63" in line for line in found)
-
-
-def test_features_of_a_later_issue_are_refused_not_ignored():
-    found = problems({
-        "cluster": CLUSTER,
-        "profiles": {"*": {"maxCpu": 4}},
-        "jobs": [{"name": "j", "podSpec": {"containers": [{"name": "c", "image": "i"}]}}],
-    })
-    assert "kns:profiles[*].maxCpu: is not enforced yet (issue #6); remove it" in found
-    assert "kns:jobs[j].podSpec: is not supported yet (issue #6); remove it" in found
 
 
 def test_pool_reference_is_checked_even_when_the_entry_has_other_problems():
