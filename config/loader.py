@@ -497,11 +497,45 @@ def read_pulumi_config() -> tuple[dict[str, Any], frozenset[str]]:
     return raw, frozenset(secret)
 
 
+def restore_order(delivered: Any, authored: Any) -> Any:
+    """`delivered` with its mappings in the key order of `authored` where both hold the same
+    keys. The engine passes structured config as JSON with sorted keys, but order means
+    something here: profile rules apply top to bottom, and env entries may refer to
+    earlier ones."""
+    if isinstance(delivered, dict) and isinstance(authored, dict):
+        keys = list(authored) if set(authored) == set(delivered) else list(delivered)
+        return {k: restore_order(delivered[k], authored.get(k)) for k in keys}
+    if isinstance(delivered, list) and isinstance(authored, list) and len(delivered) == len(authored):
+        return [restore_order(d, a) for d, a in zip(delivered, authored)]
+    return delivered
+
+
+def authored_config(project_dir: Path, stack: str) -> Optional[dict[str, Any]]:
+    """The `kns:` keys of Pulumi.<stack>.yaml as written (None when there is no such file)."""
+    path = project_dir / f"Pulumi.{stack}.yaml"
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    config = document.get("config") or {}
+    return {k.partition(":")[2]: v for k, v in config.items() if k.startswith(f"{NAMESPACE}:")}
+
+
 def load(project_dir: Path, planner: Optional[Callable[[PlatformConfig], list[Problem]]] = None) -> PlatformConfig:
     """Read the stack config once; invalid config becomes one `pulumi.RunError`."""
     import pulumi
 
     raw, secret = read_pulumi_config()
+    authored = authored_config(project_dir, pulumi.get_stack())
+    if authored is not None:
+        raw = {key: restore_order(value, authored.get(key)) for key, value in raw.items()}
+    profiles = raw.get("profiles")
+    if isinstance(profiles, dict) and len(profiles) > 1 and list(profiles) != list((authored or {}).get("profiles") or {}):
+        raise pulumi.RunError(
+            f"kns-platform: invalid configuration, 1 problem; nothing was applied:\n"
+            f"  - kns:profiles: the order of its rules cannot be read from Pulumi.{pulumi.get_stack()}.yaml "
+            "(the engine passes mappings with sorted keys); keep kns:profiles in that file"
+        )
     try:
         return parse_config(raw, project_dir=project_dir, stack=pulumi.get_stack(), secret_keys=secret, planner=planner)
     except ConfigError as exc:

@@ -329,3 +329,19 @@ def test_a_job_file_named_by_two_globs_is_loaded_once(tmp_path):
     (tmp_path / "a.yaml").write_text("jobs:\n  - name: j\n    image: busybox\n")
     cfg = parse({"cluster": CLUSTER, "jobFiles": ["*.yaml", "a.yaml"]}, project_dir=tmp_path)
     assert [j.name for j in cfg.jobs] == ["j"]
+
+
+def test_authored_order_is_restored_over_sorted_delivery():
+    from config.loader import restore_order
+
+    authored = {"profiles": {"*": {"maxCpu": 1}, "alice": {"maxCpu": 8}, "@ml": {"maxCpu": 2}},
+                "jobs": [{"name": "j", "env": {"B": "1", "A": "$(B)"}}]}
+    delivered = {"profiles": {"*": {"maxCpu": 1}, "@ml": {"maxCpu": 2}, "alice": {"maxCpu": 8}},
+                 "jobs": [{"env": {"A": "$(B)", "B": "1"}, "name": "j"}]}
+    restored = restore_order(delivered, authored)
+    assert list(restored["profiles"]) == ["*", "alice", "@ml"]
+    assert list(restored["jobs"][0]["env"]) == ["B", "A"]
+    # values always come from what the engine delivered
+    assert restore_order({"a": 2, "b": 3}, {"b": 0, "a": 1}) == {"b": 3, "a": 2}
+    # different key sets: delivered order is kept
+    assert list(restore_order({"a": 1, "c": 2}, {"c": 0, "b": 0})) == ["a", "c"]

@@ -1,0 +1,529 @@
+#!/usr/bin/env bash
+# Provide the pinned Pulumi toolchain without any download site: the Pulumi CLI, the
+# Python language host (with its exec script) and the Kubernetes resource provider, all
+# built from Go modules (the Go module proxy is the only network this needs).
+#
+# Versions come from versions.env at the repository root (KNS_VERSIONS_FILE overrides the
+# path). Built binaries are cached under
+#   ${KNS_TOOLS_DIR:-$HOME/.cache/kns-platform/tools}/pulumi-<ver>-k8s-<ver>/bin
+# and only what is missing is rebuilt. The provider is installed into the Pulumi plugin
+# cache (${PULUMI_HOME:-$HOME/.pulumi}/plugins) unless that exact version is there.
+#
+# Progress goes to stderr; the only thing printed on stdout is the absolute bin directory:
+#   PATH="$(scripts/toolchain.sh):$PATH"
+#
+# KNS_PYTHON_HOST=auto|upstream|minimal (default auto) picks the Python language host:
+#   upstream - github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3 at the
+#              pseudo-version of the pulumi commit in versions.env;
+#   minimal  - a small host embedded below, built against the pinned sdk/v3, for module
+#              proxies that do not serve the upstream host module;
+#   auto     - upstream, falling back to minimal (with a warning) if the proxy refuses it.
+set -euo pipefail
+
+log() { printf 'toolchain: %s\n' "$*" >&2; }
+warn() { printf 'toolchain: WARNING: %s\n' "$*" >&2; }
+die() { printf 'toolchain: error: %s\n' "$*" >&2; exit 1; }
+
+# The minimal Python language host (KNS_PYTHON_HOST=minimal, or the fallback of auto). It
+# does what `pulumi preview/up/destroy/refresh` need from a language host: runs the program
+# through pulumi-language-python-exec (found next to the host) with the project's Python
+# toolchain and virtualenv (runtime.options: virtualenv, toolchain), passes config and
+# secret keys, and answers About/GetProgramDependencies. It reports no required plugins:
+# with automatic plugin acquisition off, providers are loaded from the plugin cache when
+# the program registers them. `pulumi install`, `pulumi new`, codegen and Python policy
+# packs are not supported by it.
+write_minimal_host() { # path
+  cat >"$1" <<'GO'
+// Minimal Pulumi language host for Python programs (kns-platform scripts/toolchain.sh).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/util/rpcutil"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/version"
+	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
+	"github.com/pulumi/pulumi/sdk/v3/python/toolchain"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// Exit code the exec script uses after it has shown the user an actionable error.
+const userActionableExitCode = 32
+
+type host struct {
+	pulumirpc.UnimplementedLanguageRuntimeServer
+	engineAddress string
+	execScript    string
+}
+
+func main() {
+	// The engine passes its address as the last positional argument; flags (tracing,
+	// logging) may come before it and are ignored.
+	engineAddress := ""
+	for _, a := range os.Args[1:] {
+		if !strings.HasPrefix(a, "-") {
+			engineAddress = a
+		}
+	}
+	self, err := os.Executable()
+	if err == nil {
+		self, err = filepath.EvalSymlinks(self)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cannot locate pulumi-language-python: %v\n", err)
+		os.Exit(1)
+	}
+	execScript := filepath.Join(filepath.Dir(self), "pulumi-language-python-exec")
+	if _, err := os.Stat(execScript); err != nil {
+		fmt.Fprintf(os.Stderr, "pulumi-language-python-exec not found next to the language host: %v\n", err)
+		os.Exit(1)
+	}
+	handle, err := rpcutil.ServeWithOptions(rpcutil.ServeOptions{
+		Init: func(srv *grpc.Server) error {
+			pulumirpc.RegisterLanguageRuntimeServer(srv, &host{engineAddress: engineAddress, execScript: execScript})
+			return nil
+		},
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "could not start language host RPC server: %v\n", err)
+		os.Exit(1)
+	}
+	fmt.Printf("%d\n", handle.Port)
+	if err := <-handle.Done; err != nil {
+		fmt.Fprintf(os.Stderr, "language host RPC stopped serving: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func resolveToolchain(info *pulumirpc.ProgramInfo) (toolchain.Toolchain, error) {
+	opts := toolchain.PythonOptions{
+		Root:       info.GetRootDirectory(),
+		ProgramDir: info.GetProgramDirectory(),
+	}
+	if opts.ProgramDir == "" {
+		opts.ProgramDir = opts.Root
+	}
+	if opts.Root == "" {
+		opts.Root = opts.ProgramDir
+	}
+	var options map[string]any
+	if s := info.GetOptions(); s != nil {
+		options = s.AsMap()
+	}
+	if v, ok := options["virtualenv"].(string); ok {
+		opts.Virtualenv = v
+	}
+	switch tc, _ := options["toolchain"].(string); strings.ToLower(tc) {
+	case "", "auto":
+		opts.Toolchain = toolchain.Auto
+	case "pip":
+		opts.Toolchain = toolchain.Pip
+	case "poetry":
+		opts.Toolchain = toolchain.Poetry
+	case "uv":
+		opts.Toolchain = toolchain.Uv
+	default:
+		return nil, fmt.Errorf("unsupported python toolchain %q", tc)
+	}
+	return toolchain.ResolveToolchain(opts)
+}
+
+func (h *host) GetPluginInfo(context.Context, *emptypb.Empty) (*pulumirpc.PluginInfo, error) {
+	return &pulumirpc.PluginInfo{Version: version.Version}, nil
+}
+
+func (h *host) GetRequiredPlugins(context.Context, *pulumirpc.GetRequiredPluginsRequest,
+) (*pulumirpc.GetRequiredPluginsResponse, error) {
+	return &pulumirpc.GetRequiredPluginsResponse{}, nil
+}
+
+func (h *host) GetRequiredPackages(context.Context, *pulumirpc.GetRequiredPackagesRequest,
+) (*pulumirpc.GetRequiredPackagesResponse, error) {
+	return &pulumirpc.GetRequiredPackagesResponse{}, nil
+}
+
+func (h *host) About(ctx context.Context, req *pulumirpc.AboutRequest) (*pulumirpc.AboutResponse, error) {
+	tc, err := resolveToolchain(req.GetInfo())
+	if err != nil {
+		return nil, err
+	}
+	about, err := tc.About(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &pulumirpc.AboutResponse{
+		Executable: about.PythonExecutable,
+		Version:    about.PythonVersion.String(),
+		Metadata:   map[string]string{"host": "kns-minimal"},
+	}, nil
+}
+
+func (h *host) GetProgramDependencies(ctx context.Context, req *pulumirpc.GetProgramDependenciesRequest,
+) (*pulumirpc.GetProgramDependenciesResponse, error) {
+	tc, err := resolveToolchain(req.GetInfo())
+	if err != nil {
+		return nil, err
+	}
+	pkgs, err := tc.ListPackages(ctx, req.GetTransitiveDependencies())
+	if err != nil {
+		return nil, err
+	}
+	resp := &pulumirpc.GetProgramDependenciesResponse{}
+	for _, p := range pkgs {
+		resp.Dependencies = append(resp.Dependencies, &pulumirpc.DependencyInfo{Name: p.Name, Version: p.Version})
+	}
+	return resp, nil
+}
+
+func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.RunResponse, error) {
+	info := req.GetInfo()
+	if info == nil {
+		info = &pulumirpc.ProgramInfo{RootDirectory: req.GetPwd(), ProgramDirectory: req.GetPwd(),
+			EntryPoint: req.GetProgram(), Options: &structpb.Struct{}}
+	}
+	tc, err := resolveToolchain(info)
+	if err != nil {
+		return &pulumirpc.RunResponse{Error: err.Error()}, nil
+	}
+	if err := tc.ValidateVenv(ctx); err != nil {
+		return &pulumirpc.RunResponse{Error: err.Error()}, nil
+	}
+
+	program := info.GetEntryPoint()
+	if program == "" {
+		program = "."
+	}
+	pwd := req.GetPwd()
+	if pwd == "" {
+		pwd = info.GetProgramDirectory()
+	}
+	args := []string{"-u", h.execScript,
+		"--monitor", req.GetMonitorAddress(),
+		"--engine", h.engineAddress,
+		"--project", req.GetProject(),
+		"--stack", req.GetStack(),
+		"--pwd", pwd,
+		"--dry_run", fmt.Sprint(req.GetDryRun()),
+		"--parallel", fmt.Sprint(req.GetParallel()),
+	}
+	if root := info.GetRootDirectory(); root != "" {
+		args = append(args, "--root_directory", root)
+	}
+	if org := req.GetOrganization(); org != "" {
+		args = append(args, "--organization", org)
+	}
+	args = append(args, program)
+	args = append(args, req.GetArgs()...)
+
+	cmd, err := tc.Command(ctx, args...)
+	if err != nil {
+		return &pulumirpc.RunResponse{Error: err.Error()}, nil
+	}
+	env := cmd.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	configMap := req.GetConfig()
+	if configMap == nil {
+		configMap = map[string]string{}
+	}
+	config, err := json.Marshal(configMap)
+	if err != nil {
+		return nil, err
+	}
+	secretKeys := req.GetConfigSecretKeys()
+	if secretKeys == nil {
+		secretKeys = []string{}
+	}
+	secrets, err := json.Marshal(secretKeys)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Env = append(env, "PULUMI_CONFIG="+string(config), "PULUMI_CONFIG_SECRET_KEYS="+string(secrets),
+		"PYTHONUNBUFFERED=true")
+	cmd.Dir = pwd
+	cmd.Stdout = os.Stdout
+	cmd.Stderr = os.Stderr
+
+	if err := cmd.Run(); err != nil {
+		var exitErr *exec.ExitError
+		if errors.As(err, &exitErr) {
+			if exitErr.ExitCode() == userActionableExitCode {
+				return &pulumirpc.RunResponse{Bail: true}, nil
+			}
+			return &pulumirpc.RunResponse{Error: fmt.Sprintf("Program exited with non-zero exit code: %d",
+				exitErr.ExitCode())}, nil
+		}
+		return &pulumirpc.RunResponse{Error: fmt.Sprintf(
+			"Problem executing program (could not run language executor): %v", err)}, nil
+	}
+	return &pulumirpc.RunResponse{}, nil
+}
+GO
+}
+
+script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo_root=$(cd "$script_dir/.." && pwd)
+versions_file=${KNS_VERSIONS_FILE:-$repo_root/versions.env}
+[[ -r $versions_file ]] || die "cannot read versions file $versions_file"
+# shellcheck source=../versions.env
+. "$versions_file"
+for var in PULUMI_VERSION PULUMI_COMMIT PULUMI_KUBERNETES_VERSION PULUMI_KUBERNETES_PROVIDER_PSEUDO; do
+  [[ -n ${!var:-} ]] || die "$var is not set in $versions_file"
+done
+
+host_mode=${KNS_PYTHON_HOST:-auto}
+case $host_mode in auto | upstream | minimal) ;; *) die "KNS_PYTHON_HOST must be auto, upstream or minimal (got '$host_mode')" ;; esac
+
+# Nothing this script runs may reach for pulumi.com or a plugin download site.
+export PULUMI_SKIP_UPDATE_CHECK=true
+export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
+
+PULUMI_MODULE=github.com/pulumi/pulumi
+PKG_MOD=$PULUMI_MODULE/pkg/v3
+SDK_MOD=$PULUMI_MODULE/sdk/v3
+HOST_MOD=$PULUMI_MODULE/sdk/python/cmd/pulumi-language-python/v3
+K8S_MOD=github.com/pulumi/pulumi-kubernetes/provider/v4
+CLI_LDFLAGS="-X $SDK_MOD/go/common/version.Version=v$PULUMI_VERSION"
+K8S_LDFLAGS="-X $K8S_MOD/pkg/version.Version=$PULUMI_KUBERNETES_VERSION"
+GO_TAGS=osusergo,grpcnotrace
+
+tools_root=${KNS_TOOLS_DIR:-$HOME/.cache/kns-platform/tools}
+key_dir=$tools_root/pulumi-$PULUMI_VERSION-k8s-$PULUMI_KUBERNETES_VERSION
+bin_dir=$key_dir/bin
+provider_cache=$key_dir/provider/pulumi-resource-kubernetes
+host_kind_file=$bin_dir/.pulumi-language-python.kind
+
+pulumi_home=${PULUMI_HOME:-$HOME/.pulumi}
+plugin_dir=$pulumi_home/plugins/resource-kubernetes-v$PULUMI_KUBERNETES_VERSION
+
+provider_installed() {
+  [[ -x $plugin_dir/pulumi-resource-kubernetes && ! -e $plugin_dir.partial ]]
+}
+
+# --- 1. An installation that is already there -----------------------------------------
+# A pulumi on PATH at the pinned version with the language host and exec script next to
+# it, and the provider in the plugin cache at the exact version: use it as it is.
+if existing=$(command -v pulumi 2>/dev/null); then
+  existing_dir=$(cd "$(dirname "$(readlink -f "$existing")")" && pwd)
+  if [[ -x $existing_dir/pulumi-language-python && -f $existing_dir/pulumi-language-python-exec ]] &&
+    provider_installed &&
+    [[ $("$existing" version 2>/dev/null || true) == "v$PULUMI_VERSION" ]]; then
+    log "using pulumi v$PULUMI_VERSION already on PATH in $existing_dir (kubernetes v$PULUMI_KUBERNETES_VERSION installed)"
+    printf '%s\n' "$existing_dir"
+    exit 0
+  fi
+fi
+
+# --- 2. What is missing from the cache ------------------------------------------------
+need_cli=0 need_host=0 need_exec=0 need_provider_build=0
+[[ -x $bin_dir/pulumi && $("$bin_dir/pulumi" version 2>/dev/null || true) == "v$PULUMI_VERSION" ]] || need_cli=1
+if [[ ! -x $bin_dir/pulumi-language-python ]]; then
+  need_host=1
+elif [[ $host_mode != auto && $(cat "$host_kind_file" 2>/dev/null || echo upstream) != "$host_mode" ]]; then
+  need_host=1
+fi
+[[ -f $bin_dir/pulumi-language-python-exec ]] || need_exec=1
+if ! provider_installed && [[ ! -x $provider_cache ]]; then need_provider_build=1; fi
+
+# --- 3. Build what is missing ---------------------------------------------------------
+if ((need_cli + need_host + need_exec + need_provider_build > 0)); then
+  command -v go >/dev/null 2>&1 ||
+    die "'go' is not on PATH: Go (1.25 or newer) is needed to build the Pulumi toolchain from Go modules"
+  command -v python3 >/dev/null 2>&1 || die "'python3' is not on PATH (needed to read go.mod metadata)"
+  mkdir -p "$bin_dir" "$(dirname "$provider_cache")"
+
+  # Throwaway work dir outside the repository; module-cache copies are read-only.
+  work=$(mktemp -d "${TMPDIR:-/tmp}/kns-toolchain.XXXXXX")
+  case $work/ in "$repo_root"/*) rm -rf "$work"; die "work dir $work is inside the repository; set TMPDIR elsewhere" ;; esac
+  trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+
+  # Module mode only: no workspace file, no toolchain download, no cgo.
+  export GO111MODULE=on GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0
+  unset GOFLAGS
+
+  # Download module@version and set MOD_DIR, MOD_GOMOD, MOD_TIME, MOD_HASH. On a checksum
+  # database miss (the proxy's sumdb does not know every pseudo-version) retry once with
+  # the checksum database off for that module only (GONOSUMDB, kept for the later builds),
+  # and say so.
+  mod_download() { # module version
+    local out rc=0
+    out=$(cd "$work" && go mod download -json "$1@$2" 2>"$work/download.err") || rc=$?
+    if ((rc != 0)) && grep -q 'sumdb\|verifying' <<<"$out" && ! grep -q 'not available' <<<"$out"; then
+      warn "the checksum database has no entry for $1@$2: fetching it with GONOSUMDB=$1"
+      export GONOSUMDB=${GONOSUMDB:+$GONOSUMDB,}$1
+      rc=0
+      out=$(cd "$work" && go mod download -json "$1@$2" 2>"$work/download.err") || rc=$?
+    fi
+    if ((rc != 0)); then
+      { python3 -c 'import json,sys; print(json.loads(sys.stdin.read()).get("Error", ""))' <<<"$out" 2>/dev/null ||
+        printf '%s\n' "$out"; cat "$work/download.err"; } | sed '/^$/d; s/^/toolchain:   /' >&2
+      return 1
+    fi
+    IFS=$'\t' read -r MOD_DIR MOD_GOMOD MOD_TIME MOD_HASH < <(python3 -c '
+import json, sys
+d = json.loads(sys.stdin.read())
+info = {}
+if d.get("Info"):
+    with open(d["Info"]) as f:
+        info = json.load(f)
+origin = d.get("Origin") or info.get("Origin") or {}
+print(*(v or "-" for v in (d.get("Dir"), d.get("GoMod"), info.get("Time"), origin.get("Hash"))), sep="\t")
+' <<<"$out")
+  }
+
+  # Write a wrapper go.mod in $1 that requires $2@$3 and stands in for its replace
+  # directives: a replacement by a published version is copied, a replacement by a local
+  # path becomes a requirement of the replaced module at the version $2 requires (or the
+  # version given in the optional "module=version" pins after $4).
+  write_wrapper() { # dir module version gomod [module=version ...]
+    local dir=$1 mod=$2 ver=$3 gomod=$4
+    shift 4
+    mkdir -p "$dir"
+    (cd "$dir" && go mod edit -json "$gomod") | python3 -c '
+import json, sys
+wrapper, mod, ver = sys.argv[1:4]
+pins = dict(p.split("=", 1) for p in sys.argv[4:])
+m = json.load(sys.stdin)
+required = {r["Path"]: r["Version"] for r in m.get("Require") or []}
+lines = ["module kns.local/toolchain/" + wrapper, "", "go " + (m.get("Go") or "1.25"), ""]
+reqs = {mod: ver}
+reps = []
+for r in m.get("Replace") or []:
+    old, new = r["Old"]["Path"], r["New"]
+    if new.get("Version"):
+        lhs = old + (" " + r["Old"]["Version"] if r["Old"].get("Version") else "")
+        reps.append("\t%s => %s %s" % (lhs, new["Path"], new["Version"]))
+    else:
+        v = pins.get(old) or required.get(old)
+        if not v:
+            sys.exit("no published version for locally replaced module " + old)
+        reqs[old] = v
+for p, v in pins.items():
+    reqs.setdefault(p, v)
+lines.append("require (")
+lines += ["\t%s %s" % (p, v) for p, v in sorted(reqs.items())]
+lines.append(")")
+if reps:
+    lines += ["", "replace ("] + reps + [")"]
+print("\n".join(lines))
+' "$(basename "$dir")" "$mod" "$ver" "$@" >"$dir/go.mod"
+  }
+
+  go_build() { # dir output ldflags package
+    (cd "$1" && GOFLAGS=-mod=mod go build -trimpath -tags "$GO_TAGS" -ldflags "$3" -o "$2.tmp" "$4")
+    mv -f "$2.tmp" "$2"
+  }
+
+  if ((need_cli + need_host + need_exec > 0)); then
+    mod_download "$PKG_MOD" "v$PULUMI_VERSION" || die "cannot download $PKG_MOD@v$PULUMI_VERSION from the Go module proxy"
+    pkg_gomod=$MOD_GOMOD pkg_time=$MOD_TIME
+    if [[ $MOD_HASH != - && $MOD_HASH != "$PULUMI_COMMIT" ]]; then
+      die "$PKG_MOD@v$PULUMI_VERSION is commit $MOD_HASH, but $versions_file says PULUMI_COMMIT=$PULUMI_COMMIT"
+    fi
+  fi
+
+  if ((need_cli)); then
+    log "building pulumi CLI v$PULUMI_VERSION ..."
+    write_wrapper "$work/pulumi-cli" "$PKG_MOD" "v$PULUMI_VERSION" "$pkg_gomod"
+    go_build "$work/pulumi-cli" "$bin_dir/pulumi" "$CLI_LDFLAGS" "$PKG_MOD/cmd/pulumi"
+    log "built $bin_dir/pulumi"
+  else
+    log "cached pulumi CLI v$PULUMI_VERSION in $bin_dir"
+  fi
+
+  if ((need_exec)); then
+    mod_download "$SDK_MOD" "v$PULUMI_VERSION" || die "cannot download $SDK_MOD@v$PULUMI_VERSION from the Go module proxy"
+    install -m 0755 "$MOD_DIR/python/cmd/pulumi-language-python-exec" "$bin_dir/pulumi-language-python-exec.tmp"
+    mv -f "$bin_dir/pulumi-language-python-exec.tmp" "$bin_dir/pulumi-language-python-exec"
+    log "copied pulumi-language-python-exec from $SDK_MOD@v$PULUMI_VERSION"
+  else
+    log "cached pulumi-language-python-exec in $bin_dir"
+  fi
+
+  if ((need_host)); then
+    built_host=
+    if [[ $host_mode != minimal ]]; then
+      # The host module is untagged: use the pseudo-version of the pulumi commit. Ask the
+      # proxy to resolve the commit; if it will not, derive it from the pkg tag's commit time.
+      host_ver=
+      if out=$(cd "$work" && go list -m -json "$HOST_MOD@$PULUMI_COMMIT" 2>/dev/null); then
+        host_ver=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["Version"])' <<<"$out")
+      elif [[ ${pkg_time:--} != - ]]; then
+        host_ver=v3.0.0-$(date -u -d "$pkg_time" +%Y%m%d%H%M%S)-${PULUMI_COMMIT:0:12}
+      fi
+      log "building pulumi-language-python ($HOST_MOD@$host_ver) ..."
+      if [[ -n $host_ver ]] && mod_download "$HOST_MOD" "$host_ver"; then
+        write_wrapper "$work/pulumi-language-python" "$HOST_MOD" "$host_ver" "$MOD_GOMOD" \
+          "$PKG_MOD=v$PULUMI_VERSION" "$SDK_MOD=v$PULUMI_VERSION"
+        go_build "$work/pulumi-language-python" "$bin_dir/pulumi-language-python" "$CLI_LDFLAGS" "$HOST_MOD"
+        echo upstream >"$host_kind_file"
+        built_host=upstream
+      elif [[ $host_mode == upstream ]]; then
+        die "the Go module proxy does not serve $HOST_MOD@${host_ver:-?} (KNS_PYTHON_HOST=upstream)"
+      else
+        warn "the Go module proxy does not serve $HOST_MOD@${host_ver:-?}; falling back to the minimal Python language host"
+      fi
+    fi
+    if [[ -z $built_host ]]; then
+      log "building minimal pulumi-language-python against $SDK_MOD@v$PULUMI_VERSION ..."
+      mod_download "$SDK_MOD" "v$PULUMI_VERSION" || die "cannot download $SDK_MOD@v$PULUMI_VERSION from the Go module proxy"
+      write_wrapper "$work/kns-python-host" "$SDK_MOD" "v$PULUMI_VERSION" "$MOD_GOMOD"
+      write_minimal_host "$work/kns-python-host/main.go"
+      go_build "$work/kns-python-host" "$bin_dir/pulumi-language-python" "$CLI_LDFLAGS" .
+      echo minimal >"$host_kind_file"
+    fi
+    log "built $bin_dir/pulumi-language-python ($(cat "$host_kind_file"))"
+  else
+    log "cached pulumi-language-python ($(cat "$host_kind_file" 2>/dev/null || echo upstream)) in $bin_dir"
+  fi
+
+  if ((need_provider_build)); then
+    log "building pulumi-resource-kubernetes v$PULUMI_KUBERNETES_VERSION ($K8S_MOD@$PULUMI_KUBERNETES_PROVIDER_PSEUDO) ..."
+    mod_download "$K8S_MOD" "$PULUMI_KUBERNETES_PROVIDER_PSEUDO" ||
+      die "cannot download $K8S_MOD@$PULUMI_KUBERNETES_PROVIDER_PSEUDO from the Go module proxy" \
+        "(PULUMI_KUBERNETES_PROVIDER_PSEUDO in $versions_file must be a version the proxy serves)"
+    k8s_dir=$MOD_DIR
+    # The provider embeds schema-embed.json and terraform-mapping-embed.json, which its own
+    # generate.go makes: build from a writable copy of the module. Its replace directives
+    # that point into the pulumi-kubernetes repo (../sdk) are dropped, so the published
+    # version it requires is used instead.
+    src=$work/pulumi-kubernetes-provider
+    cp -R "$k8s_dir" "$src"
+    chmod -R u+w "$src"
+    (cd "$src" && go mod edit -json) | python3 -c '
+import json, sys
+for r in json.load(sys.stdin).get("Replace") or []:
+    if not r["New"].get("Version"):
+        print(r["Old"]["Path"])
+' | while read -r local_mod; do
+      (cd "$src" && go mod edit -dropreplace="$local_mod")
+    done
+    (cd "$src/cmd/pulumi-resource-kubernetes" && VERSION=$PULUMI_KUBERNETES_VERSION GOFLAGS=-mod=mod go run generate.go)
+    (cd "$src" && GOFLAGS=-mod=mod go build -trimpath -ldflags "$K8S_LDFLAGS" -o "$provider_cache.tmp" ./cmd/pulumi-resource-kubernetes)
+    mv -f "$provider_cache.tmp" "$provider_cache"
+    log "built $provider_cache"
+  fi
+fi
+
+[[ -n ${work:-} ]] || log "cached pulumi CLI v$PULUMI_VERSION, pulumi-language-python and exec script in $bin_dir"
+
+# --- 4. Provider into the plugin cache ------------------------------------------------
+if provider_installed; then
+  log "cached kubernetes provider v$PULUMI_KUBERNETES_VERSION in $plugin_dir"
+else
+  log "installing kubernetes provider v$PULUMI_KUBERNETES_VERSION into $pulumi_home/plugins ..."
+  "$bin_dir/pulumi" plugin install resource kubernetes "v$PULUMI_KUBERNETES_VERSION" --file "$provider_cache" >&2
+  provider_installed || die "pulumi plugin install did not produce $plugin_dir/pulumi-resource-kubernetes"
+fi
+
+printf '%s\n' "$bin_dir"
