@@ -26,7 +26,13 @@ INGRESS = "kubernetes:networking.k8s.io/v1:Ingress"
 NS = "kubernetes:core/v1:Namespace"
 JOB = "kubernetes:batch/v1:Job"
 
-REFERENCE_000 = next((ROOT.parent / "shared" / "reference").glob("000_*.txt"))
+SHARED = ROOT.parent / "shared"
+
+
+def reference_000() -> Path:
+    found = sorted((SHARED / "reference").glob("000_*.txt"))
+    assert found, f"reference 000 not found under {SHARED}/reference (shared/ sits beside the repository)"
+    return found[0]
 SECRET_VALUE = "kc-client-s3cr3t-9f2b"
 
 BASE = {
@@ -197,7 +203,7 @@ def env_of(kns: KnsScheduler, has_secret: bool = False) -> dict:
 
 
 def test_reference_table_is_what_the_reference_says():
-    text = REFERENCE_000.read_text()
+    text = reference_000().read_text()
     for name, default in REFERENCE_DEFAULTS.items():
         assert name in text and default in text, name
     assert REFERENCE_LIMIT_RANGE_B64 in text
