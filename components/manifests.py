@@ -76,7 +76,7 @@ class PlanError(ValueError):
 def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
     """Everything one entry produces. Raises `PlanError` for what only the built objects
     reveal (an override pointer that does not fit, a bad quantity in a raw pod spec)."""
-    profile, _ = resolve.resolve_profile(cfg.profiles, entry.user, entry.groups)
+    profile, _, source = resolve.resolve_profile_sources(cfg.profiles, entry.user, entry.groups)
     pool = resolve.resolve_pool(entry, cfg.node_pools)
     if entry.pod_spec is not None:
         try:
@@ -118,14 +118,65 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
             for index, primer in enumerate(plan.primers.schedules):
                 name = entry.name if index == 0 else f"{entry.name}-{index + 1}"
                 plan.objects[name] = primed_cronjob_manifest(plan, template, name, primer)
-        overrides = [(f"profile jsonOverrides[{i}]", o) for i, o in enumerate(profile.json_overrides or [])]
+        rule = source.get("json_overrides")
+        overrides = [(f'jsonOverrides (profile rule "{rule}" jsonOverrides[{i}])', o)
+                     for i, o in enumerate(profile.json_overrides or [])]
         overrides += [(f"jsonOverrides[{i}]", o) for i, o in enumerate(entry.json_overrides)]
         problems = []
         for manifest in plan.objects.values():
             problems += apply_overrides(manifest, overrides)
         if problems:
             raise PlanError(sorted(set(problems)))
+        _account(plan, profile, source, bool(overrides))
     return plan
+
+
+def _pod_spec_of(manifest: dict[str, Any]) -> dict[str, Any]:
+    spec = manifest["spec"]
+    return (spec["jobTemplate"]["spec"] if manifest["kind"] == "CronJob" else spec)["template"]["spec"]
+
+
+def _account(plan: WorkloadPlan, profile: Profile, source: dict[str, str], overridden: bool) -> None:
+    """LimitRange and quota from the pod as finally built (overrides may add containers or
+    change resources), and the profile's image and placement rules checked on it again
+    when overrides could have changed them."""
+    entry = plan.entry
+    final = _pod_spec_of(next(iter(plan.objects.values())))
+    try:
+        containers, init_containers = resolve.pod_spec_containers(final)
+    except resolve.PlacementError as exc:
+        raise PlanError([("jsonOverrides", str(exc).replace("containers[", "the final pod's containers[", 1))]) from None
+    own = [c for c, raw in zip(init_containers, final.get("initContainers") or []) if raw.get("name") != wait.NAME]
+    limits = resolve.limit_range(entry, resolve.pod_spec_limits(containers + own))
+    for item in containers + init_containers:
+        for resource in ("cpu", "memory"):
+            # A request with no limit gets the default limit at admission: make room for it.
+            request = item["requests"].get(resource)
+            if request and resource not in item["limits"] and resource in limits["default"]:
+                kind = resolve.kind_for_resource(resource)
+                if resolve.parse(request, kind) > resolve.parse(limits["default"][resource], kind):
+                    limits["default"][resource] = request
+    plan.limit_range = limits
+    plan.quota = resolve.quota(entry, resolve.pod_usage(containers, init_containers, limits), limits)
+    if not overridden:
+        return
+    problems = []
+    if profile.allow_unknown_images is False:
+        allowed = set(profile.images or []) | ({profile.default_image} if profile.default_image else set())
+        for raw in (final.get("containers") or []) + (final.get("initContainers") or []):
+            if raw.get("name") != wait.NAME and raw.get("image") not in allowed:
+                problems.append(("jsonOverrides", f'they set image "{raw.get("image")}", which profile rule '
+                                 f'"{source.get("allow_unknown_images")}" does not allow (allowUnknownImages: false)'))
+    if profile.placement_constraints is not None:
+        for key, value in (final.get("nodeSelector") or {}).items():
+            if key == names.LABEL_POOL:
+                continue
+            problem = resolve.placement_problem(key, value, profile.placement_constraints,
+                                                f'profile rule "{source.get("placement_constraints")}"')
+            if problem:
+                problems.append(("jsonOverrides", f"they set nodeSelector {problem}"))
+    if problems:
+        raise PlanError(problems)
 
 
 def apply_overrides(manifest: dict[str, Any], overrides: list[tuple[str, Any]]) -> list[tuple[str, str]]:
@@ -185,6 +236,10 @@ def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
             raw.setdefault("nodeSelector", node_selector)
         if tolerations:
             raw.setdefault("tolerations", tolerations)
+        if plan.credentials:
+            raw.setdefault("volumes", []).append(_credentials_volume(plan))
+            for container in raw["containers"]:
+                container.setdefault("volumeMounts", []).append(_credentials_mount(entry))
         return {"metadata": metadata, "spec": raw}
 
     container: dict[str, Any] = {"name": entry.name, "image": entry.image}
@@ -202,9 +257,7 @@ def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
     if entry.volume_mounts:
         container["volumeMounts"] = copy.deepcopy(entry.volume_mounts)
     if plan.credentials:
-        container.setdefault("volumeMounts", []).append(
-            {"name": CREDENTIALS_VOLUME, "mountPath": entry.credentials_mount_path, "readOnly": True}
-        )
+        container.setdefault("volumeMounts", []).append(_credentials_mount(entry))
 
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
@@ -220,15 +273,23 @@ def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
     if entry.volumes:
         spec["volumes"] = copy.deepcopy(entry.volumes)
     if plan.credentials:
-        # One read-only directory holding every set's files (names are unique across sets).
-        spec.setdefault("volumes", []).append({
-            "name": CREDENTIALS_VOLUME,
-            "projected": {
-                "defaultMode": 0o440,
-                "sources": [{"secret": {"name": credential_secret_name(name)}} for name in plan.credentials],
-            },
-        })
+        spec.setdefault("volumes", []).append(_credentials_volume(plan))
     return {"metadata": metadata, "spec": spec}
+
+
+def _credentials_volume(plan: WorkloadPlan) -> dict[str, Any]:
+    """One read-only directory holding every set's files (names are unique across sets)."""
+    return {
+        "name": CREDENTIALS_VOLUME,
+        "projected": {
+            "defaultMode": 0o440,
+            "sources": [{"secret": {"name": credential_secret_name(name)}} for name in plan.credentials],
+        },
+    }
+
+
+def _credentials_mount(entry: Workload) -> dict[str, Any]:
+    return {"name": CREDENTIALS_VOLUME, "mountPath": entry.credentials_mount_path, "readOnly": True}
 
 
 def _pod_labels(plan: WorkloadPlan) -> dict[str, str]:

@@ -352,7 +352,7 @@ def _check_credential_sets(credentials: Mapping[str, Any], problems: Problems) -
         if problem:
             problems.add(f"kns:credentials.{name}", problem)
         for file_name in files:
-            if not CREDENTIAL_FILE.match(file_name):
+            if not CREDENTIAL_FILE.match(file_name) or file_name in (".", ".."):
                 problems.add(
                     f"kns:credentials.{name}",
                     f'"{file_name}" is not a valid file name (letters, digits, "-", "_" and ".")',

@@ -319,7 +319,7 @@ EnvValue = Annotated[
 CONTAINER_FIELDS = (
     "image", "image_pull_policy", "command", "args", "env", "cpu", "memory", "storage", "gpus",
     "gpu_resource", "extra_resources", "cpu_limit", "memory_limit", "storage_limit", "privileged",
-    "volumes", "volume_mounts", "credentials",
+    "volumes", "volume_mounts",
 )
 
 
@@ -377,11 +377,13 @@ class Workload(Model):
         problems = []
         container = [to_camel(f) for f in CONTAINER_FIELDS if to_camel(f) in raw or f in raw]
         if raw.get("type") == "namespace":
-            used = container + (["podSpec"] if "podSpec" in raw else [])
+            used = container + [k for k in ("podSpec", "jsonOverrides", "credentials") if k in raw]
             if used:
                 problems.append(f"type namespace runs no workload, so {', '.join(used)} cannot be set")
         elif raw.get("podSpec") is not None and container:
             problems.append(f"podSpec is used verbatim, so {', '.join(container)} cannot be set beside it")
+        if "credentialsMountPath" in raw and not raw.get("credentials"):
+            problems.append("credentialsMountPath is set but credentials lists no set")
         return problems
 
     @model_validator(mode="after")

@@ -37,7 +37,7 @@ def set_pointer(document: dict[str, Any], pointer: str, value: Any) -> None:
                 current[token] = copy.deepcopy(value)
                 return
             if token not in current:
-                current[token] = {}
+                current[token] = [] if _indexes(parts[depth + 1]) else {}
             elif not isinstance(current[token], (dict, list)):
                 raise PointerError(f'"{pointer}": "{where}" holds a {type(current[token]).__name__}, not an object or list')
             current = current[token]
@@ -57,7 +57,12 @@ def set_pointer(document: dict[str, Any], pointer: str, value: Any) -> None:
                     current[index] = copy.deepcopy(value)
                 return
             if index == len(current):
-                current.append({})
+                current.append([] if _indexes(parts[depth + 1]) else {})
+            elif not isinstance(current[index], (dict, list)):
+                raise PointerError(f'"{pointer}": "{where}" holds a {type(current[index]).__name__}, not an object or list')
             current = current[index]
-        else:  # pragma: no cover - guarded when descending
-            raise PointerError(f'"{pointer}" goes through a value at "{where}"')
+
+
+def _indexes(token: str) -> bool:
+    """Whether a token addresses a list element (`-` or a non-negative integer)."""
+    return token == "-" or (token.isdigit() and (token == "0" or not token.startswith("0")))

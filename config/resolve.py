@@ -119,10 +119,29 @@ def resolve_profile_sources(
     rules = matching_rules(profiles, user, groups)
     for rule, profile in rules:
         for key in profile.model_fields_set:
-            if getattr(profile, key) is not None:
-                merged[key] = getattr(profile, key)
-                source[key] = rule
+            value = getattr(profile, key)
+            if value is None:
+                continue
+            if key in ("default_gpus", "max_gpus"):
+                # Each vendor is its own setting (default-nvidia-gpus, max-amd-gpus in 002).
+                vendors = {v: getattr(value, v) for v in value.model_fields_set if getattr(value, v) is not None}
+                earlier = merged[key].model_dump(exclude_none=True) if key in merged else {}
+                merged[key] = type(value)(**{**earlier, **vendors})
+                for vendor in vendors:
+                    source[f"{key}.{vendor}"] = rule
+                continue
+            merged[key] = value
+            source[key] = rule
     return Profile.model_validate(merged), [rule for rule, _ in rules], source
+
+
+def placement_problem(key: str, value: str, constraints: list[str], rule: str) -> Optional[str]:
+    """Why node selector `key: value` is not a placement the constraints offer, or None."""
+    free, fixed = _offered(constraints)
+    if key in free or value in fixed.get(key, set()):
+        return None
+    choices = ", ".join(sorted(free | {f"{k}:{v}" for k, vs in fixed.items() for v in vs})) or "none"
+    return f'"{key}: {value}" is not a placement {rule} offers (offered: {choices})'
 
 
 def _offered(constraints: list[str]) -> tuple[set[str], dict[str, set[str]]]:
@@ -163,6 +182,7 @@ def apply_profile(
                 update["image"] = profile.default_image
             else:
                 problems.append(("image", "is required (no matching profile rule sets defaultImage)"))
+    containers: list[dict[str, dict[str, str]]] = []
     if entry.pod_spec is not None:
         # GPUs asked for inside a raw pod spec place the pod like `gpus` does.
         try:
@@ -178,18 +198,32 @@ def apply_profile(
                 break
     effective = entry.model_copy(update=update) if update else entry
 
+    pod_totals: dict[str, str] = {}
+    if effective.pod_spec is not None:
+        totals: dict[str, Decimal] = {}
+        for item in containers:
+            for resource, amount in {**item["requests"], **item["limits"]}.items():
+                totals[resource] = totals.get(resource, Decimal(0)) + parse(amount, kind_for_resource(resource))
+        pod_totals = {r: render(a, kind_for_resource(r)) for r, a in totals.items()}
     for field, limit_field, kind, maximum_field, unit in (
         ("cpu", "cpu_limit", Kind.CPU, "max_cpu", "CPU"),
         ("memory", "memory_limit", Kind.BYTES, "max_memory", "memory"),
     ):
         maximum = getattr(profile, maximum_field)
-        value = getattr(effective, limit_field) or getattr(effective, field)
-        if maximum is not None and value is not None and parse(value, kind) > parse(maximum, kind):
+        if effective.pod_spec is not None:
+            value, which = pod_totals.get(field), "pod_spec"
+        else:
+            value = getattr(effective, limit_field) or getattr(effective, field)
             which = limit_field if getattr(effective, limit_field) else field
+        if maximum is not None and value is not None and parse(value, kind) > parse(maximum, kind):
             problems.append((_camel(which), f"{value} {unit} is over {_camel(maximum_field)} {maximum} of {rule(maximum_field)}"))
-    max_gpus = getattr(profile.max_gpus, effective.gpu_vendor, None) if profile.max_gpus else None
+    vendor = effective.gpu_vendor
+    max_gpus = getattr(profile.max_gpus, vendor, None) if profile.max_gpus else None
     if max_gpus is not None and effective.gpus > max_gpus:
-        problems.append(("gpus", f"{effective.gpus} {effective.gpu_vendor} GPUs are over maxGpus.{effective.gpu_vendor} {max_gpus} of {rule('max_gpus')}"))
+        problems.append((
+            "podSpec" if effective.pod_spec is not None else "gpus",
+            f"{effective.gpus} {vendor} GPUs are over maxGpus.{vendor} {max_gpus} of {rule(f'max_gpus.{vendor}')}",
+        ))
 
     if profile.allow_unknown_images is False:
         allowed = set(profile.images or []) | ({profile.default_image} if profile.default_image else set())
@@ -205,16 +239,12 @@ def apply_profile(
                     f"(allowUnknownImages: false; images: {listed})",
                 ))
 
-    if profile.placement_constraints is not None and effective.placement:
-        free, fixed = _offered(profile.placement_constraints)
-        for key, value in effective.placement.items():
-            if key in free or value in fixed.get(key, set()):
-                continue
-            choices = ", ".join(sorted(free | {f"{k}:{v}" for k, vs in fixed.items() for v in vs})) or "none"
-            problems.append((
-                f"placement.{key}",
-                f'"{key}: {value}" is not a placement {rule("placement_constraints")} offers (offered: {choices})',
-            ))
+    if profile.placement_constraints is not None:
+        for field, selector in (("placement", effective.placement), ("nodeSelector", effective.node_selector)):
+            for key, value in selector.items():
+                problem = placement_problem(key, value, profile.placement_constraints, rule("placement_constraints"))
+                if problem:
+                    problems.append((f"{field}.{key}", problem))
 
     if effective.privileged and not profile.allow_privileged:
         where = f"rules applied: {', '.join(rules)}" if rules else "no profile rule matches"

@@ -342,3 +342,98 @@ def test_credentials_must_be_a_secret_config_key():
     raw = {"cluster": CLUSTER, "credentials": CREDENTIALS}
     with pytest.raises(ConfigError, match="kns:credentials: must be a secret"):
         parse_config(raw, project_dir=ROOT, environ={}, secret_keys=frozenset())
+
+
+# ---- closing the gaps: nothing slips past a profile ----------------------------------------
+
+
+def test_pod_spec_totals_are_held_to_the_maxima():
+    spec = {"containers": [{"name": "a", "image": "i", "resources": {"limits": {"cpu": "3"}}},
+                           {"name": "b", "image": "i", "resources": {"limits": {"cpu": "2", "memory": "16Gi"}}}]}
+    assert problems([{"name": "j", "podSpec": spec}], {"*": {"maxCpu": 4, "maxMemory": "8Gi"}}) == [
+        'kns:jobs[j].podSpec: 5 CPU is over maxCpu 4 of profile rule "*"',
+        'kns:jobs[j].podSpec: 16Gi memory is over maxMemory 8Gi of profile rule "*"',
+    ]
+
+
+def test_gpu_limits_merge_vendor_by_vendor():
+    profiles = {"*": {"maxGpus": {"nvidia": 2, "amd": 0}}, "@ml": {"maxGpus": {"nvidia": 4}}}
+    assert problems([{**ALICE, "gpus": 1, "gpuVendor": "amd"}], profiles) == [
+        'kns:jobs[j].gpus: 1 amd GPUs are over maxGpus.amd 0 of profile rule "*"'
+    ]
+    assert parse([{**ALICE, "gpus": 4}], profiles).jobs[0].gpus == 4  # nvidia raised by @ml
+
+
+def test_node_selector_is_held_to_placement_constraints():
+    assert problems([{"name": "j", "image": "i", "nodeSelector": {"region": "apac"}}],
+                    {"*": {"placementConstraints": ["region:eu"]}}) == [
+        'kns:jobs[j].nodeSelector.region: "region: apac" is not a placement profile rule "*" offers (offered: region:eu)'
+    ]
+
+
+def test_overrides_cannot_slip_an_image_or_placement_past_the_profile():
+    profiles = {"*": {"images": ["ok:1"], "allowUnknownImages": False, "placementConstraints": ["region:eu"]}}
+    for override, fragment in (
+        ({"path": "/spec/template/spec/containers/0/image", "value": "evil:1"}, 'they set image "evil:1"'),
+        ({"path": "/spec/template/spec/nodeSelector/region", "value": "apac"}, 'they set nodeSelector "region: apac"'),
+    ):
+        cfg = {"cluster": CLUSTER, "profiles": profiles,
+               "jobs": [{"name": "j", "image": "ok:1", "jsonOverrides": [override]}]}
+        with pytest.raises(pulumi.RunError) as info:
+            run_program(cfg)
+        assert f"kns:jobs[j].jsonOverrides: {fragment}" in str(info.value)
+
+
+def test_a_container_added_by_an_override_is_counted():
+    sidecar = {"name": "sidecar", "image": "envoy:1", "resources": {"requests": {"cpu": "500m", "memory": "128Mi"},
+                                                                      "limits": {"cpu": "500m", "memory": "128Mi"}}}
+    result = run([{"name": "j", "image": "i", "cpu": 1, "memory": 512,
+                   "jsonOverrides": [{"path": "/spec/template/spec/containers/-", "value": sidecar}]}])
+    hard = result.named(QUOTA, "j-quota").inputs["spec"]["hard"]
+    assert hard["requests.cpu"] == "1500m" and hard["limits.memory"] == "640Mi"
+
+
+def test_an_override_through_a_missing_list_creates_the_list():
+    job = run([{"name": "j", "image": "i",
+                "jsonOverrides": [{"path": "/spec/template/spec/containers/0/args/-", "value": "--fast"}]}]).named(JOB, "j")
+    assert pod(job)["containers"][0]["args"] == ["--fast"]
+
+
+def test_profile_override_errors_name_the_rule():
+    cfg = {"cluster": CLUSTER, "profiles": {"@ml": {"jsonOverrides": [{"path": "/metadata/name", "value": "x"}]}},
+           "jobs": [ALICE]}
+    with pytest.raises(pulumi.RunError) as info:
+        run_program(cfg)
+    assert 'kns:jobs[j].jsonOverrides (profile rule "@ml" jsonOverrides[0]): "/metadata/name" may not be overridden' in str(info.value)
+
+
+def test_keys_a_namespace_entry_cannot_use_are_refused():
+    found = problems([{"name": "n", "type": "namespace", "jsonOverrides": [{"path": "/spec/x", "value": 1}]},
+                      {"name": "m", "image": "i", "credentialsMountPath": "/c"}])
+    assert found == [
+        "kns:jobs[n]: type namespace runs no workload, so jsonOverrides cannot be set",
+        "kns:jobs[m]: credentialsMountPath is set but credentials lists no set",
+    ]
+
+
+def test_pod_spec_limit_range_covers_init_containers_and_unbounded_requests():
+    spec = {"initContainers": [{"name": "prep", "image": "i", "resources": {"limits": {"cpu": "4", "memory": "8Gi"}}}],
+            "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "3", "memory": "2Gi"}}}]}
+    limits = run([{"name": "j", "podSpec": spec}]).named(LR, "j-defaults").inputs["spec"]["limits"][0]
+    assert limits["max"] == {"cpu": "4", "memory": "8Gi"}
+    # the main container's 3 CPU request would exceed the 1-CPU default limit at admission
+    assert limits["default"] == {"cpu": "3", "memory": "2Gi"}
+
+
+def test_credentials_mount_into_every_container_of_a_pod_spec():
+    spec = {"containers": [{"name": "a", "image": "i"}, {"name": "b", "image": "i"}]}
+    result = run([{"name": "j", "podSpec": spec, "credentials": ["s3"]}], credentials=CREDENTIALS)
+    template = pod(result.named(JOB, "j"))
+    assert all({"name": "kns-credentials", "mountPath": "/credentials", "readOnly": True} in c["volumeMounts"]
+               for c in template["containers"])
+    assert template["volumes"][0]["projected"]["sources"] == [{"secret": {"name": "kns-cred-s3"}}]
+
+
+def test_dot_files_are_not_credential_file_names():
+    assert any(line.startswith('kns:credentials.ok: ".." is not a valid file name')
+               for line in problems([], credentials={"ok": {"..": "x"}}))
