@@ -167,6 +167,14 @@ def _account(plan: WorkloadPlan, profile: Profile, source: dict[str, str], overr
             if raw.get("name") != wait.NAME and raw.get("image") not in allowed:
                 problems.append(("jsonOverrides", f'they set image "{raw.get("image")}", which profile rule '
                                  f'"{source.get("allow_unknown_images")}" does not allow (allowUnknownImages: false)'))
+    usage = resolve.pod_usage(containers, own, limits)
+    for resource, maximum in (("cpu", profile.max_cpu), ("memory", profile.max_memory)):
+        kind = resolve.kind_for_resource(resource)
+        got = usage["limits"].get(resource)
+        if maximum is not None and got is not None and resolve.parse(got, kind) > resolve.parse(maximum, kind):
+            field = "maxCpu" if resource == "cpu" else "maxMemory"
+            problems.append(("jsonOverrides", f"they raise the pod's {resource} limit to {got}, over {field} {maximum} "
+                             f'of profile rule "{source.get("max_cpu" if resource == "cpu" else "max_memory")}"'))
     if profile.placement_constraints is not None:
         for key, value in (final.get("nodeSelector") or {}).items():
             if key == names.LABEL_POOL:

@@ -240,7 +240,9 @@ def apply_profile(
                 ))
 
     if profile.placement_constraints is not None:
-        for field, selector in (("placement", effective.placement), ("nodeSelector", effective.node_selector)):
+        own_selector = (effective.pod_spec or {}).get("nodeSelector") or {}
+        for field, selector in (("placement", effective.placement), ("nodeSelector", effective.node_selector),
+                                ("podSpec.nodeSelector", own_selector)):
             for key, value in selector.items():
                 problem = placement_problem(key, value, profile.placement_constraints, rule("placement_constraints"))
                 if problem:

@@ -437,3 +437,19 @@ def test_credentials_mount_into_every_container_of_a_pod_spec():
 def test_dot_files_are_not_credential_file_names():
     assert any(line.startswith('kns:credentials.ok: ".." is not a valid file name')
                for line in problems([], credentials={"ok": {"..": "x"}}))
+
+
+def test_overrides_cannot_raise_limits_past_the_maxima():
+    cfg = {"cluster": CLUSTER, "profiles": {"*": {"maxCpu": 2}},
+           "jobs": [{"name": "j", "image": "i", "cpu": 1,
+                     "jsonOverrides": [{"path": "/spec/template/spec/containers/0/resources/limits/cpu", "value": "8"}]}]}
+    with pytest.raises(pulumi.RunError) as info:
+        run_program(cfg)
+    assert 'kns:jobs[j].jsonOverrides: they raise the pod\'s cpu limit to 8, over maxCpu 2 of profile rule "*"' in str(info.value)
+
+
+def test_a_pod_specs_own_node_selector_is_held_to_placement_constraints():
+    spec = {"nodeSelector": {"region": "apac"}, "containers": [{"name": "c", "image": "i"}]}
+    assert problems([{"name": "j", "podSpec": spec}], {"*": {"placementConstraints": ["region:eu"]}}) == [
+        'kns:jobs[j].podSpec.nodeSelector.region: "region: apac" is not a placement profile rule "*" offers (offered: region:eu)'
+    ]
