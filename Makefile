@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: venv system-deps test up preview clean
+.PHONY: venv system-deps test up preview bench clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -29,5 +29,24 @@ up: venv
 preview: venv
 	bash scripts/up.sh preview
 
+## make bench: the benchmarks of bench/ (tables on stdout, JSON in build/bench/).
+bench: venv system-deps
+	cd bench && ../$(PY) program_scaling.py
+	cd bench && ../$(PY) engine_preview.py
+	cd bench && ../$(PY) prescale_accuracy.py
+	cd bench && ../$(PY) binpacking.py
+
 clean:
 	rm -rf build .pytest_cache
+
+## make cluster-up / cluster-down: a local control plane (etcd, kube-apiserver,
+## kube-controller-manager, kube-scheduler, kwok) built from Go modules; state, logs and
+## the admin kubeconfig in $(CLUSTER_STATE). CLUSTER_NODES=<nodes.yaml> registers fake nodes.
+CLUSTER_STATE ?= build/cluster
+CLUSTER_NODES ?=
+.PHONY: cluster-up cluster-down
+cluster-up:
+	bash scripts/cluster-up.sh $(CLUSTER_STATE) $(if $(CLUSTER_NODES),--nodes $(CLUSTER_NODES))
+
+cluster-down:
+	bash scripts/cluster-down.sh $(CLUSTER_STATE)

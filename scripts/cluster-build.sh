@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# Build the binaries of a local Kubernetes control plane from Go modules (the Go module
+# proxy is the only network this needs): kube-apiserver, kube-controller-manager,
+# kube-scheduler and kubectl (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server/v3) and
+# kwok (sigs.k8s.io/kwok), plus the kwok stage documents the cluster scripts use.
+#
+# Versions come from versions.env at the repository root (KNS_VERSIONS_FILE overrides the
+# path); KNS_KUBERNETES_VERSION, KNS_ETCD_VERSION and KNS_KWOK_VERSION override single
+# versions (for a module proxy that refuses a pinned one). Binaries are cached under
+#   ${KNS_TOOLS_DIR:-$HOME/.cache/kns-platform/tools}/k8s-<ver>-etcd-<ver>-kwok-<ver>/bin
+# (kwok stages in ../share/kwok-stages.yaml) and only what is missing is rebuilt.
+#
+# Progress goes to stderr; the only thing printed on stdout is the absolute bin directory:
+#   PATH="$(scripts/cluster-build.sh):$PATH"
+# KNS_BUILD_NICE (default 10) is the niceness of the go builds.
+set -euo pipefail
+
+log() { printf 'cluster-build: %s\n' "$*" >&2; }
+die() { printf 'cluster-build: error: %s\n' "$*" >&2; exit 1; }
+
+script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo_root=$(cd "$script_dir/.." && pwd)
+versions_file=${KNS_VERSIONS_FILE:-$repo_root/versions.env}
+[[ -r $versions_file ]] || die "cannot read versions file $versions_file"
+# shellcheck source=../versions.env
+. "$versions_file"
+KUBERNETES_VERSION=${KNS_KUBERNETES_VERSION:-${KUBERNETES_VERSION:-}}
+ETCD_VERSION=${KNS_ETCD_VERSION:-${ETCD_VERSION:-}}
+KWOK_VERSION=${KNS_KWOK_VERSION:-${KWOK_VERSION:-}}
+for var in KUBERNETES_VERSION ETCD_VERSION KWOK_VERSION; do
+  [[ ${!var} =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "$var must be set (x.y.z) in $versions_file or KNS_$var (got '${!var}')"
+done
+k8s_major=${KUBERNETES_VERSION%%.*}
+k8s_minor=${KUBERNETES_VERSION#*.}
+k8s_minor=${k8s_minor%%.*}
+staging_version=v0.${KUBERNETES_VERSION#*.} # k8s.io/<staging> modules: v0.<minor>.<patch>
+
+tools_root=${KNS_TOOLS_DIR:-$HOME/.cache/kns-platform/tools}
+key_dir=$tools_root/k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION
+bin_dir=$key_dir/bin
+stages_file=$key_dir/share/kwok-stages.yaml
+
+K8S_MOD=k8s.io/kubernetes
+ETCD_MOD=go.etcd.io/etcd/server/v3
+KWOK_MOD=sigs.k8s.io/kwok
+k8s_components=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+
+missing=()
+for c in "${k8s_components[@]}" etcd kwok; do
+  [[ -x $bin_dir/$c ]] || missing+=("$c")
+done
+[[ -s $stages_file ]] || missing+=(kwok-stages)
+
+if ((${#missing[@]} == 0)); then
+  log "cached k8s v$KUBERNETES_VERSION, etcd v$ETCD_VERSION, kwok v$KWOK_VERSION in $bin_dir"
+  printf '%s\n' "$bin_dir"
+  exit 0
+fi
+
+command -v go >/dev/null 2>&1 ||
+  die "'go' is not on PATH: Go (1.26 or newer) is needed to build ${missing[*]} from Go modules"
+command -v python3 >/dev/null 2>&1 || die "'python3' is not on PATH (needed to read go.mod metadata)"
+log "to build: ${missing[*]} (into $bin_dir)"
+mkdir -p "$bin_dir" "$(dirname "$stages_file")"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/kns-cluster-build.XXXXXX")
+case $work/ in "$repo_root"/*) rm -rf "$work"; die "work dir $work is inside the repository; set TMPDIR elsewhere" ;; esac
+trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+
+# Module mode only: no workspace file, no toolchain download, no cgo.
+export GO111MODULE=on GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0
+unset GOFLAGS
+nice_cmd=(nice -n "${KNS_BUILD_NICE:-10}")
+
+# Download module@version and set MOD_DIR and MOD_GOMOD; on failure print why (the proxy
+# says "403 ... not available" for versions it refuses) and return 1.
+mod_download() { # module version
+  local out rc=0
+  out=$(cd "$work" && go mod download -json "$1@$2" 2>"$work/download.err") || rc=$?
+  if ((rc != 0)); then
+    { python3 -c 'import json,sys; print(json.loads(sys.stdin.read()).get("Error", ""))' <<<"$out" 2>/dev/null ||
+      printf '%s\n' "$out"; cat "$work/download.err"; } | sed '/^$/d; s/^/cluster-build:   /' >&2
+    return 1
+  fi
+  IFS=$'\t' read -r MOD_DIR MOD_GOMOD < <(python3 -c '
+import json, sys
+d = json.loads(sys.stdin.read())
+print(d.get("Dir") or "-", d.get("GoMod") or "-", sep="\t")' <<<"$out")
+}
+
+# Write a wrapper go.mod in $1 requiring $2@$3 that stands in for the module's replace
+# directives (they only apply to a main module): a replacement by a published version is
+# copied; a replacement by a local path becomes a requirement of the replaced module at
+# the pinned version (module=version args after $4), or at the version the module
+# requires if that is a real one; replacements that only forbid a module are dropped.
+write_wrapper() { # dir module version gomod [module=version ...]
+  local dir=$1 mod=$2 ver=$3 gomod=$4
+  shift 4
+  mkdir -p "$dir"
+  (cd "$dir" && go mod edit -json "$gomod") | python3 -c '
+import json, sys
+wrapper, mod, ver = sys.argv[1:4]
+pins = dict(p.split("=", 1) for p in sys.argv[4:])
+m = json.load(sys.stdin)
+required = {r["Path"]: r["Version"] for r in m.get("Require") or []}
+lines = ["module kns.local/cluster-build/" + wrapper, "", "go " + (m.get("Go") or "1.26"), ""]
+reqs = {mod: ver}
+reps = []
+for r in m.get("Replace") or []:
+    old, new = r["Old"]["Path"], r["New"]
+    if new.get("Version"):
+        lhs = old + (" " + r["Old"]["Version"] if r["Old"].get("Version") else "")
+        reps.append("\t%s => %s %s" % (lhs, new["Path"], new["Version"]))
+    elif old in pins:
+        reqs[old] = pins[old]
+    elif required.get(old) and required[old] != "v0.0.0":
+        reqs[old] = required[old]
+    elif "FORBIDDEN" in new["Path"]:
+        continue
+    else:
+        sys.exit("no published version for locally replaced module %s (pin it)" % old)
+for p, v in pins.items():
+    reqs.setdefault(p, v)
+lines.append("require (")
+lines += ["\t%s %s" % (p, v) for p, v in sorted(reqs.items())]
+lines.append(")")
+if reps:
+    lines += ["", "replace ("] + reps + [")"]
+print("\n".join(lines))
+' "$(basename "$dir")" "$mod" "$ver" "$@" >"$dir/go.mod"
+}
+
+go_build() { # dir output tags ldflags package
+  local start=$SECONDS
+  log "building $(basename "$2") ($5) ..."
+  (cd "$1" && GOFLAGS=-mod=mod "${nice_cmd[@]}" go build -trimpath -tags "$3" -ldflags "$4" -o "$2.tmp" "$5") ||
+    die "go build of $5 failed"
+  mv -f "$2.tmp" "$2"
+  log "built $2 in $((SECONDS - start))s"
+}
+
+need() { [[ " ${missing[*]} " == *" $1 "* ]]; }
+
+# --- Fetch the modules first, so a version the proxy refuses fails before any build -----
+need_k8s=0
+if need kube-apiserver || need kube-controller-manager || need kube-scheduler || need kubectl; then
+  need_k8s=1
+  mod_download "$K8S_MOD" "v$KUBERNETES_VERSION" ||
+    die "cannot download $K8S_MOD@v$KUBERNETES_VERSION from the Go module proxy (try KNS_KUBERNETES_VERSION=<another 1.x.y>)"
+  k8s_gomod=$MOD_GOMOD
+fi
+if need etcd; then
+  mod_download "$ETCD_MOD" "v$ETCD_VERSION" ||
+    die "cannot download $ETCD_MOD@v$ETCD_VERSION from the Go module proxy (try KNS_ETCD_VERSION=<another 3.x.y>)"
+  etcd_gomod=$MOD_GOMOD
+fi
+if need kwok || need kwok-stages; then
+  mod_download "$KWOK_MOD" "v$KWOK_VERSION" ||
+    die "cannot download $KWOK_MOD@v$KWOK_VERSION from the Go module proxy (try KNS_KWOK_VERSION=<another 0.x.y>)"
+  kwok_dir=$MOD_DIR
+fi
+
+# --- Kubernetes: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl ------
+if ((need_k8s)); then
+  # Every k8s.io/<staging> module the go.mod replaces with ./staging/... is published as
+  # v0.<minor>.<patch>: pin them all.
+  pins=()
+  while read -r staged; do
+    pins+=("$staged=$staging_version")
+  done < <((cd "$work" && go mod edit -json "$k8s_gomod") | python3 -c '
+import json, sys
+for r in json.load(sys.stdin).get("Replace") or []:
+    if not r["New"].get("Version") and r["New"]["Path"].startswith("./staging/"):
+        print(r["Old"]["Path"])')
+  write_wrapper "$work/kubernetes" "$K8S_MOD" "v$KUBERNETES_VERSION" "$k8s_gomod" "${pins[@]}"
+  build_date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  k8s_ldflags="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    k8s_ldflags+=" -X $pkg.gitVersion=v$KUBERNETES_VERSION -X $pkg.gitMajor=$k8s_major -X $pkg.gitMinor=$k8s_minor"
+    k8s_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date"
+  done
+  for c in "${k8s_components[@]}"; do
+    need "$c" || continue
+    go_build "$work/kubernetes" "$bin_dir/$c" notest,grpcnotrace "$k8s_ldflags" "$K8S_MOD/cmd/$c"
+  done
+fi
+
+# --- etcd ------------------------------------------------------------------------------
+if need etcd; then
+  # server/v3 replaces its sibling modules (api, client/pkg, client/v3, pkg) with ../...:
+  # use the published ones of the same version.
+  write_wrapper "$work/etcd" "$ETCD_MOD" "v$ETCD_VERSION" "$etcd_gomod" \
+    "go.etcd.io/etcd/api/v3=v$ETCD_VERSION" "go.etcd.io/etcd/client/pkg/v3=v$ETCD_VERSION" \
+    "go.etcd.io/etcd/client/v3=v$ETCD_VERSION" "go.etcd.io/etcd/pkg/v3=v$ETCD_VERSION"
+  go_build "$work/etcd" "$bin_dir/etcd" "" "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=v$ETCD_VERSION" "$ETCD_MOD"
+fi
+
+# --- kwok ------------------------------------------------------------------------------
+if need kwok || need kwok-stages; then
+  if need kwok; then
+    start=$SECONDS
+    log "building kwok ($KWOK_MOD/cmd/kwok@v$KWOK_VERSION) ..."
+    mkdir -p "$work/gobin"
+    (cd "$work" && GOBIN=$work/gobin "${nice_cmd[@]}" go install -trimpath -ldflags "-s -w" "$KWOK_MOD/cmd/kwok@v$KWOK_VERSION") ||
+      die "go install $KWOK_MOD/cmd/kwok@v$KWOK_VERSION failed"
+    mv -f "$work/gobin/kwok" "$bin_dir/kwok"
+    log "built $bin_dir/kwok in $((SECONDS - start))s"
+  fi
+  # Standalone kwok has no stages: collect the ones the cluster needs from the module.
+  stage_dir=$kwok_dir/kustomize/stage
+  sources=(node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
+    pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml)
+  {
+    printf '# kwok stages from %s@v%s kustomize/stage (written by scripts/cluster-build.sh)\n' "$KWOK_MOD" "$KWOK_VERSION"
+    for s in "${sources[@]}"; do
+      [[ -r $stage_dir/$s ]] || die "$KWOK_MOD@v$KWOK_VERSION has no kustomize/stage/$s"
+      printf -- '---\n# %s\n' "$s"
+      sed '/^---$/d' "$stage_dir/$s"
+      echo
+    done
+  } >"$stages_file.tmp"
+  mv -f "$stages_file.tmp" "$stages_file"
+  log "wrote $stages_file"
+fi
+
+printf '%s\n' "$bin_dir"

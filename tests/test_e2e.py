@@ -1,0 +1,331 @@
+"""End to end on a real control plane: etcd, kube-apiserver, kube-controller-manager, the
+default kube-scheduler, the packing scheduler (as a process, with exactly the configuration
+the program generated) and kwok simulating the nodes of the `local` stack's pools."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.harness import ROOT
+
+NODES = (
+    [(f"vc-node-{i}", 16, 0) for i in range(1, 5)]
+    + [(f"gpu-node-{i}", 64, 8) for i in range(1, 3)]
+    + [("sys-node-1", 8, 0)]
+    + [(f"cpu-node-{i}", 16, 0) for i in range(1, 3)]
+)
+PASSPHRASE = "kns-local-e2e"
+
+
+def script(name: str, *args: str, timeout: int = 5400) -> str:
+    done = subprocess.run(["bash", str(ROOT / "scripts" / name), *args], capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"scripts/{name} failed ({done.returncode}):\n{done.stderr[-4000:]}"
+    return done.stdout.strip()
+
+
+class Cluster:
+    def __init__(self, state: Path, bin_dir: str):
+        self.state = state
+        self.kubeconfig = state / "kubeconfig"
+        self.env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "KUBECONFIG": str(self.kubeconfig)}
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
+        done = subprocess.run(["kubectl", *args], env=self.env, capture_output=True, text=True, input=input, timeout=120)
+        if check and done.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)}: {done.stderr}")
+        return done
+
+    def get(self, *args: str) -> dict:
+        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+
+    def apply(self, *documents: dict) -> None:
+        self.kubectl("apply", "-f", "-", input="\n---\n".join(yaml.safe_dump(d) for d in documents))
+
+    def can(self, who: str, verb: str, resource: str, namespace: str | None = None) -> bool:
+        """`kubectl auth can-i`; `pods/log` style names are a subresource, `type/name` an object."""
+        base, _, sub = resource.partition("/")
+        if sub in ("log", "exec", "binding", "attach", "portforward"):
+            args = ["auth", "can-i", verb, base, f"--subresource={sub}", f"--as={who}"]
+        else:
+            args = ["auth", "can-i", verb, resource, f"--as={who}"]
+        if namespace:
+            args += ["-n", namespace]
+        done = self.kubectl(*args, check=False)
+        return done.stdout.strip() == "yes"
+
+    def wait(self, what, timeout: float = 120, every: float = 1.0, message: str = ""):
+        deadline = time.time() + timeout
+        while True:
+            value = what()
+            if value:
+                return value
+            if time.time() > deadline:
+                raise AssertionError(f"timed out after {timeout}s: {message}")
+            time.sleep(every)
+
+
+def node_manifest(name: str, cpu: int, gpus: int) -> dict:
+    capacity = {"cpu": str(cpu), "memory": f"{cpu * 4}Gi", "pods": "110"}
+    if gpus:
+        capacity["nvidia.com/gpu"] = str(gpus)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok"},
+        },
+        "spec": {},
+        "status": {"capacity": capacity, "allocatable": capacity, "phase": "Running"},
+    }
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    bin_dir = script("cluster-build.sh")
+    state = tmp_path_factory.mktemp("cluster")
+    try:
+        script("cluster-up.sh", str(state), timeout=600)
+        live = Cluster(state, bin_dir)
+        live.apply(*(node_manifest(*node) for node in NODES))
+
+        def all_ready():
+            nodes = live.get("nodes")["items"]
+            ready = [n for n in nodes if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))]
+            return len(ready) == len(NODES)
+
+        live.wait(all_ready, 120, message="kwok nodes Ready")
+        yield live
+    finally:
+        script("cluster-down.sh", str(state), timeout=300)
+
+
+class Stack:
+    def __init__(self, root: Path, env: dict[str, str]):
+        self.root, self.env = root, env
+
+    def pulumi(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        done = subprocess.run(["pulumi", *args, "--non-interactive"], cwd=self.root, env=self.env,
+                              capture_output=True, text=True, timeout=900)
+        if check and done.returncode != 0:
+            raise AssertionError(f"pulumi {' '.join(args)} failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
+        return done
+
+    def edit(self, change) -> None:
+        path = self.root / "Pulumi.local.yaml"
+        document = yaml.safe_load(path.read_text())
+        change(document["config"])
+        path.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+@pytest.fixture(scope="session")
+def stack(cluster, tmp_path_factory):
+    bin_dir = script("toolchain.sh")
+    root = tmp_path_factory.mktemp("local") / "kns-platform"
+    root.mkdir()
+    for name in ("Pulumi.yaml", "__main__.py", "config", "components", "jobs"):
+        source = ROOT / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
+    settings = yaml.safe_load((root / "Pulumi.yaml").read_text())
+    settings["runtime"]["options"]["virtualenv"] = str(ROOT / ".venv")
+    (root / "Pulumi.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
+    text = (ROOT / "tests" / "e2e" / "Pulumi.local.yaml").read_text().replace("KUBECONFIG_PATH", str(cluster.kubeconfig))
+    (root / "Pulumi.local.yaml").write_text(text)
+    state = root.parent / "state"
+    state.mkdir()
+    env = {**cluster.env, "PATH": f"{bin_dir}:{cluster.env['PATH']}", "PULUMI_BACKEND_URL": f"file://{state}",
+           "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE, "PULUMI_SKIP_UPDATE_CHECK": "true",
+           "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true"}
+    live = Stack(root, env)
+    live.pulumi("stack", "init", "local")
+    live.pulumi("up", "--yes")
+    # The packing scheduler runs as a process with exactly the configuration the program
+    # applied (its Deployment's pods cannot run on simulated nodes).
+    config = cluster.get("configmap", "kns-packing-config", "-n", "kns-system")["data"]["config.yaml"]
+    config_path = cluster.state / "kns-packing.yaml"
+    config_path.write_text(config)
+    script("scheduler-process.sh", str(cluster.state), str(config_path), timeout=300)
+    return live
+
+
+# ---- the stack ---------------------------------------------------------------------------
+
+
+def test_every_resource_is_accepted_and_a_second_up_changes_nothing(stack, cluster):
+    done = stack.pulumi("up", "--yes", "--expect-no-changes")
+    assert " unchanged" in done.stdout
+    namespaces = {n["metadata"]["name"] for n in cluster.get("namespaces")["items"]}
+    assert {"kns-cpu-job", "kns-gpu-job", "kns-sandbox", "kns-quota-probe", "kns-system"} <= namespaces
+    node = cluster.get("node", "gpu-node-1")
+    assert node["metadata"]["labels"]["kns.io/pool"] == "a100"
+    assert {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"} in node["spec"]["taints"]
+
+
+# ---- admission -----------------------------------------------------------------------------
+
+
+def test_limit_range_defaults_fill_a_pod_without_resources(stack, cluster):
+    cluster.kubectl("run", "bare", "-n", "kns-sandbox", "--image=busybox", "--restart=Never")
+    resources = cluster.get("pod", "bare", "-n", "kns-sandbox")["spec"]["containers"][0]["resources"]
+    assert resources == {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "200m", "memory": "256Mi"}}
+
+
+def test_a_pod_over_the_quota_is_rejected(stack, cluster):
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "greedy", "namespace": "kns-quota-probe"},
+           "spec": {"containers": [{"name": "c", "image": "busybox",
+                                    "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}}]}}
+    done = cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(pod), check=False)
+    assert done.returncode != 0 and "exceeded quota" in done.stderr
+
+
+# ---- placement and Jobs --------------------------------------------------------------------
+
+
+def pods_of(cluster, namespace: str) -> list[dict]:
+    return cluster.get("pods", "-n", namespace)["items"]
+
+
+def test_gpu_job_runs_only_on_gpu_nodes_and_cpu_job_off_tainted_pools(stack, cluster):
+    gpu = cluster.wait(lambda: [p for p in pods_of(cluster, "kns-gpu-job") if p["spec"].get("nodeName")], 120,
+                       message="gpu-job pod scheduled")
+    assert {p["spec"]["nodeName"] for p in gpu} <= {"gpu-node-1", "gpu-node-2"}
+    cpu = cluster.wait(lambda: [p for p in pods_of(cluster, "kns-cpu-job") if p["spec"].get("nodeName")], 120,
+                       message="cpu-job pod scheduled")
+    assert {p["spec"]["nodeName"] for p in cpu} <= {"cpu-node-1", "cpu-node-2"}
+    assert all(p["spec"]["schedulerName"] == "kns-packing" for p in gpu + cpu)
+
+
+def test_jobs_complete_and_disappear_after_their_ttl(stack, cluster):
+    def gone():
+        return not cluster.get("jobs", "-n", "kns-cpu-job")["items"]
+
+    cluster.wait(gone, 180, every=2, message="cpu-job completed and removed by its TTL")
+
+
+# ---- packing -----------------------------------------------------------------------------
+
+
+def test_the_packing_scheduler_fills_nodes_where_the_default_one_spreads(stack, cluster):
+    cluster.kubectl("create", "namespace", "packing-probe")
+
+    def small_pod(name: str, scheduler: str) -> dict:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "packing-probe"},
+                "spec": {"schedulerName": scheduler, "nodeSelector": {"kns.io/pool": "vcluster"},
+                         "tolerations": [{"key": "node-role.jarvice.io/jarvice-vcluster", "operator": "Exists"}],
+                         "containers": [{"name": "c", "image": "busybox",
+                                         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
+
+    placements = {}
+    for scheduler in ("kns-packing", "default-scheduler"):
+        names = [f"{scheduler[:7]}-{i}" for i in range(8)]
+        cluster.apply(*(small_pod(n, scheduler) for n in names))
+        placed = cluster.wait(
+            lambda: (lambda pods: pods if len(pods) == 8 else None)(
+                [p for p in pods_of(cluster, "packing-probe") if p["metadata"]["name"] in names and p["spec"].get("nodeName")]),
+            120, message=f"8 pods placed by {scheduler}")
+        placements[scheduler] = {p["spec"]["nodeName"] for p in placed}
+        cluster.kubectl("delete", "pods", "--all", "-n", "packing-probe", "--wait=true")
+    assert len(placements["kns-packing"]) == 1, placements  # 8 CPUs fit on one 16-CPU node
+    assert len(placements["default-scheduler"]) >= 3, placements
+
+
+# ---- RBAC --------------------------------------------------------------------------------
+
+RUNNER = "system:serviceaccount:{ns}:kns-runner"
+RBAC = [
+    # the runner of a pod entry: read pods and logs, exec, in its own namespace only
+    (RUNNER.format(ns="kns-cpu-job"), "get", "pods", "kns-cpu-job", True),
+    (RUNNER.format(ns="kns-cpu-job"), "list", "pods", "kns-cpu-job", True),
+    (RUNNER.format(ns="kns-cpu-job"), "get", "pods/log", "kns-cpu-job", True),
+    (RUNNER.format(ns="kns-cpu-job"), "create", "pods/exec", "kns-cpu-job", True),
+    (RUNNER.format(ns="kns-cpu-job"), "create", "pods", "kns-cpu-job", False),
+    (RUNNER.format(ns="kns-cpu-job"), "delete", "pods", "kns-cpu-job", False),
+    (RUNNER.format(ns="kns-cpu-job"), "get", "secrets", "kns-cpu-job", False),
+    (RUNNER.format(ns="kns-cpu-job"), "list", "secrets", "kns-cpu-job", False),
+    (RUNNER.format(ns="kns-cpu-job"), "get", "pods/log", "kns-gpu-job", False),
+    (RUNNER.format(ns="kns-cpu-job"), "create", "pods/exec", "kns-gpu-job", False),
+    (RUNNER.format(ns="kns-cpu-job"), "get", "pods", "kns-system", False),
+    (RUNNER.format(ns="kns-cpu-job"), "create", "jobs.batch", "kns-cpu-job", False),
+    # a namespace entry: pods, services, configmaps in its own namespace only, no secrets
+    (RUNNER.format(ns="kns-sandbox"), "create", "pods", "kns-sandbox", True),
+    (RUNNER.format(ns="kns-sandbox"), "create", "services", "kns-sandbox", True),
+    (RUNNER.format(ns="kns-sandbox"), "delete", "configmaps", "kns-sandbox", True),
+    (RUNNER.format(ns="kns-sandbox"), "create", "pods", "kns-cpu-job", False),
+    (RUNNER.format(ns="kns-sandbox"), "get", "secrets", "kns-sandbox", False),
+    (RUNNER.format(ns="kns-sandbox"), "create", "roles.rbac.authorization.k8s.io", "kns-sandbox", False),
+    # only the KNS account is cluster-admin
+    ("system:serviceaccount:kns-system:kns-scheduler", "*", "*", None, True),
+    ("system:serviceaccount:kns-system:kns-packing", "*", "*", None, False),
+    (RUNNER.format(ns="kns-gpu-job"), "*", "*", None, False),
+    ("system:serviceaccount:kns-system:default", "get", "secrets", "kns-system", False),
+    # the packing scheduler may bind pods and read what it schedules with
+    ("system:serviceaccount:kns-system:kns-packing", "create", "pods/binding", "kns-cpu-job", True),
+    ("system:serviceaccount:kns-system:kns-packing", "list", "nodes", None, True),
+    ("system:serviceaccount:kns-system:kns-packing", "get", "leases.coordination.k8s.io/kns-packing", "kns-system", True),
+    ("system:serviceaccount:kns-system:kns-packing", "get", "secrets", "kns-cpu-job", False),
+    ("system:serviceaccount:kns-system:kns-packing", "create", "clusterrolebindings.rbac.authorization.k8s.io", None, False),
+]
+
+
+def test_rbac_matrix(stack, cluster):
+    results = [(who, verb, resource, ns, cluster.can(who, verb, resource, ns), allowed)
+               for who, verb, resource, ns, allowed in RBAC]
+    wrong = [r for r in results if r[4] != r[5]]
+    assert len(results) >= 20 and not wrong, wrong
+
+
+# ---- a prescaled schedule ----------------------------------------------------------------
+
+
+def test_the_primer_job_is_named_for_the_minute_the_wait_expects(stack, cluster):
+    now = datetime.now(timezone.utc)
+    start = (now + timedelta(minutes=2)).replace(second=0, microsecond=0)
+    primer = start - timedelta(minutes=1)
+
+    def add_schedule(config):
+        config.setdefault("kns:schedules", []).append({
+            "name": "primed", "user": "bob", "image": "busybox:1.37", "cpu": "100m", "memory": 64,
+            "schedule": f"{start.minute} {start.hour} * * *", "timeZone": "Etc/UTC", "warmUpMinutes": 1,
+        })
+
+    stack.edit(add_schedule)
+    stack.pulumi("up", "--yes")
+    cron = cluster.get("cronjob", "primed", "-n", "kns-primed")
+    assert cron["spec"]["schedule"] == f"{primer.minute} {primer.hour} * * *"
+    jobs = cluster.wait(lambda: cluster.get("jobs", "-n", "kns-primed")["items"], 200, every=2,
+                        message="the CronJob controller created the primer Job")
+    name = jobs[0]["metadata"]["name"]
+    assert name == f"primed-{int(primer.timestamp()) // 60}"
+    pod_labels = cluster.wait(lambda: [p["metadata"]["labels"] for p in pods_of(cluster, "kns-primed")], 60,
+                              message="primer pod")
+    assert pod_labels[0]["batch.kubernetes.io/job-name"] == name  # what the wait reads
+
+
+# ---- destroy -------------------------------------------------------------------------------
+
+
+def test_destroy_removes_everything_including_node_labels_and_taints(stack, cluster):
+    stack.pulumi("destroy", "--yes")
+
+    def namespaces_gone():
+        names = {n["metadata"]["name"] for n in cluster.get("namespaces")["items"]}
+        return not any(n.startswith("kns-") for n in names)
+
+    cluster.wait(namespaces_gone, 180, every=2, message="kns-* namespaces deleted")
+    for name, _, _ in NODES:
+        node = cluster.get("node", name)
+        assert "kns.io/pool" not in node["metadata"].get("labels", {})
+        assert not [t for t in node["spec"].get("taints", []) if t["key"] in ("nvidia.com/gpu", "kns.io/system",
+                                                                             "node-role.jarvice.io/jarvice-vcluster")]
+    bindings = cluster.get("clusterrolebindings")["items"]
+    assert not [b for b in bindings if b["metadata"]["name"].startswith(("kns-packing", "kns-scheduler"))]
