@@ -15,8 +15,10 @@
 # KNS_BUILD_NICE (default 10) is the niceness of the go builds.
 set -euo pipefail
 
-log() { printf 'cluster-build: %s\n' "$*" >&2; }
-die() { printf 'cluster-build: error: %s\n' "$*" >&2; exit 1; }
+KNS_SCRIPT=cluster-build
+export KNS_BUILD_NICE=${KNS_BUILD_NICE:-10}
+# shellcheck source=lib/gomod.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/gomod.sh"
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo_root=$(cd "$script_dir/.." && pwd)
@@ -57,87 +59,10 @@ if ((${#missing[@]} == 0)); then
   exit 0
 fi
 
-command -v go >/dev/null 2>&1 ||
-  die "'go' is not on PATH: Go (1.26 or newer) is needed to build ${missing[*]} from Go modules"
-command -v python3 >/dev/null 2>&1 || die "'python3' is not on PATH (needed to read go.mod metadata)"
+gomod_prepare "${missing[*]}" "$repo_root"
 log "to build: ${missing[*]} (into $bin_dir)"
 mkdir -p "$bin_dir" "$(dirname "$stages_file")"
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/kns-cluster-build.XXXXXX")
-case $work/ in "$repo_root"/*) rm -rf "$work"; die "work dir $work is inside the repository; set TMPDIR elsewhere" ;; esac
-trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
-
-# Module mode only: no workspace file, no toolchain download, no cgo.
-export GO111MODULE=on GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0
-unset GOFLAGS
 nice_cmd=(nice -n "${KNS_BUILD_NICE:-10}")
-
-# Download module@version and set MOD_DIR and MOD_GOMOD; on failure print why (the proxy
-# says "403 ... not available" for versions it refuses) and return 1.
-mod_download() { # module version
-  local out rc=0
-  out=$(cd "$work" && go mod download -json "$1@$2" 2>"$work/download.err") || rc=$?
-  if ((rc != 0)); then
-    { python3 -c 'import json,sys; print(json.loads(sys.stdin.read()).get("Error", ""))' <<<"$out" 2>/dev/null ||
-      printf '%s\n' "$out"; cat "$work/download.err"; } | sed '/^$/d; s/^/cluster-build:   /' >&2
-    return 1
-  fi
-  IFS=$'\t' read -r MOD_DIR MOD_GOMOD < <(python3 -c '
-import json, sys
-d = json.loads(sys.stdin.read())
-print(d.get("Dir") or "-", d.get("GoMod") or "-", sep="\t")' <<<"$out")
-}
-
-# Write a wrapper go.mod in $1 requiring $2@$3 that stands in for the module's replace
-# directives (they only apply to a main module): a replacement by a published version is
-# copied; a replacement by a local path becomes a requirement of the replaced module at
-# the pinned version (module=version args after $4), or at the version the module
-# requires if that is a real one; replacements that only forbid a module are dropped.
-write_wrapper() { # dir module version gomod [module=version ...]
-  local dir=$1 mod=$2 ver=$3 gomod=$4
-  shift 4
-  mkdir -p "$dir"
-  (cd "$dir" && go mod edit -json "$gomod") | python3 -c '
-import json, sys
-wrapper, mod, ver = sys.argv[1:4]
-pins = dict(p.split("=", 1) for p in sys.argv[4:])
-m = json.load(sys.stdin)
-required = {r["Path"]: r["Version"] for r in m.get("Require") or []}
-lines = ["module kns.local/cluster-build/" + wrapper, "", "go " + (m.get("Go") or "1.26"), ""]
-reqs = {mod: ver}
-reps = []
-for r in m.get("Replace") or []:
-    old, new = r["Old"]["Path"], r["New"]
-    if new.get("Version"):
-        lhs = old + (" " + r["Old"]["Version"] if r["Old"].get("Version") else "")
-        reps.append("\t%s => %s %s" % (lhs, new["Path"], new["Version"]))
-    elif old in pins:
-        reqs[old] = pins[old]
-    elif required.get(old) and required[old] != "v0.0.0":
-        reqs[old] = required[old]
-    elif "FORBIDDEN" in new["Path"]:
-        continue
-    else:
-        sys.exit("no published version for locally replaced module %s (pin it)" % old)
-for p, v in pins.items():
-    reqs.setdefault(p, v)
-lines.append("require (")
-lines += ["\t%s %s" % (p, v) for p, v in sorted(reqs.items())]
-lines.append(")")
-if reps:
-    lines += ["", "replace ("] + reps + [")"]
-print("\n".join(lines))
-' "$(basename "$dir")" "$mod" "$ver" "$@" >"$dir/go.mod"
-}
-
-go_build() { # dir output tags ldflags package
-  local start=$SECONDS
-  log "building $(basename "$2") ($5) ..."
-  (cd "$1" && GOFLAGS=-mod=mod "${nice_cmd[@]}" go build -trimpath -tags "$3" -ldflags "$4" -o "$2.tmp" "$5") ||
-    die "go build of $5 failed"
-  mv -f "$2.tmp" "$2"
-  log "built $2 in $((SECONDS - start))s"
-}
 
 need() { [[ " ${missing[*]} " == *" $1 "* ]]; }
 

@@ -31,13 +31,8 @@ kubectl=("$bin/kubectl" --kubeconfig="$state/kubeconfig")
 [[ -x $bin/kubectl ]] || die "no kubectl in $bin"
 timeout=${KNS_CLUSTER_TIMEOUT:-180}
 
-# A Python with PyYAML: this one, or the project's virtualenv.
-repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-py=
-for p in python3 "$repo_root/.venv/bin/python"; do
-  if "$p" -c 'import yaml' 2>/dev/null; then py=$p; break; fi
-done
-[[ -n $py ]] || die "no Python with PyYAML (python3 -m pip install pyyaml, or make venv)"
+# shellcheck source=lib/python.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/python.sh"
 
 manifest=$(mktemp "${TMPDIR:-/tmp}/kns-nodes.XXXXXX.json")
 trap 'rm -f "$manifest"' EXIT

@@ -36,12 +36,8 @@ bin=${KNS_CLUSTER_BIN:-$(. "$state/cluster.env" && printf '%s' "$KNS_CLUSTER_BIN
 [[ -x $bin/kube-scheduler ]] || die "no kube-scheduler in $bin"
 timeout=${KNS_CLUSTER_TIMEOUT:-180}
 
-repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-py=
-for p in python3 "$repo_root/.venv/bin/python"; do
-  if "$p" -c 'import yaml' 2>/dev/null; then py=$p; break; fi
-done
-[[ -n $py ]] || die "no Python with PyYAML (python3 -m pip install pyyaml, or make venv)"
+# shellcheck source=lib/python.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/python.sh"
 
 mkdir -p "$state/schedulers" "$state/logs"
 tmp=$(mktemp "$state/schedulers/.config.XXXXXX")

@@ -20,9 +20,9 @@
 #   auto     - upstream, falling back to minimal (with a warning) if the proxy refuses it.
 set -euo pipefail
 
-log() { printf 'toolchain: %s\n' "$*" >&2; }
-warn() { printf 'toolchain: WARNING: %s\n' "$*" >&2; }
-die() { printf 'toolchain: error: %s\n' "$*" >&2; exit 1; }
+KNS_SCRIPT=toolchain
+# shellcheck source=lib/gomod.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/gomod.sh"
 
 # The minimal Python language host (KNS_PYTHON_HOST=minimal, or the fallback of auto). It
 # does what `pulumi preview/up/destroy/refresh` need from a language host: runs the program
@@ -337,92 +337,8 @@ if ! provider_installed && [[ ! -x $provider_cache ]]; then need_provider_build=
 
 # --- 3. Build what is missing ---------------------------------------------------------
 if ((need_cli + need_host + need_exec + need_provider_build > 0)); then
-  command -v go >/dev/null 2>&1 ||
-    die "'go' is not on PATH: Go (1.25 or newer) is needed to build the Pulumi toolchain from Go modules"
-  command -v python3 >/dev/null 2>&1 || die "'python3' is not on PATH (needed to read go.mod metadata)"
+  gomod_prepare "the Pulumi toolchain" "$repo_root"
   mkdir -p "$bin_dir" "$(dirname "$provider_cache")"
-
-  # Throwaway work dir outside the repository; module-cache copies are read-only.
-  work=$(mktemp -d "${TMPDIR:-/tmp}/kns-toolchain.XXXXXX")
-  case $work/ in "$repo_root"/*) rm -rf "$work"; die "work dir $work is inside the repository; set TMPDIR elsewhere" ;; esac
-  trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
-
-  # Module mode only: no workspace file, no toolchain download, no cgo.
-  export GO111MODULE=on GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0
-  unset GOFLAGS
-
-  # Download module@version and set MOD_DIR, MOD_GOMOD, MOD_TIME, MOD_HASH. On a checksum
-  # database miss (the proxy's sumdb does not know every pseudo-version) retry once with
-  # the checksum database off for that module only (GONOSUMDB, kept for the later builds),
-  # and say so.
-  mod_download() { # module version
-    local out rc=0
-    out=$(cd "$work" && go mod download -json "$1@$2" 2>"$work/download.err") || rc=$?
-    if ((rc != 0)) && grep -q 'sumdb\|verifying' <<<"$out" && ! grep -q 'not available' <<<"$out"; then
-      warn "the checksum database has no entry for $1@$2: fetching it with GONOSUMDB=$1"
-      export GONOSUMDB=${GONOSUMDB:+$GONOSUMDB,}$1
-      rc=0
-      out=$(cd "$work" && go mod download -json "$1@$2" 2>"$work/download.err") || rc=$?
-    fi
-    if ((rc != 0)); then
-      { python3 -c 'import json,sys; print(json.loads(sys.stdin.read()).get("Error", ""))' <<<"$out" 2>/dev/null ||
-        printf '%s\n' "$out"; cat "$work/download.err"; } | sed '/^$/d; s/^/toolchain:   /' >&2
-      return 1
-    fi
-    IFS=$'\t' read -r MOD_DIR MOD_GOMOD MOD_TIME MOD_HASH < <(python3 -c '
-import json, sys
-d = json.loads(sys.stdin.read())
-info = {}
-if d.get("Info"):
-    with open(d["Info"]) as f:
-        info = json.load(f)
-origin = d.get("Origin") or info.get("Origin") or {}
-print(*(v or "-" for v in (d.get("Dir"), d.get("GoMod"), info.get("Time"), origin.get("Hash"))), sep="\t")
-' <<<"$out")
-  }
-
-  # Write a wrapper go.mod in $1 that requires $2@$3 and stands in for its replace
-  # directives: a replacement by a published version is copied, a replacement by a local
-  # path becomes a requirement of the replaced module at the version $2 requires (or the
-  # version given in the optional "module=version" pins after $4).
-  write_wrapper() { # dir module version gomod [module=version ...]
-    local dir=$1 mod=$2 ver=$3 gomod=$4
-    shift 4
-    mkdir -p "$dir"
-    (cd "$dir" && go mod edit -json "$gomod") | python3 -c '
-import json, sys
-wrapper, mod, ver = sys.argv[1:4]
-pins = dict(p.split("=", 1) for p in sys.argv[4:])
-m = json.load(sys.stdin)
-required = {r["Path"]: r["Version"] for r in m.get("Require") or []}
-lines = ["module kns.local/toolchain/" + wrapper, "", "go " + (m.get("Go") or "1.25"), ""]
-reqs = {mod: ver}
-reps = []
-for r in m.get("Replace") or []:
-    old, new = r["Old"]["Path"], r["New"]
-    if new.get("Version"):
-        lhs = old + (" " + r["Old"]["Version"] if r["Old"].get("Version") else "")
-        reps.append("\t%s => %s %s" % (lhs, new["Path"], new["Version"]))
-    else:
-        v = pins.get(old) or required.get(old)
-        if not v:
-            sys.exit("no published version for locally replaced module " + old)
-        reqs[old] = v
-for p, v in pins.items():
-    reqs.setdefault(p, v)
-lines.append("require (")
-lines += ["\t%s %s" % (p, v) for p, v in sorted(reqs.items())]
-lines.append(")")
-if reps:
-    lines += ["", "replace ("] + reps + [")"]
-print("\n".join(lines))
-' "$(basename "$dir")" "$mod" "$ver" "$@" >"$dir/go.mod"
-  }
-
-  go_build() { # dir output ldflags package
-    (cd "$1" && GOFLAGS=-mod=mod go build -trimpath -tags "$GO_TAGS" -ldflags "$3" -o "$2.tmp" "$4")
-    mv -f "$2.tmp" "$2"
-  }
 
   if ((need_cli + need_host + need_exec > 0)); then
     mod_download "$PKG_MOD" "v$PULUMI_VERSION" || die "cannot download $PKG_MOD@v$PULUMI_VERSION from the Go module proxy"
@@ -435,7 +351,7 @@ print("\n".join(lines))
   if ((need_cli)); then
     log "building pulumi CLI v$PULUMI_VERSION ..."
     write_wrapper "$work/pulumi-cli" "$PKG_MOD" "v$PULUMI_VERSION" "$pkg_gomod"
-    go_build "$work/pulumi-cli" "$bin_dir/pulumi" "$CLI_LDFLAGS" "$PKG_MOD/cmd/pulumi"
+    go_build "$work/pulumi-cli" "$bin_dir/pulumi" "$GO_TAGS" "$CLI_LDFLAGS" "$PKG_MOD/cmd/pulumi"
     log "built $bin_dir/pulumi"
   else
     log "cached pulumi CLI v$PULUMI_VERSION in $bin_dir"
@@ -465,7 +381,7 @@ print("\n".join(lines))
       if [[ -n $host_ver ]] && mod_download "$HOST_MOD" "$host_ver"; then
         write_wrapper "$work/pulumi-language-python" "$HOST_MOD" "$host_ver" "$MOD_GOMOD" \
           "$PKG_MOD=v$PULUMI_VERSION" "$SDK_MOD=v$PULUMI_VERSION"
-        go_build "$work/pulumi-language-python" "$bin_dir/pulumi-language-python" "$CLI_LDFLAGS" "$HOST_MOD"
+        go_build "$work/pulumi-language-python" "$bin_dir/pulumi-language-python" "$GO_TAGS" "$CLI_LDFLAGS" "$HOST_MOD"
         echo upstream >"$host_kind_file"
         built_host=upstream
       elif [[ $host_mode == upstream ]]; then
@@ -479,7 +395,7 @@ print("\n".join(lines))
       mod_download "$SDK_MOD" "v$PULUMI_VERSION" || die "cannot download $SDK_MOD@v$PULUMI_VERSION from the Go module proxy"
       write_wrapper "$work/kns-python-host" "$SDK_MOD" "v$PULUMI_VERSION" "$MOD_GOMOD"
       write_minimal_host "$work/kns-python-host/main.go"
-      go_build "$work/kns-python-host" "$bin_dir/pulumi-language-python" "$CLI_LDFLAGS" .
+      go_build "$work/kns-python-host" "$bin_dir/pulumi-language-python" "$GO_TAGS" "$CLI_LDFLAGS" .
       echo minimal >"$host_kind_file"
     fi
     log "built $bin_dir/pulumi-language-python ($(cat "$host_kind_file"))"
