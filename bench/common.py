@@ -1,0 +1,78 @@
+"""Shared pieces of the benchmarks: synthetic stacks, timing, result files."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "build" / "bench"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+SCHEDULES = ["0 2 * * *", "30 6 * * 1-5", "0 0 * * 1", "*/30 * * * *", "15 */4 * * *", "0 12 1,15 * *"]
+
+
+def synthetic_config(entries: int) -> dict[str, Any]:
+    """A stack of `entries` entries: 60% CPU jobs, 20% GPU jobs, 20% prescaled schedules."""
+    jobs, schedules = [], []
+    for i in range(entries):
+        kind = i % 5
+        if kind == 4:
+            schedules.append({
+                "name": f"sched-{i}", "user": f"user{i % 17}", "groups": ["research"], "image": "busybox:1.37",
+                "schedule": SCHEDULES[i % len(SCHEDULES)], "timeZone": "Europe/Paris",
+                "warmUpMinutes": 5 + i % 3 * 5, "cpu": 2, "memory": 2048,
+            })
+        elif kind == 3:
+            jobs.append({"name": f"gpu-{i}", "user": f"user{i % 17}", "image": "pytorch:2", "cpu": 8,
+                         "memory": "32Gi", "gpus": 1 + i % 4, "pool": "a100", "ttlHours": 12})
+        else:
+            jobs.append({"name": f"cpu-{i}", "user": f"user{i % 17}", "image": "busybox:1.37", "cpu": 1 + i % 4,
+                         "memory": 1024 * (1 + i % 3), "env": {"RUN": str(i)}})
+    return {
+        "cluster": {"name": "kns-bench", "renderDir": "build/manifests/bench"},
+        "nodePools": [
+            {"name": "vcluster", "role": "vcluster", "nodes": [f"vc-{n}" for n in range(8)]},
+            {"name": "a100", "role": "gpu", "nodes": [f"gpu-{n}" for n in range(4)], "gpu": {"vendor": "nvidia", "perNode": 8}},
+        ],
+        "jobs": jobs,
+        "schedules": schedules,
+    }
+
+
+def measure(function: Callable[[], Any], repeat: int = 3) -> dict[str, float]:
+    """Best wall time of `repeat` runs and the peak traced memory of one run."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    tracemalloc.start()
+    function()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {"seconds": min(times), "peak_mib": peak / 2**20}
+
+
+def machine() -> dict[str, Any]:
+    return {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()}
+
+
+def write(name: str, payload: dict[str, Any]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps({"machine": machine(), **payload}, indent=2))
+    return path
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    widths = [max(len(str(x)) for x in column) for column in zip(headers, *rows)]
+    line = lambda cells: "  ".join(str(c).rjust(w) for c, w in zip(cells, widths))  # noqa: E731
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])

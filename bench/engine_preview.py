@@ -1,0 +1,65 @@
+"""`pulumi preview` through the real engine and Kubernetes provider (render mode) at 10,
+100 and 500 entries: seconds per entry, resources per entry, and how much of it is the
+program itself (measured under mocks in the same run) versus the engine and provider."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from common import ROOT, synthetic_config, table, write
+from tests.harness import run_program
+
+SIZES = [int(a) for a in sys.argv[1:]] or [10, 100, 500]
+
+
+def project_with(config: dict, where: Path, bin_dir: str) -> dict[str, str]:
+    for name in ("Pulumi.yaml", "__main__.py", "config", "components"):
+        source = ROOT / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, where / name)
+    settings = yaml.safe_load((where / "Pulumi.yaml").read_text())
+    settings["runtime"]["options"]["virtualenv"] = str(ROOT / ".venv")
+    (where / "Pulumi.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
+    stack = {"config": {f"kns:{k}": v for k, v in config.items()}}
+    (where / "Pulumi.bench.yaml").write_text(yaml.safe_dump(stack, sort_keys=False))
+    (where / "state").mkdir()
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PULUMI_BACKEND_URL": f"file://{where / 'state'}",
+            "PULUMI_CONFIG_PASSPHRASE": "bench", "PULUMI_SKIP_UPDATE_CHECK": "true",
+            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true"}
+
+
+def main() -> None:
+    bin_dir = subprocess.run(["bash", str(ROOT / "scripts" / "toolchain.sh")], check=True, capture_output=True,
+                             text=True).stdout.strip()
+    rows, results = [], []
+    for size in SIZES:
+        config = synthetic_config(size)
+        with tempfile.TemporaryDirectory() as tmp:
+            where = Path(tmp)
+            env = project_with(config, where, bin_dir)
+            run = lambda *a: subprocess.run(["pulumi", *a, "--non-interactive"], cwd=where, env=env,  # noqa: E731
+                                            check=True, capture_output=True, text=True, timeout=3600)
+            run("stack", "init", "bench")
+            start = time.perf_counter()
+            run("preview")
+            seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        resources = len([r for r in run_program(config, stack="bench").resources if r.custom])
+        program = time.perf_counter() - start
+        results.append({"entries": size, "preview_seconds": seconds, "resources": resources,
+                        "program_seconds_under_mocks": program})
+        rows.append([size, resources, f"{resources / size:.1f}", f"{seconds:.1f}", f"{seconds / size:.3f}",
+                     f"{program:.1f}", f"{100 * program / seconds:.0f}%"])
+    print(table(["entries", "resources", "per entry", "preview s", "s/entry", "program s (mocks)", "program share"], rows))
+    print(f"written: {write('engine_preview', {'results': results})}")
+
+
+if __name__ == "__main__":
+    main()

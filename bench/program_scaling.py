@@ -1,0 +1,101 @@
+"""Program cost per entry: the real program under Pulumi mocks against a baseline that
+registers the same Kubernetes resources directly with pulumi-kubernetes (no components,
+no validation, no planning), in the same process, at 10, 100 and 1000 entries."""
+
+from __future__ import annotations
+
+import sys
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pulumi.runtime import settings
+
+from common import measure, synthetic_config, table, write
+from tests.harness import RecordingMocks, run_program
+
+SIZES = [int(a) for a in sys.argv[1:]] or [10, 100, 1000]
+
+
+class Group(pulumi.ComponentResource):
+    """A bare component, to measure what components themselves cost."""
+
+    def __init__(self, kind: str, name: str, opts=None):
+        super().__init__(kind, name, None, opts)
+
+
+def baseline(config: dict, components: bool = False) -> int:
+    """The same resources, registered straight from the raw config; with `components`, each
+    entry's resources sit in two bare components, as the program's do (entry, namespace)."""
+    mocks = RecordingMocks()
+    settings.ROOT.set(None)
+    pulumi.runtime.set_mocks(mocks, project="kns-platform", stack="bench", preview=False)
+
+    @pulumi.runtime.test
+    def program():
+        provider = k8s.Provider("kubernetes", render_yaml_to_directory="build/manifests/bench",
+                                cluster_identifier="kns-platform/kns-bench")
+        opts = pulumi.ResourceOptions(provider=provider)
+        for pool in config["nodePools"]:
+            for node in pool["nodes"]:
+                k8s.core.v1.NodePatch(f"{pool['name']}.{node}", metadata={"name": node, "labels": {"kns.io/pool": pool["name"]}},
+                                      spec={"taints": []}, opts=opts)
+        for kind, entries in (("job", config["jobs"]), ("schedule", config["schedules"])):
+            for entry in entries:
+                name, ns = entry["name"], f"kns-{entry['name']}"
+                opts = pulumi.ResourceOptions(provider=provider)
+                if components:
+                    outer = Group(f"bench:workload:{kind}", name, pulumi.ResourceOptions(providers=[provider]))
+                    inner = Group("bench:workload:JobNamespace", name, pulumi.ResourceOptions(parent=outer))
+                    opts = pulumi.ResourceOptions(parent=inner)
+                labels = {"kns.io/job": name}
+                meta = lambda n: {"name": n, "namespace": ns, "labels": labels}  # noqa: E731
+                k8s.core.v1.Namespace(name, metadata={"name": ns, "labels": labels}, opts=opts)
+                k8s.core.v1.LimitRange(f"{name}-defaults", metadata=meta("kns-defaults"),
+                                       spec={"limits": [{"type": "Container", "default": {"cpu": "1"}}]}, opts=opts)
+                k8s.core.v1.ResourceQuota(f"{name}-quota", metadata=meta("kns-quota"),
+                                          spec={"hard": {"pods": "1", "requests.cpu": str(entry["cpu"])}}, opts=opts)
+                k8s.core.v1.ServiceAccount(f"{name}-runner", metadata=meta("kns-runner"), opts=opts)
+                k8s.rbac.v1.Role(f"{name}-runner", metadata=meta("kns-runner"),
+                                 rules=[{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}], opts=opts)
+                k8s.rbac.v1.RoleBinding(f"{name}-runner", metadata=meta("kns-runner"),
+                                        role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kns-runner"},
+                                        subjects=[{"kind": "ServiceAccount", "name": "kns-runner", "namespace": ns}], opts=opts)
+                template = {"spec": {"restartPolicy": "Never", "containers": [
+                    {"name": name, "image": entry["image"], "resources": {"requests": {"cpu": str(entry["cpu"])}}}]}}
+                if kind == "job":
+                    k8s.batch.v1.Job(name, metadata=meta(name), spec={"template": template}, opts=opts)
+                else:
+                    k8s.batch.v1.CronJob(name, metadata=meta(name), spec={
+                        "schedule": entry["schedule"], "jobTemplate": {"spec": {"template": template}}}, opts=opts)
+                if components:
+                    inner.register_outputs({"namespace": ns})
+                    outer.register_outputs({"namespace": ns})
+
+    program()
+    return len(mocks.resources)
+
+
+def main() -> None:
+    rows, results = [], []
+    for size in SIZES:
+        config = synthetic_config(size)
+        run_program(config, stack="bench")  # warm caches (imports, primer derivations)
+        registered = len(run_program(config, stack="bench").resources)
+        ours = measure(lambda: run_program(config, stack="bench"))
+        base = measure(lambda: baseline(config))
+        grouped = measure(lambda: baseline(config, components=True))
+        ratio = ours["seconds"] / base["seconds"]
+        results.append({"entries": size, "resources": registered, "program": ours, "baseline": base,
+                        "baseline_with_components": grouped, "time_ratio": ratio,
+                        "time_ratio_vs_components": ours["seconds"] / grouped["seconds"],
+                        "memory_ratio": ours["peak_mib"] / base["peak_mib"]})
+        rows.append([size, registered, f"{ours['seconds']:.3f}", f"{base['seconds']:.3f}", f"{ratio:.2f}",
+                     f"{grouped['seconds']:.3f}", f"{ours['seconds'] / grouped['seconds']:.2f}",
+                     f"{ours['peak_mib']:.1f}", f"{base['peak_mib']:.1f}", f"{1000 * ours['seconds'] / size:.2f}"])
+    print(table(["entries", "resources", "program s", "baseline s", "ratio", "baseline+components s",
+                 "ratio", "program MiB", "baseline MiB", "ms/entry"], rows))
+    print(f"written: {write('program_scaling', {'results': results})}")
+
+
+if __name__ == "__main__":
+    main()
