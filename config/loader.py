@@ -386,8 +386,8 @@ def _apply_profiles(
     for entry in workloads:
         profile, rules, source = resolve_profile_sources(profiles, entry.user, entry.groups)
         effective, found = apply_profile(entry, profile, source, rules)
-        for field, message in found:
-            problems.add(f"{paths[entry.name]}.{field}", message)
+        for key, message in found:
+            problems.add(f"{paths[entry.name]}.{key}", message)
         out.append(effective)
     return out
 
