@@ -83,13 +83,11 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
             containers, init_containers = resolve.pod_spec_containers(entry.pod_spec)
         except resolve.PlacementError as exc:
             raise PlanError([(exc.field, str(exc))]) from None
-        resources = resolve.pod_spec_limits(containers)
-        limits = resolve.limit_range(entry, resources)
-        usage = resolve.pod_usage(containers, init_containers, limits)
+        resources = resolve.pod_spec_limits(containers + init_containers)
     else:
         resources = resolve.container_resources(entry, profile)
-        limits = resolve.limit_range(entry, resources)
-        usage = resources
+    # Provisional for a pod entry: `_account` settles both from the pod as finally built.
+    limits = resolve.limit_range(entry, resources)
     scheduler = entry.scheduler_name or (
         cfg.packing_scheduler.name if cfg.packing_scheduler.enabled else None
     )
@@ -102,7 +100,7 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
         profile=profile,
         resources=resources,
         limit_range=limits,
-        quota=resolve.quota(entry, usage, limits),
+        quota=resolve.quota(entry, resources, limits),
         role_rules=copy.deepcopy(NAMESPACE_RUNNER_RULES if entry.type == "namespace" else POD_RUNNER_RULES),
         scheduler_name=scheduler,
         primers=cfg.primers.get(entry.name),
@@ -162,7 +160,7 @@ def _account(plan: WorkloadPlan, profile: Profile, source: dict[str, str], overr
         return
     problems = []
     if profile.allow_unknown_images is False:
-        allowed = set(profile.images or []) | ({profile.default_image} if profile.default_image else set())
+        allowed = resolve.allowed_images(profile)
         for raw in (final.get("containers") or []) + (final.get("initContainers") or []):
             if raw.get("name") != wait.NAME and raw.get("image") not in allowed:
                 problems.append(("jsonOverrides", f'they set image "{raw.get("image")}", which profile rule '

@@ -135,6 +135,11 @@ def resolve_profile_sources(
     return Profile.model_validate(merged), [rule for rule, _ in rules], source
 
 
+def allowed_images(profile: Profile) -> set[str]:
+    """The images a profile that refuses unknown images lets through: its list and default."""
+    return set(profile.images or []) | ({profile.default_image} if profile.default_image else set())
+
+
 def placement_problem(key: str, value: str, constraints: list[str], rule: str) -> Optional[str]:
     """Why node selector `key: value` is not a placement the constraints offer, or None."""
     free, fixed = _offered(constraints)
@@ -226,7 +231,7 @@ def apply_profile(
         ))
 
     if profile.allow_unknown_images is False:
-        allowed = set(profile.images or []) | ({profile.default_image} if profile.default_image else set())
+        allowed = allowed_images(profile)
         images = [effective.image] if effective.image else []
         if effective.pod_spec is not None:
             images = [c.get("image") for c in effective.pod_spec.get("containers", []) + effective.pod_spec.get("initContainers", [])]
