@@ -4,8 +4,6 @@ program itself (measured under mocks in the same run) versus the engine and prov
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -15,24 +13,16 @@ from pathlib import Path
 import yaml
 
 from common import ROOT, synthetic_config, table, write
-from tests.harness import run_program
+from tests.harness import engine_project, run_program
 
 SIZES = [int(a) for a in sys.argv[1:]] or [10, 100, 500]
 
 
 def project_with(config: dict, where: Path, bin_dir: str) -> dict[str, str]:
-    for name in ("Pulumi.yaml", "__main__.py", "config", "components"):
-        source = ROOT / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, where / name)
-    settings = yaml.safe_load((where / "Pulumi.yaml").read_text())
-    settings["runtime"]["options"]["virtualenv"] = str(ROOT / ".venv")
-    (where / "Pulumi.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
+    env = engine_project(where, bin_dir, "bench", files=("Pulumi.yaml", "__main__.py", "config", "components"))
     stack = {"config": {f"kns:{k}": v for k, v in config.items()}}
     (where / "Pulumi.bench.yaml").write_text(yaml.safe_dump(stack, sort_keys=False))
-    (where / "state").mkdir()
-    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PULUMI_BACKEND_URL": f"file://{where / 'state'}",
-            "PULUMI_CONFIG_PASSPHRASE": "bench", "PULUMI_SKIP_UPDATE_CHECK": "true",
-            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true"}
+    return env
 
 
 def main() -> None:
@@ -42,7 +32,7 @@ def main() -> None:
     for size in SIZES:
         config = synthetic_config(size)
         with tempfile.TemporaryDirectory() as tmp:
-            where = Path(tmp)
+            where = Path(tmp) / "kns-platform"
             env = project_with(config, where, bin_dir)
             run = lambda *a: subprocess.run(["pulumi", *a, "--non-interactive"], cwd=where, env=env,  # noqa: E731
                                             check=True, capture_output=True, text=True, timeout=3600)

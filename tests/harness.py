@@ -8,7 +8,9 @@ are resolved through the root Stack, so tests assert on what users would see.
 from __future__ import annotations
 
 import json
+import os
 import runpy
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -111,6 +113,34 @@ def run_program(
 
     program()
     return Run(mocks.resources, outputs)
+
+
+PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "config", "components", "jobs")
+
+
+def engine_project(root: Path, bin_dir: str, passphrase: str, base_env: Optional[dict[str, str]] = None,
+                   files: tuple[str, ...] = PROJECT_FILES) -> dict[str, str]:
+    """Copy the project to `root` for a run of the real engine, using this repository's
+    virtualenv, with a file:// backend beside it; returns the environment to run pulumi in."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name in files:
+        source = ROOT / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
+    settings = yaml.safe_load((root / "Pulumi.yaml").read_text())
+    settings["runtime"]["options"]["virtualenv"] = str(ROOT / ".venv")
+    (root / "Pulumi.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
+    state = root.parent / f"{root.name}-state"
+    state.mkdir()
+    env = dict(os.environ if base_env is None else base_env)
+    env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
+    env.update({
+        "PATH": f"{bin_dir}:{env['PATH']}",
+        "PULUMI_BACKEND_URL": f"file://{state}",
+        "PULUMI_CONFIG_PASSPHRASE": passphrase,
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+    })
+    return env
 
 
 def dev_stack_config() -> dict[str, Any]:

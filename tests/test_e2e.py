@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 from datetime import datetime, timedelta, timezone
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.harness import ROOT
+from tests.harness import ROOT, engine_project
 
 NODES = (
     [(f"vc-node-{i}", 16, 0) for i in range(1, 5)]
@@ -132,20 +131,9 @@ class Stack:
 def stack(cluster, tmp_path_factory):
     bin_dir = script("toolchain.sh")
     root = tmp_path_factory.mktemp("local") / "kns-platform"
-    root.mkdir()
-    for name in ("Pulumi.yaml", "__main__.py", "config", "components", "jobs"):
-        source = ROOT / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
-    settings = yaml.safe_load((root / "Pulumi.yaml").read_text())
-    settings["runtime"]["options"]["virtualenv"] = str(ROOT / ".venv")
-    (root / "Pulumi.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
+    env = engine_project(root, bin_dir, PASSPHRASE, base_env=cluster.env)
     text = (ROOT / "tests" / "e2e" / "Pulumi.local.yaml").read_text().replace("KUBECONFIG_PATH", str(cluster.kubeconfig))
     (root / "Pulumi.local.yaml").write_text(text)
-    state = root.parent / "state"
-    state.mkdir()
-    env = {**cluster.env, "PATH": f"{bin_dir}:{cluster.env['PATH']}", "PULUMI_BACKEND_URL": f"file://{state}",
-           "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE, "PULUMI_SKIP_UPDATE_CHECK": "true",
-           "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true"}
     live = Stack(root, env)
     live.pulumi("stack", "init", "local")
     live.pulumi("up", "--yes")

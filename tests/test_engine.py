@@ -6,18 +6,15 @@ from __future__ import annotations
 import base64
 import collections
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.harness import ROOT, dev_stack_config, run_program
+from tests.harness import PROJECT_FILES, ROOT, dev_stack_config, engine_project, run_program
 
 PASSPHRASE = "kns-dev-local"  # the dev stack's committed encryptionsalt belongs to it
-PROJECT_FILES = ("Pulumi.yaml", "Pulumi.dev.yaml", "__main__.py", "config", "components", "jobs")
 
 
 class Project:
@@ -61,24 +58,7 @@ def project(tmp_path_factory) -> Project:
     assert toolchain.returncode == 0, f"scripts/toolchain.sh failed:\n{toolchain.stderr[-3000:]}"
     bin_dir = toolchain.stdout.strip()
     root = tmp_path_factory.mktemp("engine") / "kns-platform"
-    root.mkdir()
-    for name in PROJECT_FILES:
-        source = ROOT / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
-    settings = yaml.safe_load((root / "Pulumi.yaml").read_text())
-    settings["runtime"]["options"]["virtualenv"] = str(ROOT / ".venv")
-    (root / "Pulumi.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
-    state = root.parent / "state"
-    state.mkdir()
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "PULUMI_BACKEND_URL": f"file://{state}",
-        "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
-        "PULUMI_SKIP_UPDATE_CHECK": "true",
-        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-    }
-    env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
+    env = engine_project(root, bin_dir, PASSPHRASE, files=(*PROJECT_FILES, "Pulumi.dev.yaml"))
     project = Project(root, env)
     project.pulumi("stack", "init", "dev")
     return project
