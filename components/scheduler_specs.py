@@ -111,7 +111,7 @@ def packing_pod_spec(packing: PackingScheduler, namespace: str, pools: list[Node
         "ports": [{"name": "https", "containerPort": SECURE_PORT}],
         "livenessProbe": {**probe, "initialDelaySeconds": 15, "periodSeconds": 10, "failureThreshold": 3},
         "readinessProbe": {**probe, "periodSeconds": 5},
-        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}},
         "securityContext": RESTRICTED_CONTAINER,
         "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}],
     }

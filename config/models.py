@@ -228,7 +228,7 @@ class KnsScheduler(Model):
     port: int = Field(default=8080, ge=1, le=65535)
     ingress: bool = False
     resources: ContainerResources = Field(default_factory=lambda: ContainerResources(
-        requests={"cpu": "250m", "memory": "256Mi"}, limits={"memory": "1Gi"}))
+        requests={"cpu": "250m", "memory": "256Mi"}, limits={"cpu": "1", "memory": "1Gi"}))
 
     @model_validator(mode="after")
     def _image(self) -> "KnsScheduler":

@@ -30,8 +30,10 @@ KNS_SCRIPT=toolchain
 # toolchain and virtualenv (runtime.options: virtualenv, toolchain), passes config and
 # secret keys, and answers About/GetProgramDependencies. It reports no required plugins:
 # with automatic plugin acquisition off, providers are loaded from the plugin cache when
-# the program registers them. `pulumi install`, `pulumi new`, codegen and Python policy
-# packs are not supported by it.
+# the program registers them, and runs Python policy packs (`pulumi preview --policy-pack`)
+# through RunPlugin. `pulumi install`, `pulumi new` and codegen are not supported by it.
+# MINIMAL_HOST_REV names this source: bump it when the host changes, so caches rebuild it.
+MINIMAL_HOST_REV=2
 write_minimal_host() { # path
   cat >"$1" <<'GO'
 // Minimal Pulumi language host for Python programs (kns-platform scripts/toolchain.sh).
@@ -46,6 +48,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/util/rpcutil"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/version"
@@ -182,6 +185,69 @@ func (h *host) GetProgramDependencies(ctx context.Context, req *pulumirpc.GetPro
 		resp.Dependencies = append(resp.Dependencies, &pulumirpc.DependencyInfo{Name: p.Name, Version: p.Version})
 	}
 	return resp, nil
+}
+
+// RunPlugin runs a plugin written in Python (for this host, a policy pack): the engine
+// passes the pack's directory as the program directory, and Python runs its __main__.py.
+// Output is streamed back to the engine, which reads the plugin's port from stdout.
+func (h *host) RunPlugin(req *pulumirpc.RunPluginRequest, server pulumirpc.LanguageRuntime_RunPluginServer) error {
+	info := req.GetInfo()
+	if info == nil {
+		return errors.New("RunPlugin: the engine sent no program info")
+	}
+	tc, err := resolveToolchain(info)
+	if err != nil {
+		return err
+	}
+	if err := tc.ValidateVenv(server.Context()); err != nil {
+		return err
+	}
+	dir := info.GetProgramDirectory()
+	if entry := info.GetEntryPoint(); entry != "" && entry != "." {
+		dir = filepath.Join(dir, entry)
+	}
+	args := append([]string{"-u", dir}, req.GetArgs()...)
+	cmd, err := tc.Command(server.Context(), args...)
+	if err != nil {
+		return err
+	}
+	// The engine's environment for the plugin, then the virtualenv activation on top.
+	env := append([]string{}, req.GetEnv()...)
+	if len(env) == 0 {
+		env = os.Environ()
+	}
+	if cmd.Env != nil {
+		for _, kv := range cmd.Env {
+			key := kv[:strings.IndexByte(kv+"=", '=')]
+			if key == "PATH" || key == "VIRTUAL_ENV" || key == "PYTHONHOME" {
+				env = append(env, kv)
+			}
+		}
+	}
+	cmd.Env = append(env, "PYTHONUNBUFFERED=true")
+	cmd.Dir = req.GetPwd()
+	closer, stdout, stderr, err := rpcutil.MakeRunPluginStreams(server, false)
+	if err != nil {
+		return err
+	}
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	runErr := cmd.Run()
+	if err := closer.Close(); err != nil {
+		return err
+	}
+	code := 0
+	if runErr != nil {
+		var exitErr *exec.ExitError
+		if !errors.As(runErr, &exitErr) {
+			return fmt.Errorf("could not run plugin %s: %w", dir, runErr)
+		}
+		code = exitErr.ExitCode()
+		if status, ok := exitErr.Sys().(syscall.WaitStatus); ok && status.Signaled() {
+			code = 128 + int(status.Signal())
+		}
+	}
+	return server.Send(&pulumirpc.RunPluginResponse{Output: &pulumirpc.RunPluginResponse_Exitcode{Exitcode: int32(code)}})
 }
 
 func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.RunResponse, error) {
@@ -329,8 +395,13 @@ need_cli=0 need_host=0 need_exec=0 need_provider_build=0
 [[ -x $bin_dir/pulumi && $("$bin_dir/pulumi" version 2>/dev/null || true) == "v$PULUMI_VERSION" ]] || need_cli=1
 if [[ ! -x $bin_dir/pulumi-language-python ]]; then
   need_host=1
-elif [[ $host_mode != auto && $(cat "$host_kind_file" 2>/dev/null || echo upstream) != "$host_mode" ]]; then
-  need_host=1
+else
+  host_kind=$(cat "$host_kind_file" 2>/dev/null || echo upstream)
+  if [[ $host_mode != auto && ${host_kind%% *} != "$host_mode" ]]; then
+    need_host=1
+  elif [[ ${host_kind%% *} == minimal && $host_kind != "minimal $MINIMAL_HOST_REV" ]]; then
+    need_host=1 # an older revision of the minimal host
+  fi
 fi
 [[ -f $bin_dir/pulumi-language-python-exec ]] || need_exec=1
 if ! provider_installed && [[ ! -x $provider_cache ]]; then need_provider_build=1; fi
@@ -396,7 +467,7 @@ if ((need_cli + need_host + need_exec + need_provider_build > 0)); then
       write_wrapper "$work/kns-python-host" "$SDK_MOD" "v$PULUMI_VERSION" "$MOD_GOMOD"
       write_minimal_host "$work/kns-python-host/main.go"
       go_build "$work/kns-python-host" "$bin_dir/pulumi-language-python" "$GO_TAGS" "$CLI_LDFLAGS" .
-      echo minimal >"$host_kind_file"
+      echo "minimal $MINIMAL_HOST_REV" >"$host_kind_file"
     fi
     log "built $bin_dir/pulumi-language-python ($(cat "$host_kind_file"))"
   else

@@ -2,6 +2,8 @@
 # The main job: run a stack (default `dev`) through the real Pulumi engine, offline.
 #   scripts/up.sh up       pulumi up --yes, then say where the manifests are
 #   scripts/up.sh preview  pulumi preview --diff
+# Both run the policy pack of policy/ (docs/policy.md); KNS_POLICY_CONFIG names a
+# --policy-pack-config file.
 # Overridable: KNS_STACK, PULUMI_BACKEND_URL (default: a file:// backend in .pulumi-state),
 # PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE (default: the dev passphrase).
 set -euo pipefail
@@ -29,9 +31,14 @@ if ! pulumi stack select "$stack" --non-interactive >/dev/null 2>&1; then
   pulumi stack init "$stack" --non-interactive >/dev/null
 fi
 
+policy=(--policy-pack policy)
+if [ -n "${KNS_POLICY_CONFIG:-}" ]; then
+  policy+=(--policy-pack-config "$KNS_POLICY_CONFIG")
+fi
+
 case "$action" in
   up)
-    pulumi up --yes --non-interactive --diff
+    pulumi up --yes --non-interactive --diff "${policy[@]}"
     render_dir=$(pulumi config get --path kns:cluster.renderDir 2>/dev/null || true)
     echo
     if [ -n "$render_dir" ] && [ -d "$render_dir" ]; then
@@ -43,7 +50,7 @@ case "$action" in
     echo "Outputs: pulumi stack output --json (namespaces, schedules, packingSchedulerName, nodePools)"
     ;;
   preview)
-    pulumi preview --diff --non-interactive
+    pulumi preview --diff --non-interactive "${policy[@]}"
     ;;
   *)
     echo "usage: scripts/up.sh up|preview" >&2

@@ -261,7 +261,7 @@ def test_kns_deployment_env_and_shape(kns_run):
     }
     assert container["readinessProbe"]["tcpSocket"] == {"port": "http"}
     assert container["livenessProbe"]["tcpSocket"] == {"port": "http"}
-    assert container["resources"] == {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
+    assert container["resources"] == {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
     anti = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
     assert anti["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
     assert kns_run.named(PDB, "kns-scheduler").inputs["spec"]["minAvailable"] == 1

@@ -1,0 +1,293 @@
+"""The guard rails of the kns-platform policy pack, as pure functions.
+
+Each rule takes the resources Pulumi is about to create or update (type token, URN and
+inputs) plus the rule's config, and returns the violations it finds. They read Kubernetes
+objects only, never the stack config: a guard rail must hold whatever produced the
+objects, including jsonOverrides, raw pod specs and changes to the program itself.
+`__main__.py` wires them into a PolicyPack; tests call them directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
+
+# What a team gets without --policy-pack-config: the registries the platform's own images
+# and the examples come from. Entries are registry hosts or host/path prefixes.
+DEFAULT_ALLOWED_REGISTRIES = (
+    "registry.k8s.io",
+    "docker.io",
+    "ghcr.io",
+    "quay.io",
+    "nvcr.io",
+    "us-docker.pkg.dev/jarvice",
+)
+DEFAULT_REQUIRED_LIMITS = ("cpu", "memory")
+# Extended resource -> the taint key its node pools carry (the device plugins' convention,
+# and what kns:nodePools gives GPU pools).
+DEFAULT_GPU_TAINTS = {"nvidia.com/gpu": "nvidia.com/gpu", "amd.com/gpu": "amd.com/gpu"}
+
+# The KNS downstream scheduler is the one component that needs cluster-admin (reference 000).
+KNS_SCHEDULER_TYPE = "kns:scheduling:KnsScheduler"
+ENTRY_LABEL = "kns.io/job"
+ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
+
+_POD_TEMPLATE_PATHS = {
+    "Pod": ("spec",),
+    "Deployment": ("spec", "template", "spec"),
+    "StatefulSet": ("spec", "template", "spec"),
+    "DaemonSet": ("spec", "template", "spec"),
+    "ReplicaSet": ("spec", "template", "spec"),
+    "ReplicationController": ("spec", "template", "spec"),
+    "Job": ("spec", "template", "spec"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+}
+_CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+
+
+@dataclass(frozen=True)
+class Resource:
+    """What a rule sees of one resource."""
+
+    type: str
+    urn: str
+    props: Mapping[str, Any]
+
+    @property
+    def kind(self) -> str:
+        """The Kubernetes kind of a `kubernetes:<group>/<version>:<Kind>` token, else ''."""
+        if not self.type.startswith("kubernetes:"):
+            return ""
+        return self.type.rsplit(":", 1)[-1]
+
+    @property
+    def label(self) -> str:
+        """`Kind namespace/name` as users know the object."""
+        metadata = _mapping(self.props.get("metadata"))
+        name = metadata.get("name") or self.urn.rsplit("::", 1)[-1]
+        namespace = metadata.get("namespace")
+        return f"{self.kind or self.type} {namespace + '/' if namespace else ''}{name}"
+
+    @property
+    def type_chain(self) -> list[str]:
+        """The types of this resource's ancestors, outermost first, then its own (from the URN)."""
+        parts = self.urn.split("::")
+        return parts[2].split("$") if len(parts) >= 4 else [self.type]
+
+
+@dataclass(frozen=True)
+class Violation:
+    urn: str
+    message: str
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _sequence(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, Sequence) and not isinstance(value, (str, bytes)) else []
+
+
+def pod_spec(resource: Resource) -> Optional[Mapping[str, Any]]:
+    """The pod spec a workload object runs, or None for objects that run no pods."""
+    path = _POD_TEMPLATE_PATHS.get(resource.kind)
+    if path is None:
+        return None
+    node: Any = resource.props
+    for key in path:
+        node = _mapping(node).get(key)
+    return _mapping(node)
+
+
+def containers(spec: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(`containers[0] 'name'`-style label, container) for every container of a pod spec."""
+    for field in _CONTAINER_LISTS:
+        for index, container in enumerate(_sequence(spec.get(field))):
+            container = _mapping(container)
+            yield f"{field}[{index}] '{container.get('name', '?')}'", container
+
+
+def image_repository(image: str) -> str:
+    """The fully qualified repository of an image reference, without tag or digest:
+    `busybox:1.37` -> `docker.io/library/busybox`, `ghcr.io/a/b:1` -> `ghcr.io/a/b`."""
+    name = image.split("@", 1)[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    if colon > slash:
+        name = name[:colon]
+    first, sep, rest = name.partition("/")
+    if not sep:
+        return f"docker.io/library/{name}"
+    if "." in first or ":" in first or first == "localhost":
+        return "docker.io/" + rest if first in ("index.docker.io", "registry-1.docker.io") else name
+    return f"docker.io/{name}"
+
+
+def image_allowed(image: str, allowed: Iterable[str]) -> bool:
+    """True when the image's repository is an allowed registry or under an allowed prefix
+    (matched on whole path segments: `ghcr.io/acme` allows `ghcr.io/acme/x`, not `ghcr.io/acme2/x`)."""
+    repository = image_repository(image)
+    for prefix in allowed:
+        prefix = prefix.strip().rstrip("/")
+        if prefix and (repository == prefix or repository.startswith(prefix + "/")):
+            return True
+    return False
+
+
+def containers_have_limits(resources: Iterable[Resource], config: Mapping[str, Any]) -> list[Violation]:
+    """Every container of every pod-running object sets a limit for each required resource."""
+    required = list(config.get("requiredLimits") or DEFAULT_REQUIRED_LIMITS)
+    found = []
+    for resource in resources:
+        spec = pod_spec(resource)
+        if spec is None:
+            continue
+        for where, container in containers(spec):
+            limits = _mapping(_mapping(container.get("resources")).get("limits"))
+            missing = [name for name in required if name not in limits]
+            if missing:
+                found.append(Violation(resource.urn, f"{resource.label}: {where} has no {' or '.join(missing)} limit"))
+    return found
+
+
+def allowed_registries(resources: Iterable[Resource], config: Mapping[str, Any]) -> list[Violation]:
+    """Every image comes from a configured registry (or registry/path prefix)."""
+    allowed = list(config.get("allowedRegistries") or DEFAULT_ALLOWED_REGISTRIES)
+    found = []
+    for resource in resources:
+        spec = pod_spec(resource)
+        if spec is None:
+            continue
+        for where, container in containers(spec):
+            image = container.get("image")
+            if not isinstance(image, str) or not image:
+                found.append(Violation(resource.urn, f"{resource.label}: {where} names no image"))
+            elif not image_allowed(image, allowed):
+                found.append(Violation(
+                    resource.urn,
+                    f"{resource.label}: {where} image '{image}' ({image_repository(image)}) is not from an "
+                    f"allowed registry ({', '.join(allowed)})",
+                ))
+    return found
+
+
+def _tolerates(tolerations: list[Any], key: str) -> bool:
+    for toleration in tolerations:
+        toleration = _mapping(toleration)
+        effect = toleration.get("effect") or ""
+        if effect not in ("", "NoSchedule"):
+            continue
+        operator = toleration.get("operator") or "Equal"
+        if not toleration.get("key") and operator == "Exists":
+            return True
+        if toleration.get("key") == key:
+            return True
+    return False
+
+
+def gpu_pods_tolerate_gpu_taint(resources: Iterable[Resource], config: Mapping[str, Any]) -> list[Violation]:
+    """A pod that asks for a GPU tolerates the NoSchedule taint of the GPU pools: without it
+    the pod can never start there, and with the taint missing from the pool, CPU pods would
+    fill the GPU nodes."""
+    taints = dict(config.get("gpuTaints") or DEFAULT_GPU_TAINTS)
+    found = []
+    for resource in resources:
+        spec = pod_spec(resource)
+        if spec is None:
+            continue
+        wanted = set()
+        for _, container in containers(spec):
+            amounts = _mapping(container.get("resources"))
+            for section in ("requests", "limits"):
+                wanted |= {name for name in _mapping(amounts.get(section)) if name in taints}
+        tolerations = _sequence(spec.get("tolerations"))
+        for name in sorted(wanted):
+            if not _tolerates(tolerations, taints[name]):
+                found.append(Violation(
+                    resource.urn,
+                    f"{resource.label}: requests {name} but does not tolerate the '{taints[name]}' NoSchedule taint "
+                    "of the GPU pools",
+                ))
+    return found
+
+
+def _privileged_features(spec: Mapping[str, Any]) -> list[str]:
+    features = [f"{field}: true" for field in ("hostNetwork", "hostPID", "hostIPC") if spec.get(field) is True]
+    for where, container in containers(spec):
+        if _mapping(container.get("securityContext")).get("privileged") is True:
+            features.append(f"{where} privileged: true")
+    return features
+
+
+def privileged_only_where_allowed(resources: Iterable[Resource], config: Mapping[str, Any]) -> list[Violation]:
+    """A privileged pod (privileged container or host namespaces) runs only in an entry's
+    namespace that this stack labels Pod Security `privileged`, which the program does only
+    for an entry whose profile allows it. Catches privilege that arrives any other way
+    (jsonOverrides, a raw podSpec, a hand-edited program) before the API server does."""
+    resources = list(resources)
+    namespaces = {}
+    for resource in resources:
+        if resource.kind == "Namespace":
+            metadata = _mapping(resource.props.get("metadata"))
+            namespaces[metadata.get("name")] = _mapping(metadata.get("labels"))
+    found = []
+    for resource in resources:
+        spec = pod_spec(resource)
+        features = _privileged_features(spec) if spec is not None else []
+        if not features:
+            continue
+        namespace = _mapping(resource.props.get("metadata")).get("namespace") or "default"
+        labels = namespaces.get(namespace)
+        if labels is None:
+            reason = f"namespace '{namespace}' is not an entry namespace of this stack"
+        elif ENTRY_LABEL not in labels:
+            reason = f"namespace '{namespace}' belongs to no job or schedule entry"
+        elif labels.get(ENFORCE_LABEL) != "privileged":
+            reason = (f"entry '{labels[ENTRY_LABEL]}' is not privileged through its profile "
+                      f"(its namespace enforces Pod Security '{labels.get(ENFORCE_LABEL, 'unset')}'); "
+                      "set privileged: true on the entry under a profile with allowPrivileged: true")
+        else:
+            continue
+        found.append(Violation(resource.urn, f"{resource.label}: {', '.join(features)}, but {reason}"))
+    return found
+
+
+def _subject(subject: Any) -> str:
+    subject = _mapping(subject)
+    namespace = subject.get("namespace")
+    return f"{subject.get('kind', '?')} {namespace + '/' if namespace else ''}{subject.get('name', '?')}"
+
+
+def cluster_admin_only_kns(resources: Iterable[Resource], config: Mapping[str, Any]) -> list[Violation]:
+    """cluster-admin is bound only to the KNS scheduler's ServiceAccount (the one this stack
+    creates inside its KnsScheduler component), plus any `allowedSubjects` ("namespace/name"
+    of ServiceAccounts) a team configures."""
+    resources = list(resources)
+    allowed = {str(s) for s in config.get("allowedSubjects") or ()}
+    for resource in resources:
+        if resource.kind == "ServiceAccount" and KNS_SCHEDULER_TYPE in resource.type_chain[:-1]:
+            metadata = _mapping(resource.props.get("metadata"))
+            allowed.add(f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}")
+    found = []
+    for resource in resources:
+        if resource.kind not in ("ClusterRoleBinding", "RoleBinding"):
+            continue
+        role = _mapping(resource.props.get("roleRef"))
+        if role.get("kind") != "ClusterRole" or role.get("name") != "cluster-admin":
+            continue
+        binding_namespace = _mapping(resource.props.get("metadata")).get("namespace") or "default"
+        subjects = _sequence(resource.props.get("subjects"))
+        bad = []
+        for subject in subjects:
+            subject = _mapping(subject)
+            key = f"{subject.get('namespace') or binding_namespace}/{subject.get('name')}"
+            if subject.get("kind") != "ServiceAccount" or key not in allowed:
+                bad.append(_subject(subject))
+        if bad:
+            found.append(Violation(
+                resource.urn,
+                f"{resource.label}: binds cluster-admin to {', '.join(bad)}; only the KNS scheduler's ServiceAccount "
+                f"({', '.join(sorted(allowed)) or 'none in this stack'}) may have it",
+            ))
+    return found
