@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Debian packages the tests need beyond Python: busybox (the wait script is tested under
-# the same shell as its default image). Installs only what is missing.
+# the same shell as its default image) and shellcheck (actionlint checks the `run:`
+# scripts of .github/workflows with it). Installs only what is missing.
 set -euo pipefail
 missing=()
 command -v busybox >/dev/null 2>&1 || missing+=(busybox)
+command -v shellcheck >/dev/null 2>&1 || missing+=(shellcheck)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null 2>&1; then
   echo "system-deps: please install: ${missing[*]}" >&2
