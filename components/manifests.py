@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from config import names, pointer, resolve
 from config.errors import Problem
@@ -415,14 +415,20 @@ def plan_all(cfg: PlatformConfig) -> tuple[list[WorkloadPlan], list[Problem]]:
     return plans, problems
 
 
-def prepare(project_dir) -> tuple[PlatformConfig, list[WorkloadPlan]]:
-    """Read the stack config once and plan every entry; one `pulumi.RunError` listing every
-    problem of either step, before a single resource is registered."""
-    planned: list[WorkloadPlan] = []
+def planner_into(planned: list[WorkloadPlan]) -> Callable[[PlatformConfig], list[Problem]]:
+    """The planner `parse_config` runs: `plan_all`, keeping the plans in `planned` and
+    returning the problems. Shared by the program (`prepare`) and the `kns` commands."""
 
     def planner(cfg: PlatformConfig) -> list[Problem]:
         plans, problems = plan_all(cfg)
         planned[:] = plans
         return problems
 
-    return load(project_dir, planner=planner), planned
+    return planner
+
+
+def prepare(project_dir) -> tuple[PlatformConfig, list[WorkloadPlan]]:
+    """Read the stack config once and plan every entry; one `pulumi.RunError` listing every
+    problem of either step, before a single resource is registered."""
+    planned: list[WorkloadPlan] = []
+    return load(project_dir, planner=planner_into(planned)), planned

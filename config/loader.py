@@ -474,6 +474,17 @@ def _check_dynamic_labels(workloads, cluster: str, stack: str, paths, problems: 
                 problems.add(f"{path}.{key}", f"renders to {problem}")
 
 
+def decode_value(key: str, value: Any) -> Any:
+    """A `kns:` value as the engine delivers it (text) decoded as the program reads it:
+    JSON, except for the string keys and text that is not JSON."""
+    if key not in STRING_KEYS and isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            pass
+    return value
+
+
 def read_pulumi_config() -> tuple[dict[str, Any], frozenset[str]]:
     """Every `kns:` key of the stack (values JSON-decoded) and the set that are secret."""
     from pulumi.runtime import config as runtime_config
@@ -485,13 +496,7 @@ def read_pulumi_config() -> tuple[dict[str, Any], frozenset[str]]:
         namespace, _, key = full_key.partition(":")
         if namespace != NAMESPACE:
             continue
-        value = runtime_config.get_config(full_key)
-        if key not in STRING_KEYS and isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
-                pass
-        raw[key] = value
+        raw[key] = decode_value(key, runtime_config.get_config(full_key))
         if runtime_config.is_config_secret(full_key) or full_key in runtime_config.get_config_secret_keys_env():
             secret.add(key)
     return raw, frozenset(secret)
@@ -521,22 +526,40 @@ def authored_config(project_dir: Path, stack: str) -> Optional[dict[str, Any]]:
     return {k.partition(":")[2]: v for k, v in config.items() if k.startswith(f"{NAMESPACE}:")}
 
 
+def parse_stack_config(
+    raw: Mapping[str, Any],
+    authored: Optional[Mapping[str, Any]],
+    *,
+    project_dir: Path,
+    stack: str,
+    secret_keys: frozenset[str],
+    environ: Mapping[str, str] | None = None,
+    planner: Optional[Callable[[PlatformConfig], list[Problem]]] = None,
+) -> PlatformConfig:
+    """The config as delivered (`raw`, keys without `kns:`, values decoded) and as authored
+    in Pulumi.<stack>.yaml (`authored`, None without that file) to `PlatformConfig`, or a
+    `ConfigError`. Shared by the program (`load`) and the offline `kns` commands."""
+    if authored is not None:
+        raw = {key: restore_order(value, authored.get(key)) for key, value in raw.items()}
+    profiles = raw.get("profiles")
+    if isinstance(profiles, dict) and len(profiles) > 1 and list(profiles) != list((authored or {}).get("profiles") or {}):
+        raise ConfigError([Problem(
+            "kns:profiles",
+            f"the order of its rules cannot be read from Pulumi.{stack}.yaml "
+            "(the engine passes mappings with sorted keys); keep kns:profiles in that file",
+        )])
+    return parse_config(raw, project_dir=project_dir, stack=stack, secret_keys=secret_keys, environ=environ,
+                        planner=planner)
+
+
 def load(project_dir: Path, planner: Optional[Callable[[PlatformConfig], list[Problem]]] = None) -> PlatformConfig:
     """Read the stack config once; invalid config becomes one `pulumi.RunError`."""
     import pulumi
 
     raw, secret = read_pulumi_config()
-    authored = authored_config(project_dir, pulumi.get_stack())
-    if authored is not None:
-        raw = {key: restore_order(value, authored.get(key)) for key, value in raw.items()}
-    profiles = raw.get("profiles")
-    if isinstance(profiles, dict) and len(profiles) > 1 and list(profiles) != list((authored or {}).get("profiles") or {}):
-        raise pulumi.RunError(
-            f"kns-platform: invalid configuration, 1 problem; nothing was applied:\n"
-            f"  - kns:profiles: the order of its rules cannot be read from Pulumi.{pulumi.get_stack()}.yaml "
-            "(the engine passes mappings with sorted keys); keep kns:profiles in that file"
-        )
+    stack = pulumi.get_stack()
     try:
-        return parse_config(raw, project_dir=project_dir, stack=pulumi.get_stack(), secret_keys=secret, planner=planner)
+        return parse_stack_config(raw, authored_config(project_dir, stack), project_dir=project_dir, stack=stack,
+                                  secret_keys=secret, planner=planner)
     except ConfigError as exc:
         raise pulumi.RunError(str(exc)) from None

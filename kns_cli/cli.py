@@ -1,0 +1,170 @@
+"""The `kns` command line: validate, explain, timeline (all offline).
+
+Exit status: 0 when the config is valid and the command did its job; 1 when the config
+is invalid (the program's own problem lines, as its RunError shows them, on stderr); 2
+for a usage error (unknown option, stack file or entry).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Optional, Sequence
+
+from config.errors import ConfigError
+
+from . import explain as explain_module
+from . import timeline as timeline_module
+from .stack import ROOT, UsageError, load_stack
+
+MAX_HOURS = 24 * 62
+
+
+def _instant(text: str) -> datetime:
+    """ISO 8601; without an offset it is UTC."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f'"{text}" is not an ISO 8601 time (for example 2026-03-01T00:00Z or 2026-03-01T09:30+01:00)'
+        ) from None
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
+
+
+def _hours(text: str) -> float:
+    try:
+        hours = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'"{text}" is not a number of hours') from None
+    if not 0 < hours <= MAX_HOURS:
+        raise argparse.ArgumentTypeError(f"{text} is outside 0 (excluded) to {MAX_HOURS} hours")
+    return hours
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--stack", default="dev", metavar="NAME",
+                        help="the stack whose Pulumi.<NAME>.yaml to read (default: dev)")
+    common.add_argument("--project-dir", type=Path, default=ROOT, metavar="DIR",
+                        help=f"the Pulumi project directory (default: {ROOT})")
+    parser = argparse.ArgumentParser(
+        prog="kns",
+        description="Offline commands over the kns-platform stack config: no Pulumi engine, no cluster, "
+                    "no passphrase. They run the program's own checks and planner.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    validate = commands.add_parser(
+        "validate", parents=[common], help="run every check the program runs before registering resources",
+        description="Read Pulumi.<stack>.yaml and its job files and run every check the program runs before "
+                    "it registers a resource, planning included. Exit 0 when valid, 1 with the program's "
+                    "problem lines when not.")
+    validate.set_defaults(run=run_validate)
+
+    explain = commands.add_parser(
+        "explain", parents=[common], help="what each entry becomes (namespace, placement, resources, runs)",
+        description="For each entry (all, or those named): namespace, pool, scheduler, profile rules, "
+                    "requests and limits per container, pod totals, LimitRange, quota, tolerations, node "
+                    "selector, Pod Security level, images, and for schedules the cron, time zone, warm-up, "
+                    "primer schedules and next runs.")
+    explain.add_argument("entries", nargs="*", metavar="ENTRY", help="entry names (default: every entry)")
+    explain.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    explain.add_argument("--now", type=_instant, metavar="ISO-8601",
+                         help="list the runs after this time (default: now); no offset means UTC")
+    explain.set_defaults(run=run_explain)
+
+    timeline = commands.add_parser(
+        "timeline", parents=[common], help="an SVG of every schedule's runs and warm-up windows",
+        description="Write an SVG with one row per schedule: each run in the window as a marker, its "
+                    "warm-up (primer to start) as a shaded bar, on a UTC time axis.")
+    timeline.add_argument("--hours", type=_hours, default=24.0, help="window length in hours (default: 24)")
+    timeline.add_argument("--start", type=_instant, metavar="ISO-8601",
+                          help="window start (default: the current hour, UTC); no offset means UTC")
+    timeline.add_argument("--output", type=Path, metavar="FILE",
+                          help="where to write the SVG (default: <project dir>/build/timeline-<stack>.svg)")
+    timeline.set_defaults(run=run_timeline)
+    return parser
+
+
+def plural(count: int, noun: str, many: Optional[str] = None) -> str:
+    return f"{count} {noun if count == 1 else many or noun + 's'}"
+
+
+def _summary(cfg, plans) -> str:
+    primed = sum(1 for plan in plans if plan.primers is not None)
+    objects = sum(len(plan.objects) for plan in plans)
+    return (
+        f"kns validate: stack {cfg.stack} is valid: {plural(len(plans), 'entry', 'entries')} "
+        f"({plural(len(cfg.jobs), 'job')}, {plural(len(cfg.schedules), 'schedule')}, {primed} prescaled), "
+        f"{plural(len(cfg.node_pools), 'node pool')}, {objects} Jobs and CronJobs planned"
+    )
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    cfg, plans = load_stack(args.project_dir, args.stack)
+    print(_summary(cfg, plans))
+    return 0
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    cfg, plans = load_stack(args.project_dir, args.stack)
+    unknown = explain_module.unknown_names(plans, args.entries)
+    if unknown:
+        known = [plan.entry.name for plan in plans]
+        lines = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            lines.append(f'no entry named "{name}"' + (f'; did you mean "{close[0]}"?' if close else ""))
+        raise UsageError("; ".join(lines) + f" (entries of stack {cfg.stack}: {', '.join(known) or 'none'})")
+    now = args.now or datetime.now(timezone.utc)
+    document = explain_module.explain(cfg, plans, args.entries, now)
+    if args.format == "json":
+        print(json.dumps(document, indent=2))
+    else:
+        sys.stdout.write(explain_module.render_text(document))
+    return 0
+
+
+def _shown(path: Path) -> str:
+    absolute = Path(os.path.abspath(path))
+    try:
+        return str(absolute.relative_to(Path.cwd()))
+    except ValueError:
+        return str(absolute)
+
+
+def run_timeline(args: argparse.Namespace) -> int:
+    cfg, plans = load_stack(args.project_dir, args.stack)
+    start = (args.start or timeline_module.default_start()).astimezone(timezone.utc)
+    output = args.output or Path(args.project_dir) / "build" / f"timeline-{args.stack}.svg"
+    svg = timeline_module.render(cfg, plans, start, args.hours)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(svg, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+    schedules = sum(1 for plan in plans if plan.is_schedule)
+    print(f"kns timeline: wrote {_shown(output)} (stack {cfg.stack}, {plural(schedules, 'schedule')}, "
+          f"{timeline_module.utc_label(start)} + {timeline_module.number(args.hours)} h)")
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return args.run(args)
+    except UsageError as exc:
+        print(f"kns {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1

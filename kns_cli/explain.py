@@ -1,0 +1,196 @@
+"""`kns explain`: what each entry becomes, read off the program's plan objects.
+
+Every fact comes from the `WorkloadPlan` the program builds (`plan_workload`) and the
+manifests in it; nothing is derived differently here. Per-container requests and limits
+are those of the pod as finally built (profiles, ratios and `jsonOverrides` applied),
+normalised by `resolve.pod_spec_containers`, and the pod totals are what one pod counts
+against the quota (`resolve.pod_usage`, as the planner's own accounting computes them).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Iterable, Optional
+
+from components import wait
+from components.manifests import WorkloadPlan, _pod_spec_of
+from config import resolve
+from config.loader import PlatformConfig
+
+from . import runs as runs_module
+
+NEXT_RUNS = 3
+
+
+def pod_spec(plan: WorkloadPlan) -> Optional[dict[str, Any]]:
+    """The pod spec of the entry's Job or (first) CronJob; None for `type: namespace`."""
+    if not plan.objects:
+        return None
+    return _pod_spec_of(next(iter(plan.objects.values())))
+
+
+def entry_facts(cfg: PlatformConfig, plan: WorkloadPlan, now: Optional[datetime] = None) -> dict[str, Any]:
+    """Everything `explain` shows about one entry, JSON-ready."""
+    entry = plan.entry
+    _, rules, _ = resolve.resolve_profile_sources(cfg.profiles, entry.user, entry.groups)
+    pod = pod_spec(plan)
+    containers: list[dict[str, Any]] = []
+    totals = None
+    images: list[str] = []
+    if pod is not None:
+        normal, normal_init = resolve.pod_spec_containers(pod)
+        for raw, amounts, init in [*((c, a, True) for c, a in zip(pod.get("initContainers") or [], normal_init)),
+                                   *((c, a, False) for c, a in zip(pod.get("containers") or [], normal))]:
+            containers.append({
+                "name": raw.get("name"),
+                "init": init,
+                "wait": init and raw.get("name") == wait.NAME,
+                "image": raw.get("image"),
+                "requests": amounts["requests"],
+                "limits": amounts["limits"],
+            })
+            if raw.get("image") and raw.get("image") not in images and not (init and raw.get("name") == wait.NAME):
+                images.append(raw["image"])
+        totals = resolve.pod_usage(normal, normal_init, plan.limit_range)
+    facts: dict[str, Any] = {
+        "name": entry.name,
+        "kind": "schedule" if plan.is_schedule else "job",
+        "type": entry.type,
+        "configPath": cfg.paths.get(entry.name),
+        "user": entry.user,
+        "groups": list(entry.groups),
+        "namespace": plan.namespace,
+        "objects": [f"{m['kind']}/{name}" for name, m in plan.objects.items()],
+        "nodePool": plan.pool.name if plan.pool else None,
+        "schedulerName": (pod or {}).get("schedulerName", plan.scheduler_name),
+        "profileRules": list(rules),
+        "podSecurity": plan.pod_security,
+        "images": images,
+        "containers": containers,
+        "podTotals": totals,
+        "limitRange": plan.limit_range,
+        "quota": plan.quota,
+        "tolerations": list((pod or {}).get("tolerations") or []),
+        "nodeSelector": dict((pod or {}).get("nodeSelector") or {}),
+    }
+    if plan.is_schedule:
+        schedule = entry
+        facts["schedule"] = {
+            "cron": schedule.schedule,
+            "timeZone": schedule.time_zone,
+            "warmUpMinutes": plan.primers.lead if plan.primers else None,
+            "primerSchedules": list(plan.primers.schedules) if plan.primers else [],
+            "nextRuns": [
+                {"start": run.start.isoformat(), "primer": run.primer.isoformat() if run.primer else None}
+                for run in runs_module.next_runs(plan, NEXT_RUNS, now)
+            ],
+        }
+    return facts
+
+
+def select(plans: list[WorkloadPlan], names: Iterable[str]) -> list[WorkloadPlan]:
+    """The plans of the named entries in the order asked (all of them when none is named)."""
+    names = list(names)
+    if not names:
+        return list(plans)
+    by_name = {plan.entry.name: plan for plan in plans}
+    return [by_name[name] for name in dict.fromkeys(names)]
+
+
+def unknown_names(plans: list[WorkloadPlan], names: Iterable[str]) -> list[str]:
+    known = {plan.entry.name for plan in plans}
+    return [name for name in names if name not in known]
+
+
+def explain(cfg: PlatformConfig, plans: list[WorkloadPlan], names: Iterable[str] = (),
+            now: Optional[datetime] = None) -> dict[str, Any]:
+    """The JSON document of `kns explain --format json`."""
+    return {
+        "stack": cfg.stack,
+        "now": now.isoformat() if now else None,
+        "entries": [entry_facts(cfg, plan, now) for plan in select(plans, names)],
+    }
+
+
+# ---- text -------------------------------------------------------------------------------
+
+
+def _amounts(values: Optional[dict[str, str]]) -> str:
+    return " ".join(f"{k}={v}" for k, v in (values or {}).items()) or "-"
+
+
+def _toleration(item: dict[str, Any]) -> str:
+    key = item.get("key", "*")
+    if item.get("operator") == "Exists":
+        text = f"{key} (exists)"
+    else:
+        text = f"{key}={item.get('value', '')}"
+    if item.get("effect"):
+        text += f":{item['effect']}"
+    if item.get("tolerationSeconds") is not None:
+        text += f" for {item['tolerationSeconds']}s"
+    return text
+
+
+def _table(rows: list[list[str]], indent: str = "    ") -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [indent + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+
+
+def render_entry(facts: dict[str, Any]) -> list[str]:
+    lines = [f"{facts['name']}  ({facts['kind']}{', type namespace' if facts['type'] == 'namespace' else ''}; "
+             f"{facts['configPath']})"]
+    owner = facts["user"] or "-"
+    if facts["groups"]:
+        owner += f" (groups: {', '.join(facts['groups'])})"
+    field_rows = [
+        ["namespace", facts["namespace"]],
+        ["objects", ", ".join(facts["objects"]) or "- (no workload: type namespace)"],
+        ["user", owner],
+        ["node pool", facts["nodePool"] or "- (any node)"],
+        ["scheduler", facts["schedulerName"] or "- (default-scheduler)"],
+        ["profile rules", ", ".join(facts["profileRules"]) or "- (no rule matches)"],
+        ["Pod Security", facts["podSecurity"]],
+        ["images", ", ".join(facts["images"] + [f"{c['image']} (warm-up wait)" for c in facts["containers"]
+                                                 if c["wait"]]) or "-"],
+        ["tolerations", ", ".join(_toleration(t) for t in facts["tolerations"]) or "-"],
+        ["node selector", _amounts(facts["nodeSelector"])],
+    ]
+    lines += _table([[k + ":", v] for k, v in field_rows], "  ")
+    if facts["containers"]:
+        lines.append("  containers (after profiles and overrides):")
+        rows = [["container", "requests", "limits"]]
+        for c in facts["containers"]:
+            label = c["name"] + (" (init, warm-up wait)" if c["wait"] else " (init)" if c["init"] else "")
+            rows.append([label, _amounts(c["requests"]), _amounts(c["limits"])])
+        totals = facts["podTotals"] or {}
+        rows.append(["pod total (quota)", _amounts(totals.get("requests")), _amounts(totals.get("limits"))])
+        lines += _table(rows)
+    limit_range = facts["limitRange"]
+    lines.append("  LimitRange kns-defaults (per container):")
+    lines += _table([[k, _amounts(limit_range.get(k))] for k in ("default", "defaultRequest", "max", "min")
+                     if k in limit_range])
+    lines.append("  ResourceQuota kns-quota:")
+    quota = facts["quota"]
+    sides = {side: {k.partition(".")[2]: v for k, v in quota.items() if k.startswith(side + ".")}
+             for side in ("requests", "limits")}
+    other = {k: v for k, v in quota.items() if not k.startswith(("requests.", "limits."))}
+    lines += _table([[k, v] for k, v in other.items()] + [[side, _amounts(values)] for side, values in sides.items() if values])
+    schedule = facts.get("schedule")
+    if schedule:
+        warm = (f"{schedule['warmUpMinutes']} min; primer {', '.join(schedule['primerSchedules'])}"
+                if schedule["warmUpMinutes"] is not None else "- (starts when the CronJob fires)")
+        lines += _table([["schedule:", f"{schedule['cron']}  ({schedule['timeZone']})"], ["warm-up:", warm]], "  ")
+        lines.append("  next runs:")
+        rows = [["start", "warm-up start (primer)"]]
+        rows += [[run["start"], run["primer"] or "-"] for run in schedule["nextRuns"]]
+        lines += _table(rows)
+    return lines
+
+
+def render_text(document: dict[str, Any]) -> str:
+    blocks = ["\n".join(render_entry(facts)) for facts in document["entries"]]
+    head = f"stack {document['stack']}: {len(document['entries'])} entr{'y' if len(document['entries']) == 1 else 'ies'}"
+    if document["now"]:
+        head += f"; next runs after {document['now']}"
+    return "\n\n".join([head, *blocks]) + "\n"

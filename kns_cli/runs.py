@@ -1,0 +1,69 @@
+"""When a schedule runs and when its warm-up starts, from the program's own functions.
+
+Run times come from `config.cron.next_runs` (what the stack output `nextRuns` shows);
+warm-up starts come from the primer schedules the program derived
+(`config.prescale.derive`, kept in the plan as `plan.primers`), evaluated with the same
+`next_runs`: the primer of a run is the primer CronJob's fire at the run's wall-clock time
+minus the lead, which the derivation proves exists for every run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Optional
+from zoneinfo import ZoneInfo
+
+from components.manifests import WorkloadPlan
+from config import cron
+from config.models import Schedule
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a schedule: its start and its primer (warm-up start), aware datetimes in
+    the schedule's zone; `primer` is None for a schedule without warm-up."""
+
+    start: datetime
+    primer: Optional[datetime]
+
+
+def _schedule(plan: WorkloadPlan) -> Schedule:
+    if not isinstance(plan.entry, Schedule):
+        raise TypeError(f"{plan.entry.name} is a job, not a schedule")
+    return plan.entry
+
+
+def primer_of(plan: WorkloadPlan, start: datetime) -> Optional[datetime]:
+    """The primer fire that warms the run starting at `start` (None without warm-up)."""
+    entry = _schedule(plan)
+    if plan.primers is None:
+        return None
+    zone = ZoneInfo(entry.time_zone)
+    wall = start.astimezone(zone).replace(tzinfo=None) - timedelta(minutes=plan.primers.lead)
+    # next_runs gives the fires strictly after its reference: one minute before the primer.
+    reference = (wall - timedelta(minutes=1)).replace(tzinfo=zone)
+    fires = [datetime.fromisoformat(cron.next_runs(p, entry.time_zone, 1, reference)[0])
+             for p in plan.primers.schedules]
+    return min(fires)
+
+
+def next_runs(plan: WorkloadPlan, count: int = 3, now: Optional[datetime] = None) -> list[Run]:
+    """The next `count` runs strictly after `now` (default: the current time), as the
+    stack output `nextRuns` lists them, each with its primer."""
+    entry = _schedule(plan)
+    starts = cron.next_runs(entry.schedule, entry.time_zone, count, now)
+    return [Run(s, primer_of(plan, s)) for s in map(datetime.fromisoformat, starts)]
+
+
+def runs_between(plan: WorkloadPlan, start: datetime, end: datetime) -> list[Run]:
+    """Every run starting in [start, end), each with its primer."""
+    entry = _schedule(plan)
+    reference = start - timedelta(seconds=1)  # next_runs is strictly after: keep a run at `start`
+    count = 16
+    while True:
+        starts = [datetime.fromisoformat(s) for s in cron.next_runs(entry.schedule, entry.time_zone, count, reference)]
+        if starts[-1] >= end:
+            break
+        count *= 2
+    return [Run(s, primer_of(plan, s)) for s in starts if s < end]

@@ -1,0 +1,143 @@
+"""Read a stack file offline and run the program's own checks and planner on it.
+
+The engine hands the program each `kns:` key as text (structured values as JSON with
+sorted keys) and tells it which keys are secret; `offline_config` produces the same from
+`Pulumi.<stack>.yaml`, then `load_stack` calls the very function the program's `load`
+calls (`config.loader.parse_stack_config`) with the program's planner
+(`components.manifests.planner_into`, as `prepare` does).
+
+Secure values (`{secure: v1:...}`) cannot be decrypted without the passphrase: each one
+becomes an opaque placeholder string and its key counts as secret, so the checks that
+need only their presence (a secret key is set, as a secret; a credential set and its file
+names exist) pass as they would in the program.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import yaml
+
+from components.manifests import WorkloadPlan, planner_into
+from config.loader import (
+    LIST_KEYS,
+    NAMESPACE,
+    OBJECT_KEYS,
+    PlatformConfig,
+    authored_config,
+    decode_value,
+    parse_stack_config,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET_PLACEHOLDER = "[secret]"
+
+
+class UsageError(Exception):
+    """A problem with how `kns` was called (exit status 2), not with the config."""
+
+
+def stack_files(project_dir: Path) -> list[str]:
+    """The stack files of a project: Pulumi.<stack>.yaml, sorted."""
+    return sorted(p.name for p in project_dir.glob("Pulumi.*.yaml") if p.is_file())
+
+
+def stack_path(project_dir: Path, stack: str) -> Path:
+    path = project_dir / f"Pulumi.{stack}.yaml"
+    if path.is_file():
+        return path
+    files = stack_files(project_dir)
+    names = [f[len("Pulumi."):-len(".yaml")] for f in files]
+    close = difflib.get_close_matches(stack, names, n=1, cutoff=0.6)
+    hint = f'; did you mean --stack {close[0]}?' if close else ""
+    listed = ", ".join(files) if files else "none"
+    raise UsageError(f"no stack file {path.name} in {project_dir} (stack files there: {listed}){hint}")
+
+
+def read_stack_file(project_dir: Path, stack: str) -> dict[str, Any]:
+    """The `config:` mapping of Pulumi.<stack>.yaml; a missing or unreadable file is a
+    usage error (the engine would not start either)."""
+    path = stack_path(project_dir, stack)
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise UsageError(f"{path.name}: cannot be read as YAML: {exc}".replace("\n", " ")) from None
+    if not isinstance(document, dict) or not isinstance(document.get("config") or {}, dict):
+        raise UsageError(f"{path.name}: must be a mapping with a config: mapping")
+    return document.get("config") or {}
+
+
+def _is_secure(value: Any) -> bool:
+    return isinstance(value, dict) and set(value) == {"secure"} and isinstance(value["secure"], str)
+
+
+def _unseal(value: Any) -> tuple[Any, bool]:
+    """`value` with every secure value replaced by the placeholder, and whether it had any
+    (the engine marks a key secret when any value inside it is)."""
+    if _is_secure(value):
+        return SECRET_PLACEHOLDER, True
+    if isinstance(value, dict):
+        pairs = {k: _unseal(v) for k, v in value.items()}
+        return {k: v for k, (v, _) in pairs.items()}, any(s for _, s in pairs.values())
+    if isinstance(value, list):
+        items = [_unseal(v) for v in value]
+        return [v for v, _ in items], any(s for _, s in items)
+    return value, False
+
+
+def _delivered(value: Any) -> Any:
+    """A stack file value as the engine hands it to the program: structured values as JSON
+    with sorted keys, scalars as their text."""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True, default=str)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    return str(value)
+
+
+def offline_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], frozenset[str]]:
+    """Every `kns:` key of a stack file's config, decoded as `read_pulumi_config` decodes
+    what the engine delivers, and the keys that are secret."""
+    raw: dict[str, Any] = {}
+    secret: set[str] = set()
+    for full_key in sorted(config):
+        namespace, _, key = str(full_key).partition(":")
+        if namespace != NAMESPACE:
+            continue
+        value = config[full_key]
+        if _is_secure(value) and key in OBJECT_KEYS + LIST_KEYS:
+            raise UsageError(
+                f"{full_key} is one encrypted value, which cannot be read without the passphrase; "
+                f"store each of its values as its own secret (`pulumi config set --secret --path "
+                f"'{full_key}.<path>' ...`) to check it offline"
+            )
+        plain, sealed = _unseal(value)
+        raw[key] = decode_value(key, _delivered(plain))
+        if sealed:
+            secret.add(key)
+    return raw, frozenset(secret)
+
+
+def load_stack(
+    project_dir: Path, stack: str, environ: Optional[Mapping[str, str]] = None
+) -> tuple[PlatformConfig, list[WorkloadPlan]]:
+    """What `prepare` returns for this stack, read offline. Raises `ConfigError` with the
+    program's problems (its `RunError` text is `str()` of it) or `UsageError`."""
+    project_dir = Path(project_dir).resolve()
+    raw, secret = offline_config(read_stack_file(project_dir, stack))
+    planned: list[WorkloadPlan] = []
+    cfg = parse_stack_config(
+        raw,
+        authored_config(project_dir, stack),
+        project_dir=project_dir,
+        stack=stack,
+        secret_keys=secret,
+        environ=environ,
+        planner=planner_into(planned),
+    )
+    return cfg, planned
