@@ -29,6 +29,11 @@ up: venv
 preview: venv
 	bash scripts/up.sh preview
 
+## make schema: the JSON Schemas of docs/schema, generated from config/models.py.
+.PHONY: schema
+schema: venv
+	$(PY) -m config.schema docs/schema
+
 ## make bench: the benchmarks of bench/ (tables on stdout, JSON in build/bench/).
 bench: venv system-deps
 	cd bench && ../$(PY) program_scaling.py
