@@ -108,6 +108,15 @@ def containers(spec: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]
             yield f"{field}[{index}] '{container.get('name', '?')}'", container
 
 
+def pod_containers(resources: Iterable[Resource]) -> Iterator[tuple[Resource, str, Mapping[str, Any]]]:
+    """(resource, container label, container) for every container of every pod-running object."""
+    for resource in resources:
+        spec = pod_spec(resource)
+        if spec is not None:
+            for where, container in containers(spec):
+                yield resource, where, container
+
+
 def image_repository(image: str) -> str:
     """The fully qualified repository of an image reference, without tag or digest:
     `busybox:1.37` -> `docker.io/library/busybox`, `ghcr.io/a/b:1` -> `ghcr.io/a/b`."""
@@ -139,15 +148,11 @@ def containers_have_limits(resources: Iterable[Resource], config: Mapping[str, A
     """Every container of every pod-running object sets a limit for each required resource."""
     required = list(config.get("requiredLimits") or DEFAULT_REQUIRED_LIMITS)
     found = []
-    for resource in resources:
-        spec = pod_spec(resource)
-        if spec is None:
-            continue
-        for where, container in containers(spec):
-            limits = _mapping(_mapping(container.get("resources")).get("limits"))
-            missing = [name for name in required if name not in limits]
-            if missing:
-                found.append(Violation(resource.urn, f"{resource.label}: {where} has no {' or '.join(missing)} limit"))
+    for resource, where, container in pod_containers(resources):
+        limits = _mapping(_mapping(container.get("resources")).get("limits"))
+        missing = [name for name in required if name not in limits]
+        if missing:
+            found.append(Violation(resource.urn, f"{resource.label}: {where} has no {' or '.join(missing)} limit"))
     return found
 
 
@@ -155,20 +160,16 @@ def allowed_registries(resources: Iterable[Resource], config: Mapping[str, Any])
     """Every image comes from a configured registry (or registry/path prefix)."""
     allowed = list(config.get("allowedRegistries") or DEFAULT_ALLOWED_REGISTRIES)
     found = []
-    for resource in resources:
-        spec = pod_spec(resource)
-        if spec is None:
-            continue
-        for where, container in containers(spec):
-            image = container.get("image")
-            if not isinstance(image, str) or not image:
-                found.append(Violation(resource.urn, f"{resource.label}: {where} names no image"))
-            elif not image_allowed(image, allowed):
-                found.append(Violation(
-                    resource.urn,
-                    f"{resource.label}: {where} image '{image}' ({image_repository(image)}) is not from an "
-                    f"allowed registry ({', '.join(allowed)})",
-                ))
+    for resource, where, container in pod_containers(resources):
+        image = container.get("image")
+        if not isinstance(image, str) or not image:
+            found.append(Violation(resource.urn, f"{resource.label}: {where} names no image"))
+        elif not image_allowed(image, allowed):
+            found.append(Violation(
+                resource.urn,
+                f"{resource.label}: {where} image '{image}' ({image_repository(image)}) is not from an "
+                f"allowed registry ({', '.join(allowed)})",
+            ))
     return found
 
 

@@ -20,12 +20,7 @@ export KNS_BUILD_NICE=${KNS_BUILD_NICE:-10}
 # shellcheck source=lib/gomod.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib/gomod.sh"
 
-script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo_root=$(cd "$script_dir/.." && pwd)
-versions_file=${KNS_VERSIONS_FILE:-$repo_root/versions.env}
-[[ -r $versions_file ]] || die "cannot read versions file $versions_file"
-# shellcheck source=../versions.env
-. "$versions_file"
+load_versions
 ACTIONLINT_VERSION=${KNS_ACTIONLINT_VERSION:-${ACTIONLINT_VERSION:-}}
 [[ $ACTIONLINT_VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
   die "ACTIONLINT_VERSION must be set (x.y.z) in $versions_file or KNS_ACTIONLINT_VERSION (got '$ACTIONLINT_VERSION')"

@@ -20,12 +20,7 @@ export KNS_BUILD_NICE=${KNS_BUILD_NICE:-10}
 # shellcheck source=lib/gomod.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib/gomod.sh"
 
-script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo_root=$(cd "$script_dir/.." && pwd)
-versions_file=${KNS_VERSIONS_FILE:-$repo_root/versions.env}
-[[ -r $versions_file ]] || die "cannot read versions file $versions_file"
-# shellcheck source=../versions.env
-. "$versions_file"
+load_versions
 KUBERNETES_VERSION=${KNS_KUBERNETES_VERSION:-${KUBERNETES_VERSION:-}}
 ETCD_VERSION=${KNS_ETCD_VERSION:-${ETCD_VERSION:-}}
 KWOK_VERSION=${KNS_KWOK_VERSION:-${KWOK_VERSION:-}}

@@ -337,12 +337,7 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 GO
 }
 
-script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo_root=$(cd "$script_dir/.." && pwd)
-versions_file=${KNS_VERSIONS_FILE:-$repo_root/versions.env}
-[[ -r $versions_file ]] || die "cannot read versions file $versions_file"
-# shellcheck source=../versions.env
-. "$versions_file"
+load_versions
 for var in PULUMI_VERSION PULUMI_COMMIT PULUMI_KUBERNETES_VERSION PULUMI_KUBERNETES_PROVIDER_PSEUDO; do
   [[ -n ${!var:-} ]] || die "$var is not set in $versions_file"
 done

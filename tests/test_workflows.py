@@ -585,3 +585,27 @@ def test_policy_violations_are_read_from_the_diff_log_and_placed_under_their_ent
     assert rows[0].startswith("| mandatory | `kns-platform/allowed-registries` | vcluster-smoke | `Job vcluster-smoke` |")
     assert rows[1].startswith("| mandatory | `kns-platform/cluster-admin-only-kns` | Platform |")
     assert ps.violations_from_log("Resources:\n    + 94 to create\n") == []
+
+
+# --- the shell scripts CI and users run ----------------------------------------------------
+
+SHELL_SCRIPTS = sorted([*ROOT.glob("scripts/*.sh"), ROOT / ".ci" / "run", ROOT / "kns"])
+
+
+def shellcheck(*paths: Path) -> subprocess.CompletedProcess:
+    assert shutil.which("shellcheck"), "shellcheck is missing: run `make system-deps`"
+    return subprocess.run(["shellcheck", "-x", "-P", "SCRIPTDIR", "-S", "warning", *map(str, paths)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_shell_scripts_pass_shellcheck():
+    assert len(SHELL_SCRIPTS) >= 10
+    done = shellcheck(*SHELL_SCRIPTS)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_shellcheck_fails_on_a_broken_script(tmp_path):
+    broken = tmp_path / "broken.sh"
+    broken.write_text('#!/usr/bin/env bash\nfor f in $(ls *.yaml); do rm $f; done\n')
+    done = shellcheck(broken)
+    assert done.returncode != 0 and "SC2045" in done.stdout

@@ -1,4 +1,4 @@
-# Shared by scripts/toolchain.sh and scripts/cluster-build.sh: building binaries from Go
+# Shared by scripts/toolchain.sh, scripts/cluster-build.sh and scripts/actionlint.sh: building binaries from Go
 # modules through throwaway wrapper modules (a module's replace directives only apply when
 # it is the main module, so `go install mod@version` refuses most of what we build).
 # Source it after setting KNS_SCRIPT (the log prefix) and `work` (a writable temp dir).
@@ -14,6 +14,16 @@ gomod_prepare() { # what-is-built repo-root
   trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
   export GO111MODULE=on GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0
   unset GOFLAGS
+}
+
+# Set repo_root and versions_file (KNS_VERSIONS_FILE overrides it) and source the pinned
+# versions; every build script starts here.
+load_versions() {
+  repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  versions_file=${KNS_VERSIONS_FILE:-$repo_root/versions.env}
+  [[ -r $versions_file ]] || die "cannot read versions file $versions_file"
+  # shellcheck source=../../versions.env
+  . "$versions_file"
 }
 
 log() { printf '%s: %s\n' "$KNS_SCRIPT" "$*" >&2; }
