@@ -277,7 +277,9 @@ def test_rbac_matrix(stack, cluster):
 
 def test_the_primer_job_is_named_for_the_minute_the_wait_expects(stack, cluster):
     now = datetime.now(timezone.utc)
-    start = (now + timedelta(minutes=2)).replace(second=0, microsecond=0)
+    # The primer minute must come after `pulumi up` has created the CronJob (the controller
+    # does not run a time that passed before the object existed): at least 2 minutes away.
+    start = (now + timedelta(minutes=3)).replace(second=0, microsecond=0)
     primer = start - timedelta(minutes=1)
 
     def add_schedule(config):
@@ -290,7 +292,9 @@ def test_the_primer_job_is_named_for_the_minute_the_wait_expects(stack, cluster)
     stack.pulumi("up", "--yes")
     cron = cluster.get("cronjob", "primed", "-n", "kns-primed")
     assert cron["spec"]["schedule"] == f"{primer.minute} {primer.hour} * * *"
-    jobs = cluster.wait(lambda: cluster.get("jobs", "-n", "kns-primed")["items"], 200, every=2,
+    assert datetime.now(timezone.utc) < primer, "pulumi up took longer than the margin before the primer minute"
+    jobs = cluster.wait(lambda: cluster.get("jobs", "-n", "kns-primed")["items"],
+                        (primer - datetime.now(timezone.utc)).total_seconds() + 120, every=2,
                         message="the CronJob controller created the primer Job")
     name = jobs[0]["metadata"]["name"]
     assert name == f"primed-{int(primer.timestamp()) // 60}"
