@@ -57,6 +57,16 @@ class WorkloadPlan:
     def is_schedule(self) -> bool:
         return isinstance(self.entry, Schedule)
 
+    @property
+    def pod_spec(self) -> Optional[dict[str, Any]]:
+        """The pod spec the entry runs, as finally built (its Job's, or its first CronJob's:
+        primer CronJobs share the template); None for `type: namespace`."""
+        if not self.objects:
+            return None
+        manifest = next(iter(self.objects.values()))
+        spec = manifest["spec"]
+        return (spec["jobTemplate"]["spec"] if manifest["kind"] == "CronJob" else spec)["template"]["spec"]
+
 
 CREDENTIALS_VOLUME = "kns-credentials"
 
@@ -129,17 +139,12 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
     return plan
 
 
-def _pod_spec_of(manifest: dict[str, Any]) -> dict[str, Any]:
-    spec = manifest["spec"]
-    return (spec["jobTemplate"]["spec"] if manifest["kind"] == "CronJob" else spec)["template"]["spec"]
-
-
 def _account(plan: WorkloadPlan, profile: Profile, source: dict[str, str], overridden: bool) -> None:
     """LimitRange and quota from the pod as finally built (overrides may add containers or
     change resources), and the profile's image and placement rules checked on it again
     when overrides could have changed them."""
     entry = plan.entry
-    final = _pod_spec_of(next(iter(plan.objects.values())))
+    final = plan.pod_spec
     try:
         containers, init_containers = resolve.pod_spec_containers(final)
     except resolve.PlacementError as exc:

@@ -9,9 +9,16 @@ from __future__ import annotations
 import difflib
 import types
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Iterable, Union, get_args, get_origin
+from typing import Annotated, Any, Iterable, Optional, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
+
+
+def closest(word: str, candidates: Iterable[str]) -> Optional[str]:
+    """The candidate `word` is most likely a misspelling of, if any is close enough: the
+    "did you mean" of every message that names an unknown key, entry or stack."""
+    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 @dataclass(frozen=True)
@@ -84,9 +91,9 @@ def describe(model: type[BaseModel], error: dict[str, Any]) -> str:
     if kind == "extra_forbidden":
         known = known_keys(model, error["loc"][:-1])
         unknown = str(error["loc"][-1])
-        close = difflib.get_close_matches(unknown, known, n=1, cutoff=0.6)
+        close = closest(unknown, known)
         if close:
-            return f'unknown key; did you mean "{close[0]}"?'
+            return f'unknown key; did you mean "{close}"?'
         return f"unknown key (known keys: {', '.join(sorted(known))})"
     if kind == "missing":
         return "is required"

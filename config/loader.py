@@ -12,7 +12,6 @@ import glob
 import json
 import os
 import re
-from difflib import get_close_matches
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
@@ -20,7 +19,7 @@ from typing import Any, Callable, Mapping, Optional
 import yaml
 
 from . import kubeconfig
-from .errors import ConfigError, Problem, Problems
+from .errors import ConfigError, Problem, Problems, closest
 from .models import (
     Cluster,
     Job,
@@ -93,8 +92,8 @@ def parse_config(
 
     for key in raw:
         if key not in KNOWN_KEYS:
-            close = get_close_matches(key, KNOWN_KEYS, n=1, cutoff=0.6)
-            hint = f'did you mean "kns:{close[0]}"?' if close else f"known keys: {', '.join('kns:' + k for k in KNOWN_KEYS)}"
+            close = closest(key, KNOWN_KEYS)
+            hint = f'did you mean "kns:{close}"?' if close else f"known keys: {', '.join('kns:' + k for k in KNOWN_KEYS)}"
             problems.add(f"{NAMESPACE}:{key}", f"unknown key; {hint}")
     for key in SECRET_KEYS:
         if raw.get(key) is not None and key not in secret_keys:
@@ -286,8 +285,8 @@ def _job_file_entries(raw: Mapping[str, Any], project_dir: Path, problems: Probl
             # Unknown keys are reported without hiding the problems of the file's entries.
             for key in content:
                 if key not in JobFile.model_fields:
-                    close = get_close_matches(str(key), list(JobFile.model_fields), n=1, cutoff=0.6)
-                    hint = f'did you mean "{close[0]}"?' if close else "a job file has jobs: and schedules:"
+                    close = closest(str(key), JobFile.model_fields)
+                    hint = f'did you mean "{close}"?' if close else "a job file has jobs: and schedules:"
                     problems.add(f"{rel}:{key}", f"unknown key; {hint}")
             for kind, model in (("jobs", Job), ("schedules", Schedule)):
                 items = content.get(kind) or []

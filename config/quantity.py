@@ -11,10 +11,10 @@ import re
 from decimal import Decimal, InvalidOperation
 from enum import Enum
 
-_QUANTITY = re.compile(
-    r"^(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
-    r"(?P<suffix>[eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$"
-)
+# The parts of a Kubernetes quantity, also used by the JSON Schema (config/schema.py).
+UNSIGNED_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+SUFFIX = r"(?:[eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)"
+_QUANTITY = re.compile(rf"^(?P<num>[+-]?{UNSIGNED_NUMBER})(?P<suffix>{SUFFIX})?$")
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {

@@ -42,7 +42,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 from pydantic_core import core_schema
 
-from . import loader, models, names
+from . import loader, models, names, quantity
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 JOB_FILE = "job-file.schema.json"
@@ -53,8 +53,8 @@ CREDENTIALS = "CredentialSets"
 # ---- patterns ---------------------------------------------------------------------------
 # ECMA-262 and Python `re` read these alike: anchored, ASCII classes, no named groups.
 
-_NUMBER = r"[+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
-_SUFFIX = r"(?:[eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?"
+_NUMBER = rf"[+]?{quantity.UNSIGNED_NUMBER}"
+_SUFFIX = rf"{quantity.SUFFIX}?"
 # A non-negative Kubernetes quantity (config.quantity.parse; strings are stripped).
 QUANTITY = rf"^\s*{_NUMBER}{_SUFFIX}\s*$"
 # The same, greater than zero: some digit of the number part is not 0.

@@ -8,7 +8,6 @@ for a usage error (unknown option, stack file or entry).
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import os
 import sys
@@ -16,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional, Sequence
 
-from config.errors import ConfigError
+from config.errors import ConfigError, closest
 
 from . import explain as explain_module
 from . import timeline as timeline_module
@@ -118,8 +117,8 @@ def run_explain(args: argparse.Namespace) -> int:
         known = [plan.entry.name for plan in plans]
         lines = []
         for name in unknown:
-            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-            lines.append(f'no entry named "{name}"' + (f'; did you mean "{close[0]}"?' if close else ""))
+            close = closest(name, known)
+            lines.append(f'no entry named "{name}"' + (f'; did you mean "{close}"?' if close else ""))
         raise UsageError("; ".join(lines) + f" (entries of stack {cfg.stack}: {', '.join(known) or 'none'})")
     now = args.now or datetime.now(timezone.utc)
     document = explain_module.explain(cfg, plans, args.entries, now)

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Iterable, Optional
 
 from components import wait
-from components.manifests import WorkloadPlan, _pod_spec_of
+from components.manifests import WorkloadPlan
 from config import resolve
 from config.loader import PlatformConfig
 
@@ -22,18 +22,11 @@ from . import runs as runs_module
 NEXT_RUNS = 3
 
 
-def pod_spec(plan: WorkloadPlan) -> Optional[dict[str, Any]]:
-    """The pod spec of the entry's Job or (first) CronJob; None for `type: namespace`."""
-    if not plan.objects:
-        return None
-    return _pod_spec_of(next(iter(plan.objects.values())))
-
-
 def entry_facts(cfg: PlatformConfig, plan: WorkloadPlan, now: Optional[datetime] = None) -> dict[str, Any]:
     """Everything `explain` shows about one entry, JSON-ready."""
     entry = plan.entry
     _, rules, _ = resolve.resolve_profile_sources(cfg.profiles, entry.user, entry.groups)
-    pod = pod_spec(plan)
+    pod = plan.pod_spec
     containers: list[dict[str, Any]] = []
     totals = None
     images: list[str] = []

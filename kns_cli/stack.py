@@ -14,7 +14,6 @@ names exist) pass as they would in the program.
 
 from __future__ import annotations
 
-import difflib
 import json
 from pathlib import Path
 from typing import Any, Mapping, Optional
@@ -22,6 +21,7 @@ from typing import Any, Mapping, Optional
 import yaml
 
 from components.manifests import WorkloadPlan, planner_into
+from config.errors import closest
 from config.loader import (
     LIST_KEYS,
     NAMESPACE,
@@ -51,8 +51,8 @@ def stack_path(project_dir: Path, stack: str) -> Path:
         return path
     files = stack_files(project_dir)
     names = [f[len("Pulumi."):-len(".yaml")] for f in files]
-    close = difflib.get_close_matches(stack, names, n=1, cutoff=0.6)
-    hint = f'; did you mean --stack {close[0]}?' if close else ""
+    close = closest(stack, names)
+    hint = f'; did you mean --stack {close}?' if close else ""
     listed = ", ".join(files) if files else "none"
     raise UsageError(f"no stack file {path.name} in {project_dir} (stack files there: {listed}){hint}")
 

@@ -84,7 +84,8 @@ def render(cfg: PlatformConfig, plans: list[WorkloadPlan], start: datetime, hour
     end = start + timedelta(hours=hours)
     scale = Scale(start, end)
     table = rows(plans, start, end)
-    height = ROWS_TOP + max(len(table), 1) * ROW_HEIGHT + 64
+    rows_bottom = ROWS_TOP + max(len(table), 1) * ROW_HEIGHT
+    height = rows_bottom + 64
     out: list[str] = [
         '<?xml version="1.0" encoding="UTF-8"?>',
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
@@ -98,7 +99,7 @@ def render(cfg: PlatformConfig, plans: list[WorkloadPlan], start: datetime, hour
         '<text x="16" y="64" fill="#555555">A marker is a run start (its local time beside it when there is '
         'room); a shaded bar is its warm-up, from the primer to the start.</text>',
     ]
-    out += _axis(scale, start, end, hours, ROWS_TOP + max(len(table), 1) * ROW_HEIGHT)
+    out += _axis(scale, start, end, hours, rows_bottom)
     if not table:
         out.append(f'<text x="{PLOT_LEFT + 8}" y="{ROWS_TOP + 28}" fill="#555555">'
                    f"no schedule entries in stack {escape(cfg.stack)}</text>")

@@ -25,7 +25,6 @@ ACTIONLINT_VERSION=${KNS_ACTIONLINT_VERSION:-${ACTIONLINT_VERSION:-}}
 [[ $ACTIONLINT_VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
   die "ACTIONLINT_VERSION must be set (x.y.z) in $versions_file or KNS_ACTIONLINT_VERSION (got '$ACTIONLINT_VERSION')"
 
-tools_root=${KNS_TOOLS_DIR:-$HOME/.cache/kns-platform/tools}
 bin_dir=$tools_root/actionlint-$ACTIONLINT_VERSION/bin
 
 ACTIONLINT_MOD=github.com/rhysd/actionlint

@@ -32,7 +32,6 @@ k8s_minor=${KUBERNETES_VERSION#*.}
 k8s_minor=${k8s_minor%%.*}
 staging_version=v0.${KUBERNETES_VERSION#*.} # k8s.io/<staging> modules: v0.<minor>.<patch>
 
-tools_root=${KNS_TOOLS_DIR:-$HOME/.cache/kns-platform/tools}
 key_dir=$tools_root/k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION
 bin_dir=$key_dir/bin
 stages_file=$key_dir/share/kwok-stages.yaml

@@ -129,6 +129,11 @@ def _parents(steps: Iterable[dict[str, Any]]) -> dict[str, str]:
     return parents
 
 
+def _ownership(steps: list[dict[str, Any]]) -> tuple[dict[str, str], list[str]]:
+    """What `entry_of` needs from the steps: their parent URNs, and the entry components."""
+    return _parents(steps), [s["urn"] for s in steps if parse_urn(s["urn"]).type in ENTRY_TYPES]
+
+
 def entry_of(urn: str, parents: dict[str, str], entry_urns: Iterable[str] = ()) -> Optional[tuple[str, str]]:
     """(entry name, entry type) of the entry component on `urn`'s parent chain, or None.
 
@@ -185,8 +190,7 @@ def group_steps(steps: list[dict[str, Any]]) -> tuple[dict[str, Section], Sectio
 
     The halves of a replacement (create-replacement, delete-replaced) are folded into one
     `replace` change per resource."""
-    parents = _parents(steps)
-    entry_urns = [s["urn"] for s in steps if parse_urn(s["urn"]).type in ENTRY_TYPES]
+    parents, entry_urns = _ownership(steps)
     entries: dict[str, Section] = {}
     platform = Section(PLATFORM)
     replaced: set[str] = set()
@@ -270,13 +274,14 @@ def violations_from_log(text: str) -> list[dict[str, str]]:
 
 def place_violations(violations: list[dict[str, str]], steps: list[dict[str, Any]]) -> None:
     """Set each violation's `entry` from the step of the resource it names (type and name)."""
-    parents = _parents(steps)
-    entry_urns = [s["urn"] for s in steps if parse_urn(s["urn"]).type in ENTRY_TYPES]
+    parents, entry_urns = _ownership(steps)
+    by_resource: dict[tuple[str, str], str] = {}  # the first step of each (type, name)
+    for step in steps:
+        parsed = parse_urn(step["urn"])
+        by_resource.setdefault((parsed.type, parsed.name), step["urn"])
     for violation in violations:
-        urn = violation.get("resourceUrn") or violation.get("urn") or next(
-            (s["urn"] for s in steps
-             if parse_urn(s["urn"]).name == violation.get("resourceName")
-             and parse_urn(s["urn"]).type == violation.get("resourceType")), "")
+        urn = (violation.get("resourceUrn") or violation.get("urn")
+               or by_resource.get((violation.get("resourceType"), violation.get("resourceName")), ""))
         owner = entry_of(urn, parents, entry_urns) if urn.startswith("urn:pulumi:") else None
         violation["entry"] = owner[0] if owner else PLATFORM
         if urn and not violation.get("resourceName"):

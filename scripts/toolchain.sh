@@ -358,7 +358,6 @@ CLI_LDFLAGS="-X $SDK_MOD/go/common/version.Version=v$PULUMI_VERSION"
 K8S_LDFLAGS="-X $K8S_MOD/pkg/version.Version=$PULUMI_KUBERNETES_VERSION"
 GO_TAGS=osusergo,grpcnotrace
 
-tools_root=${KNS_TOOLS_DIR:-$HOME/.cache/kns-platform/tools}
 key_dir=$tools_root/pulumi-$PULUMI_VERSION-k8s-$PULUMI_KUBERNETES_VERSION
 bin_dir=$key_dir/bin
 provider_cache=$key_dir/provider/pulumi-resource-kubernetes

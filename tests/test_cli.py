@@ -216,7 +216,7 @@ def test_explain_facts_are_the_plan_objects():
     document = explain.explain(cfg, plans, (), NOW)
     assert [f["name"] for f in document["entries"]] == [p.entry.name for p in plans]
     for facts, plan in zip(document["entries"], plans):
-        pod = explain.pod_spec(plan)
+        pod = plan.pod_spec
         assert facts["namespace"] == plan.namespace
         assert facts["nodePool"] == (plan.pool.name if plan.pool else None)
         assert facts["schedulerName"] == plan.scheduler_name

@@ -16,10 +16,12 @@ gomod_prepare() { # what-is-built repo-root
   unset GOFLAGS
 }
 
-# Set repo_root and versions_file (KNS_VERSIONS_FILE overrides it) and source the pinned
-# versions; every build script starts here.
+# Set repo_root, versions_file (KNS_VERSIONS_FILE overrides it) and tools_root (the cache
+# of built tools, KNS_TOOLS_DIR overrides it) and source the pinned versions; every build
+# script starts here.
 load_versions() {
   repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  tools_root=${KNS_TOOLS_DIR:-$HOME/.cache/kns-platform/tools}
   versions_file=${KNS_VERSIONS_FILE:-$repo_root/versions.env}
   [[ -r $versions_file ]] || die "cannot read versions file $versions_file"
   # shellcheck source=../../versions.env
