@@ -1,25 +1,47 @@
-"""kns-platform: the composition root. Validate everything, then build.
+"""kns-platform: the composition root. Read, check and plan everything, then build.
 
-Config is read and checked once, and every entry is planned, before the first resource
-is registered: bad input stops the run with one message and nothing is applied.
+Config is read and checked once (config/), and every entry is planned (plan/), before the
+first resource is registered (components/): bad input stops the run with one message
+listing every problem, and nothing is applied. See docs/architecture.md.
 """
 
 from pathlib import Path
+from typing import Any
 
 import pulumi
+from pulumi.runtime import config as runtime_config
 
 from components.cluster import KnsCluster, KnsClusterArgs
 from components.kns_scheduler import KnsScheduler, KnsSchedulerArgs
-from components.manifests import prepare
 from components.nodepool import NodePool, NodePoolArgs
-from components.outputs import stack_outputs
 from components.packing_scheduler import PackingScheduler, PackingSchedulerArgs
 from components.system import SystemNamespace, SystemNamespaceArgs
 from components.workload import KnsWorkload, KnsWorkloadArgs
+from config import source
+from config.errors import ConfigError
+from config.loader import check_stack_config
+from plan.outputs import stack_outputs
+from plan.planner import plan_checked
 
 PROJECT_DIR = Path(__file__).resolve().parent
 
-cfg, plans = prepare(PROJECT_DIR)
+
+def engine_config() -> tuple[dict[str, Any], set[str]]:
+    """Every config value the engine delivered (full keys, as text) and the secret keys."""
+    keys = set(runtime_config.CONFIG.get()) | set(runtime_config.get_config_env())
+    secret = {k for k in keys if runtime_config.is_config_secret(k)} | set(runtime_config.get_config_secret_keys_env())
+    return {key: runtime_config.get_config(key) for key in keys}, secret
+
+
+stack = pulumi.get_stack()
+raw, secret_keys = source.kns_config(*engine_config())
+try:
+    checked = check_stack_config(raw, source.authored_config(PROJECT_DIR, stack), project_dir=PROJECT_DIR,
+                                 stack=stack, secret_keys=secret_keys)
+    plans = plan_checked(checked)
+except ConfigError as exc:
+    raise pulumi.RunError(str(exc)) from None
+cfg = checked.config
 
 cluster = KnsCluster(cfg.cluster.name, KnsClusterArgs(cfg.cluster, PROJECT_DIR))
 on_cluster = pulumi.ResourceOptions(providers=[cluster.provider])

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 from common import table, write
-from components.scheduler_specs import scheduler_configuration_yaml
 from config.models import PackingScheduler
+from plan.schedulers import scheduler_configuration_yaml
 from tests.test_e2e import Cluster, node_manifest, script
 
 SCENARIOS = {

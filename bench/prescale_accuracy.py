@@ -14,7 +14,7 @@ import sys
 import time
 
 from common import table, write
-from components import wait
+from plan import wait
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 30
 SHELL = ["busybox", "sh", "-c"] if subprocess.run(["which", "busybox"], capture_output=True).returncode == 0 else ["sh", "-c"]

@@ -1,5 +1,2 @@
-"""ComponentResources of kns-platform, one concept per module.
-
-Nothing is imported here so that pure modules (`components.manifests`) load without
-the Pulumi runtime.
-"""
+"""ComponentResources of kns-platform, one per module: they turn plans (plan/) into
+Pulumi resources and hold no planning of their own. See docs/architecture.md."""

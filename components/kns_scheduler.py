@@ -1,4 +1,4 @@
-"""KnsScheduler: the JARVICE KNS downstream scheduler (reference 000).
+"""KnsScheduler: the JARVICE KNS downstream scheduler (docs/schedulers.md).
 
 The KNS needs cluster-admin, which is why this program targets a dedicated cluster; its
 ClusterRoleBinding is the only cluster-admin binding the program ever makes. The Keycloak
@@ -15,8 +15,7 @@ import pulumi_kubernetes as k8s
 
 from config import names
 from config.models import KnsScheduler as KnsSchedulerModel, NodePool
-
-from . import scheduler_specs as specs
+from plan import schedulers as specs
 
 TYPE = "kns:scheduling:KnsScheduler"
 

@@ -13,7 +13,8 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
-from .manifests import WorkloadPlan, credential_secret_name, namespace_labels
+from plan.manifests import namespace_labels
+from plan.model import WorkloadPlan, credential_secret_name
 
 TYPE = "kns:workload:JobNamespace"
 LIMIT_RANGE = "kns-defaults"

@@ -1,7 +1,7 @@
 """PackingScheduler: a second kube-scheduler that packs pods onto the fewest nodes.
 
 The default scheduler spreads small pods over every node, so large multi-core and GPU pods
-find no room (reference 003). Workloads use this scheduler unless they name another one.
+find no room (docs/schedulers.md). Workloads use this scheduler unless they name another one.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import pulumi_kubernetes as k8s
 
 from config import names
 from config.models import NodePool, PackingScheduler as PackingSchedulerModel
-
-from . import scheduler_specs as specs
+from plan import schedulers as specs
 
 TYPE = "kns:scheduling:PackingScheduler"
 

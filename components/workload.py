@@ -8,7 +8,8 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
-from .manifests import WorkloadPlan
+from plan.model import WorkloadPlan
+
 from .namespace import JobNamespace, JobNamespaceArgs
 
 JOB_TYPE = "kns:workload:Job"

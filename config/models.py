@@ -2,6 +2,7 @@
 
 Models check what one object can check alone (syntax, ranges, exclusive fields);
 cross-entry rules (unique names, pool references, GPU pools) live in `config.checks`.
+Messages an editor shows too come from `config.rules`.
 Keys are camelCase on the wire; unknown keys are rejected (the loader suggests the
 nearest known key).
 """
@@ -22,7 +23,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from . import cron, names
+from . import cron, names, rules
 from .quantity import MIB, Kind, QuantityError, kind_for_resource, normalise, parse
 
 
@@ -163,11 +164,11 @@ class NodePool(Model):
     @model_validator(mode="after")
     def _role(self) -> "NodePool":
         if self.role == "gpu" and self.gpu is None:
-            raise ValueError('role "gpu" needs gpu: {vendor: nvidia|amd, perNode: N}')
+            raise ValueError(rules.GPU_POOL_NEEDS_GPU.message)
         if self.role != "gpu" and self.gpu is not None:
-            raise ValueError(f'gpu is only for role "gpu" (this pool has role "{self.role}")')
+            raise ValueError(f'{rules.GPU_ONLY_ON_GPU_POOLS.message} (this pool has role "{self.role}")')
         if self.vcluster and self.role != "gpu":
-            raise ValueError('vcluster: true is only for role "gpu" (role "vcluster" implies it)')
+            raise ValueError(rules.VCLUSTER_ONLY_ON_GPU_POOLS.message)
         for node in self.nodes:
             if names.dns1123_label_problem(node.split(".")[0]) or len(node) > 253:
                 raise ValueError(f'node name "{node}" is not a valid Kubernetes node name')
@@ -234,9 +235,9 @@ class KnsScheduler(Model):
     def _image(self) -> "KnsScheduler":
         problems = []
         if self.enabled and not self.image:
-            problems.append("enabled: true needs image (the JARVICE KNS scheduler image)")
+            problems.append(rules.KNS_NEEDS_IMAGE.message)
         if self.ingress and not self.jobs_domain:
-            problems.append("ingress: true needs jobsDomain (the host the Ingress serves)")
+            problems.append(rules.INGRESS_NEEDS_DOMAIN.message)
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -257,7 +258,7 @@ class GpuCounts(Model):
 class JsonOverride(Model):
     path: Annotated[
         str,
-        _check(lambda p: None if p == "" or p.startswith("/") else f'"{p}" is not a JSON pointer (RFC 6901: it starts with "/")'),
+        _check(lambda p: None if p == "" or p.startswith("/") else f'"{p}" is {rules.JSON_POINTER.message}'),
     ]
     value: Any
 
@@ -312,7 +313,7 @@ EnvValue = Annotated[
     _check(
         lambda v: None
         if isinstance(v, (str, int, float, bool)) or (isinstance(v, dict) and set(v) <= {"valueFrom"} and v)
-        else "env values are strings or {valueFrom: {...}} (secretKeyRef, configMapKeyRef, fieldRef)"
+        else rules.ENV_VALUE.message
     ),
 ]
 
@@ -383,7 +384,7 @@ class Workload(Model):
         elif raw.get("podSpec") is not None and container:
             problems.append(f"podSpec is used verbatim, so {', '.join(container)} cannot be set beside it")
         if "credentialsMountPath" in raw and not raw.get("credentials"):
-            problems.append("credentialsMountPath is set but credentials lists no set")
+            problems.append(rules.MOUNT_PATH_NEEDS_CREDENTIALS.message)
         return problems
 
     @model_validator(mode="after")
@@ -403,7 +404,7 @@ class Workload(Model):
             if names.LABEL_POOL in getattr(self, field):
                 problems.append(f"{to_camel(field)} cannot set {names.LABEL_POOL}; use pool (it also adds the pool's tolerations)")
         if self.gpu_resource and not self.gpus:
-            problems.append("gpuResource is set but gpus is 0")
+            problems.append(rules.GPU_RESOURCE_NEEDS_GPUS.message)
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -430,7 +431,7 @@ class Schedule(Workload):
         problems = super().key_problems(raw)
         if isinstance(raw, dict):
             if raw.get("warmUpMinutes") is not None and raw.get("primerSchedule") is not None:
-                problems.append("set warmUpMinutes or primerSchedule, not both")
+                problems.append(rules.WARM_UP_OR_PRIMER.message)
             if raw.get("type") == "namespace":
                 problems.append('a schedule runs a workload; type "namespace" is only for jobs')
         return problems

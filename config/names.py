@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import re
 
+from . import rules
+
 MAX_ENTRY_NAME = 40
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1123_LABEL = re.compile(rules.DNS1123_LABEL)
+_LABEL_VALUE = re.compile(rules.LABEL_VALUE)
+_LABEL_NAME = re.compile(rules.LABEL_NAME)
+_DNS1123_SUBDOMAIN = re.compile(rules.DNS1123_SUBDOMAIN)
 
 # Namespaces an entry must never take over.
 RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})

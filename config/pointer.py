@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from . import rules
+
 # Overrides may not rename, move or retype the object: names derive from the entry.
 PROTECTED = ("/apiVersion", "/kind", "/metadata/name", "/metadata/namespace")
 
@@ -17,7 +19,7 @@ def tokens(pointer: str) -> list[str]:
     if pointer == "":
         raise PointerError('"" points at the whole object; point inside it (for example "/spec/backoffLimit")')
     if not pointer.startswith("/"):
-        raise PointerError(f'"{pointer}" is not a JSON pointer (RFC 6901: it starts with "/")')
+        raise PointerError(f'"{pointer}" is {rules.JSON_POINTER.message}')
     return [t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/")]
 
 

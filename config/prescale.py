@@ -33,6 +33,14 @@ _ALL_HOURS = (1 << 24) - 1
 _HOUR_ROW = (1 << 60) - 1
 
 
+@dataclass(frozen=True)
+class Primers:
+    """A prescaled schedule's primer CronJob schedules and their lead in minutes."""
+
+    lead: int
+    schedules: tuple[str, ...]
+
+
 class PrimerError(ValueError):
     """No list of cron expressions can express the shift; the message says why."""
 

@@ -135,59 +135,24 @@ def resolve_profile_sources(
     return Profile.model_validate(merged), [rule for rule, _ in rules], source
 
 
-def allowed_images(profile: Profile) -> set[str]:
-    """The images a profile that refuses unknown images lets through: its list and default."""
-    return set(profile.images or []) | ({profile.default_image} if profile.default_image else set())
-
-
-def placement_problem(key: str, value: str, constraints: list[str], rule: str) -> Optional[str]:
-    """Why node selector `key: value` is not a placement the constraints offer, or None."""
-    free, fixed = _offered(constraints)
-    if key in free or value in fixed.get(key, set()):
-        return None
-    choices = ", ".join(sorted(free | {f"{k}:{v}" for k, vs in fixed.items() for v in vs})) or "none"
-    return f'"{key}: {value}" is not a placement {rule} offers (offered: {choices})'
-
-
-def _offered(constraints: list[str]) -> tuple[set[str], dict[str, set[str]]]:
-    """`key` is free-form, `key:value` a fixed choice (reference 002)."""
-    free: set[str] = set()
-    fixed: dict[str, set[str]] = {}
-    for item in constraints:
-        key, sep, value = item.partition(":")
-        if sep:
-            fixed.setdefault(key, set()).add(value)
-        else:
-            free.add(key)
-    return free, fixed
-
-
-def apply_profile(
-    entry: Workload, profile: Profile, source: dict[str, str], rules: list[str]
-) -> tuple[Workload, list[tuple[str, str]]]:
-    """The entry with profile defaults filled in, and every (field, problem) a profile rule
-    raises against it. A limit no matching rule sets imposes nothing."""
+def apply_profile(entry: Workload, profile: Profile) -> tuple[Workload, list[tuple[str, str]]]:
+    """The entry with the merged profile's defaults filled in, and the (field, problem)
+    pairs filling them in raises. The profile's limits are `config.profile_rules`'."""
     problems: list[tuple[str, str]] = []
     update: dict[str, Any] = {}
-    set_fields = entry.model_fields_set
-
-    def rule(field: str) -> str:
-        return f'profile rule "{source[field]}"'
-
     if entry.type == "pod" and entry.pod_spec is None:
         if entry.cpu is None and entry.cpu_limit is None and profile.default_cpu is not None:
             update["cpu"] = profile.default_cpu
         if entry.memory is None and entry.memory_limit is None and profile.default_memory is not None:
             update["memory"] = profile.default_memory
         default_gpus = getattr(profile.default_gpus, entry.gpu_vendor, None) if profile.default_gpus else None
-        if "gpus" not in set_fields and default_gpus:
+        if "gpus" not in entry.model_fields_set and default_gpus:
             update["gpus"] = default_gpus
         if entry.image is None:
             if profile.default_image is not None:
                 update["image"] = profile.default_image
             else:
                 problems.append(("image", "is required (no matching profile rule sets defaultImage)"))
-    containers: list[dict[str, dict[str, str]]] = []
     if entry.pod_spec is not None:
         # GPUs asked for inside a raw pod spec place the pod like `gpus` does.
         try:
@@ -201,69 +166,7 @@ def apply_profile(
             if count:
                 update.update({"gpus": count, "gpu_vendor": vendor})
                 break
-    effective = entry.model_copy(update=update) if update else entry
-
-    pod_totals: dict[str, str] = {}
-    if effective.pod_spec is not None:
-        totals: dict[str, Decimal] = {}
-        for item in containers:
-            for resource, amount in {**item["requests"], **item["limits"]}.items():
-                totals[resource] = totals.get(resource, Decimal(0)) + parse(amount, kind_for_resource(resource))
-        pod_totals = {r: render(a, kind_for_resource(r)) for r, a in totals.items()}
-    for field, limit_field, kind, maximum_field, unit in (
-        ("cpu", "cpu_limit", Kind.CPU, "max_cpu", "CPU"),
-        ("memory", "memory_limit", Kind.BYTES, "max_memory", "memory"),
-    ):
-        maximum = getattr(profile, maximum_field)
-        if effective.pod_spec is not None:
-            value, which = pod_totals.get(field), "pod_spec"
-        else:
-            value = getattr(effective, limit_field) or getattr(effective, field)
-            which = limit_field if getattr(effective, limit_field) else field
-        if maximum is not None and value is not None and parse(value, kind) > parse(maximum, kind):
-            problems.append((_camel(which), f"{value} {unit} is over {_camel(maximum_field)} {maximum} of {rule(maximum_field)}"))
-    vendor = effective.gpu_vendor
-    max_gpus = getattr(profile.max_gpus, vendor, None) if profile.max_gpus else None
-    if max_gpus is not None and effective.gpus > max_gpus:
-        problems.append((
-            "podSpec" if effective.pod_spec is not None else "gpus",
-            f"{effective.gpus} {vendor} GPUs are over maxGpus.{vendor} {max_gpus} of {rule(f'max_gpus.{vendor}')}",
-        ))
-
-    if profile.allow_unknown_images is False:
-        allowed = allowed_images(profile)
-        images = [effective.image] if effective.image else []
-        if effective.pod_spec is not None:
-            images = [c.get("image") for c in effective.pod_spec.get("containers", []) + effective.pod_spec.get("initContainers", [])]
-        for image in images:
-            if image not in allowed:
-                listed = ", ".join(sorted(allowed)) or "none"
-                problems.append((
-                    "podSpec" if effective.pod_spec is not None else "image",
-                    f'"{image}" is not an image {rule("allow_unknown_images")} allows '
-                    f"(allowUnknownImages: false; images: {listed})",
-                ))
-
-    if profile.placement_constraints is not None:
-        own_selector = (effective.pod_spec or {}).get("nodeSelector") or {}
-        for field, selector in (("placement", effective.placement), ("nodeSelector", effective.node_selector),
-                                ("podSpec.nodeSelector", own_selector)):
-            for key, value in selector.items():
-                problem = placement_problem(key, value, profile.placement_constraints, rule("placement_constraints"))
-                if problem:
-                    problems.append((f"{field}.{key}", problem))
-
-    if effective.privileged and not profile.allow_privileged:
-        where = f"rules applied: {', '.join(rules)}" if rules else "no profile rule matches"
-        if "allow_privileged" in source:
-            where = f"{rule('allow_privileged')} sets it false"
-        problems.append(("privileged", f"needs a profile with allowPrivileged: true ({where})"))
-    return effective, problems
-
-
-def _camel(field: str) -> str:
-    head, *rest = field.split("_")
-    return head + "".join(part.title() for part in rest)
+    return (entry.model_copy(update=update) if update else entry), problems
 
 
 # ---- resources --------------------------------------------------------------------------

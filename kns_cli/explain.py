@@ -12,10 +12,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Iterable, Optional
 
-from components import wait
-from components.manifests import WorkloadPlan
 from config import resolve
 from config.loader import PlatformConfig
+from plan import wait
+from plan.model import WorkloadPlan
 
 from . import runs as runs_module
 

@@ -14,9 +14,9 @@ from datetime import datetime, timedelta
 from typing import Optional
 from zoneinfo import ZoneInfo
 
-from components.manifests import WorkloadPlan
 from config import cron
 from config.models import Schedule
+from plan.model import WorkloadPlan
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,8 @@
 
 The engine hands the program each `kns:` key as text (structured values as JSON with
 sorted keys) and tells it which keys are secret; `offline_config` produces the same from
-`Pulumi.<stack>.yaml`, then `load_stack` calls the very function the program's `load`
-calls (`config.loader.parse_stack_config`) with the program's planner
-(`components.manifests.planner_into`, as `prepare` does).
+`Pulumi.<stack>.yaml`, then `load_stack` reads, checks and plans it with the very calls
+the program makes (`config.loader.check_stack_config`, then `plan.planner.plan_checked`).
 
 Secure values (`{secure: v1:...}`) cannot be decrypted without the passphrase: each one
 becomes an opaque placeholder string and its key counts as secret, so the checks that
@@ -20,17 +19,11 @@ from typing import Any, Mapping, Optional
 
 import yaml
 
-from components.manifests import WorkloadPlan, planner_into
 from config.errors import closest
-from config.loader import (
-    LIST_KEYS,
-    NAMESPACE,
-    OBJECT_KEYS,
-    PlatformConfig,
-    authored_config,
-    decode_value,
-    parse_stack_config,
-)
+from config.loader import PlatformConfig, check_stack_config
+from config.source import LIST_KEYS, NAMESPACE, OBJECT_KEYS, authored_config, decode_value
+from plan.model import WorkloadPlan
+from plan.planner import plan_checked
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET_PLACEHOLDER = "[secret]"
@@ -101,8 +94,8 @@ def _delivered(value: Any) -> Any:
 
 
 def offline_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], frozenset[str]]:
-    """Every `kns:` key of a stack file's config, decoded as `read_pulumi_config` decodes
-    what the engine delivers, and the keys that are secret."""
+    """Every `kns:` key of a stack file's config, decoded as the program decodes what the
+    engine delivers (`config.source.kns_config`), and the keys that are secret."""
     raw: dict[str, Any] = {}
     secret: set[str] = set()
     for full_key in sorted(config):
@@ -126,18 +119,11 @@ def offline_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], frozenset
 def load_stack(
     project_dir: Path, stack: str, environ: Optional[Mapping[str, str]] = None
 ) -> tuple[PlatformConfig, list[WorkloadPlan]]:
-    """What `prepare` returns for this stack, read offline. Raises `ConfigError` with the
-    program's problems (its `RunError` text is `str()` of it) or `UsageError`."""
+    """The config and plans the program would build for this stack, read offline. Raises
+    `ConfigError` with the program's problems (its `RunError` text is `str()` of it) or
+    `UsageError`."""
     project_dir = Path(project_dir).resolve()
     raw, secret = offline_config(read_stack_file(project_dir, stack))
-    planned: list[WorkloadPlan] = []
-    cfg = parse_stack_config(
-        raw,
-        authored_config(project_dir, stack),
-        project_dir=project_dir,
-        stack=stack,
-        secret_keys=secret,
-        environ=environ,
-        planner=planner_into(planned),
-    )
-    return cfg, planned
+    checked = check_stack_config(raw, authored_config(project_dir, stack), project_dir=project_dir, stack=stack,
+                                 secret_keys=secret, environ=environ)
+    return checked.config, plan_checked(checked)

@@ -16,8 +16,8 @@ from typing import Optional
 from xml.sax.saxutils import escape, quoteattr
 from zoneinfo import ZoneInfo
 
-from components.manifests import WorkloadPlan
 from config.loader import PlatformConfig
+from plan.model import WorkloadPlan
 
 from .runs import Run, runs_between
 

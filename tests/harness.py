@@ -115,7 +115,7 @@ def run_program(
     return Run(mocks.resources, outputs)
 
 
-PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "config", "components", "jobs")
+PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "config", "plan", "components", "jobs")
 
 
 def engine_project(root: Path, bin_dir: str, passphrase: str, base_env: Optional[dict[str, str]] = None,

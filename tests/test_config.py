@@ -332,7 +332,7 @@ def test_a_job_file_named_by_two_globs_is_loaded_once(tmp_path):
 
 
 def test_authored_order_is_restored_over_sorted_delivery():
-    from config.loader import restore_order
+    from config.source import restore_order
 
     authored = {"profiles": {"*": {"maxCpu": 1}, "alice": {"maxCpu": 8}, "@ml": {"maxCpu": 2}},
                 "jobs": [{"name": "j", "env": {"B": "1", "A": "$(B)"}}]}

@@ -16,7 +16,7 @@ from croniter import croniter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from components import wait
+from plan import wait
 from config import prescale
 from tests.harness import run_program
 

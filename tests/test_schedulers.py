@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components import scheduler_specs as specs
+from plan import schedulers as specs
 from config.models import KnsScheduler
 from tests.harness import ROOT, run_program, secret_value
 

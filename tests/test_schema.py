@@ -16,7 +16,8 @@ from pydantic import ValidationError
 
 from config import models, schema
 from config.errors import ConfigError
-from config.loader import NAMESPACE, STRING_KEYS, parse_config
+from config.loader import parse_config
+from config.source import NAMESPACE, STRING_KEYS
 from tests.harness import ROOT
 
 SCHEMA_DIR = ROOT / "docs" / "schema"

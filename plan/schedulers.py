@@ -1,4 +1,4 @@
-"""Pure builders for the two schedulers (contract sections 3 and 4). No Pulumi here, so the
+"""Builders for the two schedulers (docs/schedulers.md). No Pulumi here, so the
 generated KubeSchedulerConfiguration and the KNS environment can be checked (and run by a
 local control plane) exactly as the cluster will see them.
 """
@@ -34,7 +34,7 @@ def scheduler_configuration(packing: PackingScheduler, namespace: str) -> dict[s
     """The KubeSchedulerConfiguration of the packing scheduler.
 
     `NodeResourcesFit` scores the fullest nodes highest (MostAllocated, the successor of the
-    MostRequestedPriority policy of reference 003), and `NodeResourcesBalancedAllocation`,
+    MostRequestedPriority policy of the PanDA Harvester Kubernetes documentation), and `NodeResourcesBalancedAllocation`,
     which pulls pods towards emptier nodes, is switched off so it cannot undo the packing.
     """
     strategy: dict[str, Any] = {
@@ -126,7 +126,8 @@ def packing_pod_spec(packing: PackingScheduler, namespace: str, pools: list[Node
 
 
 def image_with_tag(image: str, tag: Optional[str]) -> str:
-    """An image reference without a tag takes `tag` (reference 000, JARVICE_KNS_INIT_IMAGE)."""
+    """An image reference without a tag takes `tag` (`JARVICE_KNS_INIT_IMAGE` in the JARVICE KNS
+    scheduler documentation)."""
     last = image.rsplit("/", 1)[-1]
     if tag and ":" not in last and "@" not in last:
         return f"{image}:{tag}"
@@ -134,7 +135,8 @@ def image_with_tag(image: str, tag: Optional[str]) -> str:
 
 
 def kns_environment(kns: KnsScheduler, has_secret: bool) -> list[dict[str, Any]]:
-    """Every environment variable of reference 000, with its documented default.
+    """Every environment variable of the JARVICE KNS scheduler documentation, with its
+    documented default.
 
     The Keycloak client secret is only ever a `secretKeyRef` to the Secret the component
     creates, never a literal value.

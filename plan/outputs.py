@@ -1,4 +1,4 @@
-"""Stack outputs (contract section 9), computed from plans without the Pulumi runtime."""
+"""Stack outputs (docs/outputs.md), computed from plans without the Pulumi runtime."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from config import cron, resolve
 from config.loader import PlatformConfig
 from config.models import Schedule
 
-from .manifests import WorkloadPlan
-from .scheduler_specs import KNS_ACCOUNT
+from .model import WorkloadPlan
+from .schedulers import KNS_ACCOUNT
 
 
 def stack_outputs(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[datetime] = None) -> dict[str, Any]:

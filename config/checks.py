@@ -1,0 +1,214 @@
+"""Checks across entries and sections, on models that are each valid alone.
+
+Each check records what it finds in a `Problems` under the config path it is about and
+returns; the loader (config/loader.py) runs them in order, so one run reports every
+problem. What a single object can check itself is in config/models.py.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import kubeconfig, names, prescale, profile_rules, resolve
+from .errors import Problems
+from .models import Cluster, NodePool, Profile, Schedule, Workload
+from .rules import CREDENTIAL_FILE
+
+_CREDENTIAL_FILE = re.compile(CREDENTIAL_FILE.pattern)
+
+def check_cluster(cluster: Cluster, project_dir: Path, environ: Mapping[str, str], problems: Problems) -> None:
+    """The context the provider would use is not a forbidden one (the JARVICE upstream)."""
+    forbidden = set(cluster.forbidden_contexts)
+    if cluster.context and cluster.context in forbidden:
+        problems.add(
+            "kns:cluster.context",
+            f'"{cluster.context}" is listed in forbiddenContexts: the KNS needs cluster-admin and must '
+            "own a dedicated cluster, never the JARVICE upstream one",
+        )
+        return
+    if cluster.render_dir or cluster.context:
+        return
+    try:
+        current = kubeconfig.current_context(cluster.kubeconfig, project_dir, environ)
+    except kubeconfig.KubeconfigError as exc:
+        problems.add("kns:cluster.kubeconfig", str(exc))
+        return
+    if current in forbidden:
+        problems.add(
+            "kns:cluster",
+            f'the kubeconfig\'s current context "{current}" is listed in forbiddenContexts: set '
+            "kns:cluster.context to the dedicated KNS cluster",
+        )
+
+
+def check_pools(pools: list[NodePool], problems: Problems) -> None:
+    """Pool names are unique, and a node belongs to one pool."""
+    seen_pool: set[str] = set()
+    node_owner: dict[str, str] = {}
+    for pool in pools:
+        path = f"kns:nodePools[{pool.name}]"
+        if pool.name in seen_pool:
+            problems.add(path + ".name", f'"{pool.name}" names another pool too; pool names are unique')
+        seen_pool.add(pool.name)
+        for node in pool.nodes:
+            if node in node_owner and node_owner[node] != pool.name:
+                problems.add(
+                    path + ".nodes",
+                    f'node "{node}" is already in pool "{node_owner[node]}"; a node belongs to one pool',
+                )
+            node_owner.setdefault(node, pool.name)
+
+
+def check_credential_sets(credentials: Mapping[str, Any], problems: Problems) -> None:
+    """Set names make Secret names; file names are Secret keys."""
+    for name, files in credentials.items():
+        problem = names.dns1123_label_problem(name, 50)
+        if problem:
+            problems.add(f"kns:credentials.{name}", problem)
+        for file in files:
+            if not _CREDENTIAL_FILE.match(file):
+                problems.add(f"kns:credentials.{name}", f'"{file}" is {CREDENTIAL_FILE.message}')
+
+
+def apply_profiles(
+    workloads: list[Workload], profiles: list[tuple[str, Profile]], paths: Mapping[str, str], problems: Problems
+) -> list[Workload]:
+    """Every entry with its profile's defaults in place, held to its profile's rules
+    (config/profile_rules.py, before overrides)."""
+    out = []
+    for entry in workloads:
+        profile, rules, source = resolve.resolve_profile_sources(profiles, entry.user, entry.groups)
+        effective, found = resolve.apply_profile(entry, profile)
+        found += profile_rules.check(profile_rules.entry_facts(effective), profile, source, rules)
+        for key, message in found:
+            problems.add(f"{paths[entry.name]}.{key}", message)
+        out.append(effective)
+    return out
+
+
+def check_workloads(
+    workloads: list[Workload],
+    pools: list[NodePool],
+    credentials: Mapping[str, Any],
+    paths: Mapping[str, str],
+    problems: Problems,
+) -> None:
+    """Each entry's pool exists and can run it, and its credential sets exist."""
+    by_name = {p.name: p for p in pools}
+    for entry in workloads:
+        path = paths[entry.name]
+        if entry.pool is not None and entry.pool not in by_name:
+            known = ", ".join(sorted(by_name)) or "none are defined"
+            problems.add(path + ".pool", f'no node pool named "{entry.pool}" (pools: {known})')
+            continue
+        try:
+            pool = resolve.resolve_pool(entry, pools)
+        except resolve.PlacementError as exc:
+            problems.add(f"{path}.{exc.field}", str(exc))
+            pool = None
+        if pool is not None and pool.gpu is not None and entry.gpus > pool.gpu.per_node:
+            problems.add(
+                path + ".gpus",
+                f"{entry.gpus} GPUs do not fit on one node of pool \"{pool.name}\" (perNode: {pool.gpu.per_node})",
+            )
+        _check_credentials(entry, credentials, path, problems)
+
+
+def _check_credentials(entry: Workload, credentials: Mapping[str, Any], path: str, problems: Problems) -> None:
+    """Each set exists; file names are unique across the entry's sets (they share one
+    read-only directory)."""
+    if entry.credentials and not entry.credentials_mount_path.startswith("/"):
+        problems.add(path + ".credentialsMountPath", f'"{entry.credentials_mount_path}" is not an absolute path')
+    owner: dict[str, str] = {}
+    for name in entry.credentials:
+        if name not in credentials:
+            known = ", ".join(sorted(credentials)) or "none are defined"
+            problems.add(path + ".credentials", f'no credential set "{name}" in kns:credentials (sets: {known})')
+            continue
+        for file_name in credentials[name]:
+            if file_name in owner:
+                problems.add(path + ".credentials", f'sets "{owner[file_name]}" and "{name}" both have a file "{file_name}"')
+            owner.setdefault(file_name, name)
+
+
+def check_raw_references(unchecked: list[tuple[str, dict]], pools: list[NodePool], problems: Problems) -> None:
+    """Entries that failed validation still get their pool reference checked, so one
+    run reports every problem."""
+    known = {p.name for p in pools}
+    for path, item in unchecked:
+        pool = item.get("pool")
+        if isinstance(pool, str) and pool not in known:
+            listed = ", ".join(sorted(known)) or "none are defined"
+            problems.add(path + ".pool", f'no node pool named "{pool}" (pools: {listed})')
+
+
+def check_namespaces(workloads: list[Workload], cluster: Cluster, paths: Mapping[str, str], problems: Problems) -> None:
+    """No entry's namespace is the system namespace or one Kubernetes reserves."""
+    for entry in workloads:
+        namespace = names.namespace_name(cluster.namespace_prefix, entry.name)
+        if namespace == cluster.system_namespace:
+            problems.add(f"{paths[entry.name]}.name", f'its namespace "{namespace}" is kns:cluster.systemNamespace')
+        elif namespace in names.RESERVED_NAMESPACES:
+            problems.add(f"{paths[entry.name]}.name", f'its namespace "{namespace}" is reserved by Kubernetes')
+
+
+def check_dynamic_labels(
+    workloads: list[Workload], cluster: str, stack: str, paths: Mapping[str, str], problems: Problems
+) -> None:
+    """Keys are label keys, templates use known placeholders, and what they render to is a
+    label value."""
+    for entry in workloads:
+        path = f"{paths[entry.name]}.dynamicLabels"
+        bad = False
+        for key, template in entry.dynamic_labels.items():
+            problem = names.label_key_problem(key)
+            if problem:
+                problems.add(f"{path}.{key}", problem)
+                bad = True
+            try:
+                unknown = [p for p in resolve.placeholders_in(template) if p not in resolve.PLACEHOLDERS]
+            except ValueError as exc:
+                problems.add(f"{path}.{key}", f'"{template}" is not a format string: {exc}')
+                bad = True
+                continue
+            if unknown:
+                problems.add(
+                    f"{path}.{key}",
+                    f"unknown placeholder {', '.join('{' + u + '}' for u in unknown)}; "
+                    f"use {' '.join('{' + p + '}' for p in resolve.PLACEHOLDERS)}",
+                )
+                bad = True
+        if bad:
+            continue
+        for key, value in resolve.dynamic_labels(entry, cluster, stack).items():
+            problem = names.label_value_problem(value)
+            if problem:
+                problems.add(f"{path}.{key}", f"renders to {problem}")
+
+
+def derive_primers(
+    schedules: list[Schedule], paths: Mapping[str, str], problems: Problems
+) -> dict[str, prescale.Primers]:
+    """Each prescaled schedule's primer CronJob schedules, or why there are none."""
+    out: dict[str, prescale.Primers] = {}
+    for entry in schedules:
+        path = paths[entry.name]
+        if entry.warm_up_minutes is not None:
+            try:
+                derived = prescale.derive(entry.schedule, entry.warm_up_minutes)
+            except prescale.PrimerError as exc:
+                problems.add(path + ".warmUpMinutes", str(exc))
+                continue
+            out[entry.name] = prescale.Primers(entry.warm_up_minutes, tuple(derived))
+        elif entry.primer_schedule is not None:
+            lead, problem = prescale.check_primer_schedule(entry.schedule, entry.primer_schedule)
+            if problem:
+                problems.add(
+                    path + ".primerSchedule",
+                    f'"{entry.primer_schedule}" is not a constant lead before every run of "{entry.schedule}": {problem}',
+                )
+                continue
+            out[entry.name] = prescale.Primers(lead, (entry.primer_schedule,))
+    return out

@@ -1,0 +1,176 @@
+"""The profile rules (docs/profiles.md): maxima, GPUs, images, placement and privilege.
+
+One set of rules, checked twice: on the entry before `jsonOverrides` (config/checks.py,
+with `entry_facts`) and on the pod as finally built after them (plan/planner.py, with
+`final_pod_facts`). Each side only says what it saw and in which words; the rules decide,
+and every rejection names the profile rule that forbids it the same way, so a rule added
+here holds on both sides. The final pod shows no GPU count or privilege of its own (GPUs
+and `privileged` are entry fields; Pod Security and the policy pack judge the pod's
+securityContext, docs/options.md), so those two rules apply before overrides only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Mapping, Optional, Sequence
+
+from . import names
+from .models import Profile, Workload
+from .quantity import kind_for_resource, parse, render
+from .resolve import PlacementError, pod_spec_containers
+
+# The maximum each compared resource is held to, and the unit its amount is shown in.
+MAXIMA = {"cpu": ("max_cpu", "CPU"), "memory": ("max_memory", "memory")}
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One thing a rule looks at: its value, the entry key a rejection is reported under,
+    and how the side that saw it starts the message (empty: the rule's words alone)."""
+
+    value: Any
+    field: str
+    said: str = ""
+
+
+@dataclass
+class Facts:
+    """What one side shows the rules: CPU and memory amounts, the GPU count and vendor,
+    images, node selector pairs, and a request for privilege."""
+
+    amounts: dict[str, Seen] = field(default_factory=dict)
+    gpus: Optional[Seen] = None
+    images: list[Seen] = field(default_factory=list)
+    selectors: list[Seen] = field(default_factory=list)
+    privileged: Optional[Seen] = None
+
+
+def rule_name(source: Mapping[str, str], setting: str) -> str:
+    """How every rejection names the rule that set `setting` (as `resolve_profile_sources`
+    records it): `profile rule "@ml"`."""
+    return f'profile rule "{source.get(setting)}"'
+
+
+def check(facts: Facts, profile: Profile, source: Mapping[str, str], rules: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """Every (field, problem) the merged `profile` raises against `facts`. A limit that no
+    matching rule sets imposes nothing."""
+    problems: list[tuple[str, str]] = []
+
+    def reject(seen: Seen, words: str) -> None:
+        problems.append((seen.field, f"{seen.said} {words}" if seen.said else words))
+
+    for resource, seen in facts.amounts.items():
+        setting, _ = MAXIMA[resource]
+        maximum = getattr(profile, setting)
+        kind = kind_for_resource(resource)
+        if maximum is not None and parse(seen.value, kind) > parse(maximum, kind):
+            reject(seen, f"over {_camel(setting)} {maximum} of {rule_name(source, setting)}")
+    if facts.gpus is not None:
+        count, vendor = facts.gpus.value
+        maximum = getattr(profile.max_gpus, vendor, None) if profile.max_gpus else None
+        if maximum is not None and count > maximum:
+            reject(facts.gpus, f"over maxGpus.{vendor} {maximum} of {rule_name(source, f'max_gpus.{vendor}')}")
+    if profile.allow_unknown_images is False:
+        allowed = allowed_images(profile)
+        listed = ", ".join(sorted(allowed)) or "none"
+        for seen in facts.images:
+            if seen.value not in allowed:
+                reject(seen, f"not an image {rule_name(source, 'allow_unknown_images')} allows "
+                             f"(allowUnknownImages: false; images: {listed})")
+    if profile.placement_constraints is not None:
+        free, fixed = _offered(profile.placement_constraints)
+        choices = ", ".join(sorted(free | {f"{k}:{v}" for k, vs in fixed.items() for v in vs})) or "none"
+        for seen in facts.selectors:
+            key, value = seen.value
+            if key not in free and value not in fixed.get(key, set()):
+                reject(seen, f"not a placement {rule_name(source, 'placement_constraints')} offers (offered: {choices})")
+    if facts.privileged is not None and not profile.allow_privileged:
+        where = f"rules applied: {', '.join(rules)}" if rules else "no profile rule matches"
+        if "allow_privileged" in source:
+            where = f"{rule_name(source, 'allow_privileged')} sets it false"
+        reject(facts.privileged, f"needs a profile with allowPrivileged: true ({where})")
+    return problems
+
+
+def entry_facts(entry: Workload) -> Facts:
+    """What the rules look at before overrides: the entry's own limits (or requests), or
+    the totals of a raw pod spec's containers, its GPUs, images, placement and privilege."""
+    pod_spec = entry.pod_spec
+    facts = Facts()
+    if pod_spec is not None:
+        try:
+            containers, _ = pod_spec_containers(pod_spec)
+        except PlacementError:
+            containers = []  # reported by resolve.apply_profile
+        totals: dict[str, Decimal] = {}
+        for item in containers:
+            for resource, amount in {**item["requests"], **item["limits"]}.items():
+                totals[resource] = totals.get(resource, Decimal(0)) + parse(amount, kind_for_resource(resource))
+        for resource, (_, unit) in MAXIMA.items():
+            if resource in totals:
+                value = render(totals[resource], kind_for_resource(resource))
+                facts.amounts[resource] = Seen(value, "podSpec", f"{value} {unit} is")
+    else:
+        for resource, (_, unit) in MAXIMA.items():
+            limit = getattr(entry, f"{resource}_limit")
+            value = limit or getattr(entry, resource)
+            if value is not None:
+                key = f"{resource}Limit" if limit else resource
+                facts.amounts[resource] = Seen(value, key, f"{value} {unit} is")
+    where = "podSpec" if pod_spec is not None else None
+    facts.gpus = Seen((entry.gpus, entry.gpu_vendor), where or "gpus", f"{entry.gpus} {entry.gpu_vendor} GPUs are")
+    if pod_spec is not None:
+        images = [c.get("image") for c in pod_spec.get("containers", []) + pod_spec.get("initContainers", [])]
+    else:
+        images = [entry.image] if entry.image else []
+    facts.images = [Seen(image, where or "image", f'"{image}" is') for image in images]
+    for key_field, selector in (("placement", entry.placement), ("nodeSelector", entry.node_selector),
+                                ("podSpec.nodeSelector", (pod_spec or {}).get("nodeSelector") or {})):
+        facts.selectors += [Seen((k, v), f"{key_field}.{k}", f'"{k}: {v}" is') for k, v in selector.items()]
+    if entry.privileged:
+        facts.privileged = Seen(True, "privileged")
+    return facts
+
+
+def final_pod_facts(pod_spec: Mapping[str, Any], limits: Mapping[str, str], added: str) -> Facts:
+    """What the rules look at after overrides: the final pod's images and node selector
+    (leaving out the container named `added`, which the program adds, and the pool label,
+    which `pool` sets) and `limits`, what the pod counts against the quota."""
+    here = "jsonOverrides"
+    facts = Facts()
+    for resource in MAXIMA:
+        got = limits.get(resource)
+        if got is not None:
+            facts.amounts[resource] = Seen(got, here, f"they raise the pod's {resource} limit to {got},")
+    for raw in (pod_spec.get("containers") or []) + (pod_spec.get("initContainers") or []):
+        if raw.get("name") != added:
+            facts.images.append(Seen(raw.get("image"), here, f'they set image "{raw.get("image")}", which is'))
+    for key, value in (pod_spec.get("nodeSelector") or {}).items():
+        if key != names.LABEL_POOL:
+            facts.selectors.append(Seen((key, value), here, f'they set nodeSelector "{key}: {value}", which is'))
+    return facts
+
+
+def allowed_images(profile: Profile) -> set[str]:
+    """The images a profile that refuses unknown images lets through: its list and default."""
+    return set(profile.images or []) | ({profile.default_image} if profile.default_image else set())
+
+
+def _offered(constraints: list[str]) -> tuple[set[str], dict[str, set[str]]]:
+    """`key` is free-form, `key:value` a fixed choice (the RStudio Workbench Launcher
+    Kubernetes plugin documentation's placement constraints)."""
+    free: set[str] = set()
+    fixed: dict[str, set[str]] = {}
+    for item in constraints:
+        key, sep, value = item.partition(":")
+        if sep:
+            fixed.setdefault(key, set()).add(value)
+        else:
+            free.add(key)
+    return free, fixed
+
+
+def _camel(setting: str) -> str:
+    head, *rest = setting.split("_")
+    return head + "".join(part.title() for part in rest)

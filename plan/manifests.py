@@ -1,0 +1,230 @@
+"""Builders for what one entry produces (docs/namespaces.md, docs/workloads.md), as
+Kubernetes-shaped dicts in camelCase. Components hand these to pulumi-kubernetes; tests
+(and `jsonOverrides`) work on exactly what the API server will receive.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from config import names, resolve
+from config.loader import PlatformConfig
+from config.models import Schedule, Workload
+
+from . import wait
+from .model import CREDENTIALS_VOLUME, WorkloadPlan, credential_secret_name
+
+SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+POD_SECURITY_MODES = ("enforce", "audit", "warn")
+
+POD_RUNNER_RULES = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
+]
+EDIT = ["get", "list", "watch", "create", "update", "patch", "delete"]
+NAMESPACE_RUNNER_RULES = [
+    {"apiGroups": [""], "resources": ["pods", "services", "configmaps"], "verbs": EDIT},
+    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
+]
+
+
+def namespace_labels(plan: WorkloadPlan) -> dict[str, str]:
+    labels = dict(plan.labels)
+    for mode in POD_SECURITY_MODES:
+        labels[f"pod-security.kubernetes.io/{mode}"] = plan.pod_security
+    return labels
+
+
+def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
+    """The pod template shared by a Job and a CronJob's job template."""
+    entry = plan.entry
+    node_selector: dict[str, str] = {}
+    tolerations: list[dict[str, Any]] = []
+    if plan.pool is not None:
+        node_selector[names.LABEL_POOL] = plan.pool.name
+        tolerations.extend(resolve.tolerations_for(plan.pool))
+    node_selector.update(entry.placement)
+    node_selector.update(entry.node_selector)
+    for toleration in entry.tolerations:
+        item = toleration.manifest()
+        if item not in tolerations:
+            tolerations.append(item)
+
+    labels = {**entry.labels, **resolve.dynamic_labels(entry, cfg.cluster.name, cfg.stack), **_pod_labels(plan)}
+    metadata: dict[str, Any] = {"labels": labels}
+    if entry.annotations:
+        metadata["annotations"] = dict(entry.annotations)
+    if entry.pod_spec is not None:
+        # Used verbatim; our placement and scheduler apply where the spec is silent.
+        raw = copy.deepcopy(entry.pod_spec)
+        raw.setdefault("restartPolicy", "Never")
+        raw.setdefault("automountServiceAccountToken", False)
+        if plan.scheduler_name:
+            raw.setdefault("schedulerName", plan.scheduler_name)
+        if node_selector:
+            raw.setdefault("nodeSelector", node_selector)
+        if tolerations:
+            raw.setdefault("tolerations", tolerations)
+        if plan.credentials:
+            raw.setdefault("volumes", []).append(_credentials_volume(plan))
+            for container in raw["containers"]:
+                container.setdefault("volumeMounts", []).append(_credentials_mount(entry))
+        return {"metadata": metadata, "spec": raw}
+
+    container: dict[str, Any] = {"name": entry.name, "image": entry.image}
+    if entry.image_pull_policy:
+        container["imagePullPolicy"] = entry.image_pull_policy
+    if entry.command is not None:
+        container["command"] = list(entry.command)
+    if entry.args is not None:
+        container["args"] = list(entry.args)
+    if entry.env:
+        container["env"] = [_env(name, value) for name, value in entry.env.items()]
+    container["resources"] = copy.deepcopy(plan.resources)
+    if entry.privileged:
+        container["securityContext"] = {"privileged": True}
+    if entry.volume_mounts:
+        container["volumeMounts"] = copy.deepcopy(entry.volume_mounts)
+    if plan.credentials:
+        container.setdefault("volumeMounts", []).append(_credentials_mount(entry))
+
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "containers": [container],
+    }
+    if plan.scheduler_name:
+        spec["schedulerName"] = plan.scheduler_name
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if entry.volumes:
+        spec["volumes"] = copy.deepcopy(entry.volumes)
+    if plan.credentials:
+        spec.setdefault("volumes", []).append(_credentials_volume(plan))
+    return {"metadata": metadata, "spec": spec}
+
+
+def _credentials_volume(plan: WorkloadPlan) -> dict[str, Any]:
+    """One read-only directory holding every set's files (names are unique across sets)."""
+    return {
+        "name": CREDENTIALS_VOLUME,
+        "projected": {
+            "defaultMode": 0o440,
+            "sources": [{"secret": {"name": credential_secret_name(name)}} for name in plan.credentials],
+        },
+    }
+
+
+def _credentials_mount(entry: Workload) -> dict[str, Any]:
+    return {"name": CREDENTIALS_VOLUME, "mountPath": entry.credentials_mount_path, "readOnly": True}
+
+
+def _pod_labels(plan: WorkloadPlan) -> dict[str, str]:
+    return {names.LABEL_JOB: plan.labels[names.LABEL_JOB], names.LABEL_OWNER: plan.labels[names.LABEL_OWNER]}
+
+
+def _env(name: str, value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return {"name": name, **copy.deepcopy(value)}
+    if isinstance(value, bool):
+        value = "true" if value else "false"
+    return {"name": name, "value": str(value)}
+
+
+def _job_spec(entry: Workload, template: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    for key, value in (
+        ("backoffLimit", entry.backoff_limit),
+        ("activeDeadlineSeconds", entry.active_deadline_seconds),
+        ("parallelism", entry.parallelism),
+        ("completions", entry.completions),
+    ):
+        if value is not None:
+            spec[key] = value
+    spec["template"] = template
+    return spec
+
+
+def _metadata(plan: WorkloadPlan, annotations: dict[str, str]) -> dict[str, Any]:
+    labels = {**plan.entry.labels, **plan.labels}
+    metadata: dict[str, Any] = {"name": plan.entry.name, "namespace": plan.namespace, "labels": labels}
+    merged = {**plan.entry.annotations, **annotations}
+    if merged:
+        metadata["annotations"] = merged
+    return metadata
+
+
+def _ttl_seconds(entry: Workload) -> int:
+    return int(round(entry.ttl_hours * 3600))
+
+
+def job_manifest(plan: WorkloadPlan, template: dict[str, Any]) -> dict[str, Any]:
+    """A Job that `pulumi up` does not wait on, expiring `ttlHours` after it finishes."""
+    spec = _job_spec(plan.entry, template)
+    spec["ttlSecondsAfterFinished"] = _ttl_seconds(plan.entry)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(plan, SKIP_AWAIT),
+        "spec": spec,
+    }
+
+
+def cronjob_manifest(plan: WorkloadPlan, template: dict[str, Any]) -> dict[str, Any]:
+    """A plain CronJob with the same pod template; its history limits bound old Jobs."""
+    entry = plan.entry
+    assert isinstance(entry, Schedule)
+    spec: dict[str, Any] = {
+        "schedule": entry.schedule,
+        "timeZone": entry.time_zone,
+        "concurrencyPolicy": entry.concurrency_policy,
+        "suspend": entry.suspend,
+        "successfulJobsHistoryLimit": entry.successful_jobs_history_limit,
+        "failedJobsHistoryLimit": entry.failed_jobs_history_limit,
+        "jobTemplate": {
+            "metadata": {"labels": _pod_labels(plan)},
+            "spec": _job_spec(entry, template),
+        },
+    }
+    if entry.starting_deadline_seconds is not None:
+        spec["startingDeadlineSeconds"] = entry.starting_deadline_seconds
+    if "ttl_hours" in entry.model_fields_set:
+        # Only when asked: by default the history limits decide how long runs are kept.
+        spec["jobTemplate"]["spec"]["ttlSecondsAfterFinished"] = _ttl_seconds(entry)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": _metadata(plan, {}),
+        "spec": spec,
+    }
+
+
+def primed_cronjob_manifest(plan: WorkloadPlan, template: dict[str, Any], name: str, primer: str) -> dict[str, Any]:
+    """A CronJob firing `lead` minutes early whose pod is the workload, held by the wait.
+
+    The pod template is the plain one plus the wait as first init container, so the pod
+    holds the workload's full requests from the moment it is scheduled.
+    """
+    entry = plan.entry
+    assert isinstance(entry, Schedule) and plan.primers is not None
+    primed = copy.deepcopy(template)
+    spec = primed["spec"]
+    wait_container = wait.wait_container(
+        plan.primers.lead, entry.time_zone, entry.wait_image, plan.limit_range.get("max")
+    )
+    spec["initContainers"] = [wait_container] + spec.get(
+        "initContainers", []
+    )
+    manifest = cronjob_manifest(plan, primed)
+    manifest["metadata"]["name"] = name
+    manifest["metadata"].setdefault("annotations", {}).update(
+        {"kns.io/workload-schedule": entry.schedule, "kns.io/warm-up-minutes": str(plan.primers.lead)}
+    )
+    manifest["spec"]["schedule"] = primer
+    return manifest

@@ -1,0 +1,63 @@
+"""What one entry becomes: its `WorkloadPlan`, and the problems only planning reveals.
+
+Pure data, read by the components that build it (components/workload.py,
+components/namespace.py) and by the offline `kns` commands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from config.models import NodePool, Profile, Schedule, Workload
+from config.prescale import Primers
+
+
+@dataclass
+class WorkloadPlan:
+    """Everything one entry produces, derived from validated config."""
+
+    entry: Workload
+    namespace: str
+    labels: dict[str, str]
+    pod_security: str
+    pool: Optional[NodePool]
+    profile: Profile
+    resources: dict[str, dict[str, str]]
+    limit_range: dict[str, Any]
+    quota: dict[str, str]
+    role_rules: list[dict[str, Any]]
+    scheduler_name: Optional[str]
+    primers: Optional[Primers] = None
+    credentials: dict[str, dict[str, str]] = field(default_factory=dict)
+    # object name -> manifest: the Job, the CronJob, or one CronJob per primer schedule
+    objects: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def is_schedule(self) -> bool:
+        return isinstance(self.entry, Schedule)
+
+    @property
+    def pod_spec(self) -> Optional[dict[str, Any]]:
+        """The pod spec the entry runs, as finally built (its Job's, or its first CronJob's:
+        primer CronJobs share the template); None for `type: namespace`."""
+        if not self.objects:
+            return None
+        manifest = next(iter(self.objects.values()))
+        spec = manifest["spec"]
+        return (spec["jobTemplate"]["spec"] if manifest["kind"] == "CronJob" else spec)["template"]["spec"]
+
+
+CREDENTIALS_VOLUME = "kns-credentials"
+
+
+def credential_secret_name(set_name: str) -> str:
+    return f"kns-cred-{set_name}"
+
+
+class PlanError(ValueError):
+    """Problems found while building an entry's objects: (field, message) pairs."""
+
+    def __init__(self, problems: list[tuple[str, str]]):
+        super().__init__("; ".join(f"{f}: {m}" for f, m in problems))
+        self.problems = problems

@@ -1,0 +1,157 @@
+"""The planner: every entry's `WorkloadPlan` from checked config, before any resource.
+
+It builds each entry's objects (plan/manifests.py), applies `jsonOverrides`, then settles
+the LimitRange and quota from the pod as finally built and holds that pod to the
+profile's rules again (config/profile_rules.py). What only this reveals (a pointer that
+does not fit, a quantity an override writes) is reported under the entry's config path,
+with every problem the checks found (`plan_checked`).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from config import names, pointer, profile_rules, resolve
+from config.errors import Problem
+from config.loader import Checked, PlatformConfig
+from config.models import Profile, Workload
+
+from . import wait
+from .manifests import (
+    NAMESPACE_RUNNER_RULES,
+    POD_RUNNER_RULES,
+    cronjob_manifest,
+    job_manifest,
+    pod_template,
+    primed_cronjob_manifest,
+)
+from .model import PlanError, WorkloadPlan
+
+
+def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
+    """Everything one entry produces. Raises `PlanError` for what only the built objects
+    reveal (an override pointer that does not fit, a bad quantity in a raw pod spec)."""
+    profile, _, source = resolve.resolve_profile_sources(cfg.profiles, entry.user, entry.groups)
+    pool = resolve.resolve_pool(entry, cfg.node_pools)
+    if entry.pod_spec is not None:
+        try:
+            containers, init_containers = resolve.pod_spec_containers(entry.pod_spec)
+        except resolve.PlacementError as exc:
+            raise PlanError([(exc.field, str(exc))]) from None
+        resources = resolve.pod_spec_limits(containers + init_containers)
+    else:
+        resources = resolve.container_resources(entry, profile)
+    # Provisional for a pod entry: `_account` settles both from the pod as finally built.
+    limits = resolve.limit_range(entry, resources)
+    scheduler = entry.scheduler_name or (
+        cfg.packing_scheduler.name if cfg.packing_scheduler.enabled else None
+    )
+    plan = WorkloadPlan(
+        entry=entry,
+        namespace=names.namespace_name(cfg.cluster.namespace_prefix, entry.name),
+        labels=resolve.entry_labels(entry, cfg.cluster.name),
+        pod_security="privileged" if entry.privileged else "baseline",
+        pool=pool,
+        profile=profile,
+        resources=resources,
+        limit_range=limits,
+        quota=resolve.quota(entry, resources, limits),
+        role_rules=copy.deepcopy(NAMESPACE_RUNNER_RULES if entry.type == "namespace" else POD_RUNNER_RULES),
+        scheduler_name=scheduler,
+        primers=cfg.primers.get(entry.name),
+        credentials={name: cfg.credentials[name] for name in entry.credentials},
+    )
+    if entry.type == "pod":
+        template = pod_template(plan, cfg)
+        if not plan.is_schedule:
+            plan.objects[entry.name] = job_manifest(plan, template)
+        elif plan.primers is None:
+            plan.objects[entry.name] = cronjob_manifest(plan, template)
+        else:
+            for index, primer in enumerate(plan.primers.schedules):
+                name = entry.name if index == 0 else f"{entry.name}-{index + 1}"
+                plan.objects[name] = primed_cronjob_manifest(plan, template, name, primer)
+        rule = source.get("json_overrides")
+        overrides = [(f'jsonOverrides (profile rule "{rule}" jsonOverrides[{i}])', o)
+                     for i, o in enumerate(profile.json_overrides or [])]
+        overrides += [(f"jsonOverrides[{i}]", o) for i, o in enumerate(entry.json_overrides)]
+        problems = []
+        for manifest in plan.objects.values():
+            problems += apply_overrides(manifest, overrides)
+        if problems:
+            raise PlanError(sorted(set(problems)))
+        _account(plan, profile, source, bool(overrides))
+    return plan
+
+
+def _account(plan: WorkloadPlan, profile: Profile, source: dict[str, str], overridden: bool) -> None:
+    """LimitRange and quota from the pod as finally built (overrides may add containers or
+    change resources), and that pod held to the profile's rules again when overrides
+    could have changed it."""
+    entry = plan.entry
+    final = plan.pod_spec
+    try:
+        containers, init_containers = resolve.pod_spec_containers(final)
+    except resolve.PlacementError as exc:
+        raise PlanError([("jsonOverrides", str(exc).replace("containers[", "the final pod's containers[", 1))]) from None
+    own = [c for c, raw in zip(init_containers, final.get("initContainers") or []) if raw.get("name") != wait.NAME]
+    limits = resolve.limit_range(entry, resolve.pod_spec_limits(containers + own))
+    for item in containers + init_containers:
+        for resource in ("cpu", "memory"):
+            # A request with no limit gets the default limit at admission: make room for it.
+            request = item["requests"].get(resource)
+            if request and resource not in item["limits"] and resource in limits["default"]:
+                kind = resolve.kind_for_resource(resource)
+                if resolve.parse(request, kind) > resolve.parse(limits["default"][resource], kind):
+                    limits["default"][resource] = request
+    plan.limit_range = limits
+    plan.quota = resolve.quota(entry, resolve.pod_usage(containers, init_containers, limits), limits)
+    if not overridden:
+        return
+    usage = resolve.pod_usage(containers, own, limits)
+    facts = profile_rules.final_pod_facts(final, usage["limits"], wait.NAME)
+    problems = profile_rules.check(facts, profile, source)
+    if problems:
+        raise PlanError(problems)
+
+
+def apply_overrides(manifest: dict[str, Any], overrides: list[tuple[str, Any]]) -> list[tuple[str, str]]:
+    """Apply RFC 6901 overrides to the generated Job, or to a CronJob's job template (the
+    same pointers serve a job and a schedule). Profile overrides come first."""
+    if manifest["kind"] == "CronJob":
+        template = manifest["spec"]["jobTemplate"]
+        target = {"apiVersion": "batch/v1", "kind": "Job", "metadata": template.setdefault("metadata", {}),
+                  "spec": template["spec"]}
+    else:
+        target = manifest
+    problems = []
+    for where, override in overrides:
+        try:
+            pointer.set_pointer(target, override.path, override.value)
+        except pointer.PointerError as exc:
+            problems.append((where, str(exc)))
+    if manifest["kind"] == "CronJob":
+        manifest["spec"]["jobTemplate"] = {"metadata": target["metadata"], "spec": target["spec"]}
+    return problems
+
+
+def plan_all(cfg: PlatformConfig) -> tuple[list[WorkloadPlan], list[Problem]]:
+    """Plan every entry before any resource exists (entries keep config order), with the
+    problems only planning reveals, each under its entry's config path."""
+    plans, problems = [], []
+    for entry in cfg.workloads:
+        try:
+            plans.append(plan_workload(entry, cfg))
+        except PlanError as exc:
+            problems += [Problem(f"{cfg.paths[entry.name]}.{f}", m) for f, m in exc.problems]
+    return plans, problems
+
+
+def plan_checked(checked: Checked) -> list[WorkloadPlan]:
+    """Plan every entry the checks passed; raise one `ConfigError` with the checks'
+    problems and planning's, before a single resource is registered."""
+    plans, problems = plan_all(checked.clean())
+    checked.problems.items.extend(problems)
+    checked.problems.raise_if_any()
+    return plans
