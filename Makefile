@@ -29,10 +29,10 @@ up: venv
 preview: venv
 	bash scripts/up.sh preview
 
-## make schema: the JSON Schemas of docs/schema, generated from config/models.py.
+## make schema: the JSON Schemas of docs/schema, generated from config/models.py by tools/schema.py.
 .PHONY: schema
 schema: venv
-	$(PY) -m config.schema docs/schema
+	$(PY) -m tools.schema docs/schema
 
 ## make bench: the benchmarks of bench/ (tables on stdout, JSON in build/bench/).
 bench: venv system-deps

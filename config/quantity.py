@@ -11,7 +11,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from enum import Enum
 
-# The parts of a Kubernetes quantity, also used by the JSON Schema (config/schema.py).
+# The parts of a Kubernetes quantity, also used by the JSON Schema (tools/schema.py).
 UNSIGNED_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
 SUFFIX = r"(?:[eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)"
 _QUANTITY = re.compile(rf"^(?P<num>[+-]?{UNSIGNED_NUMBER})(?P<suffix>{SUFFIX})?$")

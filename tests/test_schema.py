@@ -14,11 +14,12 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from config import models, schema
+from config import models
 from config.errors import ConfigError
 from config.loader import parse_config
 from config.source import NAMESPACE, STRING_KEYS
 from tests.harness import ROOT
+from tools import schema
 
 SCHEMA_DIR = ROOT / "docs" / "schema"
 MODELINE = re.compile(r"^# yaml-language-server: \$schema=(\S+)$")

@@ -1,6 +1,7 @@
 """JSON Schemas (draft 2020-12) of the config files, generated from the models, for editors.
 
-Two documents, written by `make schema` (`python -m config.schema docs/schema`):
+A build tool, not part of the program. Two documents, written by `make schema`
+(`python -m tools.schema docs/schema`):
 
 - `job-file.schema.json`: a job file named by `kns:jobFiles` (`jobs:` and `schedules:`);
 - `stack-config.schema.json`: a `Pulumi.<stack>.yaml` file, whose `config:` holds the
@@ -42,7 +43,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 from pydantic_core import core_schema
 
-from . import loader, models, names, quantity
+from config import loader, models, names, quantity, rules, source
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 JOB_FILE = "job-file.schema.json"
@@ -70,16 +71,14 @@ BOOL_TEXT = (
     r"^(?:[tT][rR][uU][eE]|[fF][aA][lL][sS][eE]|[yY][eE][sS]|[nN][oO]|[oO][nN]|[oO][fF][fF]"
     r"|[tTfFyYnN01])$"
 )
-DNS_LABEL = names._DNS1123_LABEL.pattern
-_SUBDOMAIN = names._DNS1123_SUBDOMAIN.pattern.strip("^$")
-_LABEL_NAME = names._LABEL_NAME.pattern.strip("^$")
+DNS_LABEL = rules.DNS1123_LABEL
+_SUBDOMAIN = rules.DNS1123_SUBDOMAIN.strip("^$")
+_LABEL_NAME = rules.LABEL_NAME.strip("^$")
 # `prefix/name`: an optional DNS subdomain and "/", then a name of 1 to 63 characters.
 LABEL_KEY = rf"^(?:(?:{_SUBDOMAIN})?/)?(?=[^/]{{1,63}}$){_LABEL_NAME}$"
-LABEL_VALUE = names._LABEL_VALUE.pattern
+LABEL_VALUE = rules.LABEL_VALUE
 # A node name: its first dot-separated part is a DNS-1123 label.
 NODE_NAME = r"^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\..*)?$"
-JSON_POINTER = r"^(?:/|$)"
-CREDENTIAL_FILE = r"^(?!\.\.?$)[-._a-zA-Z0-9]+$"
 # 5 whitespace-separated fields; whether they make a valid schedule is the program's check.
 CRON_FIELDS = r"^\s*[^@\s]\S*(?:\s+\S+){4}\s*$"
 
@@ -143,7 +142,7 @@ def _after_validators() -> dict[Callable, Callable[[dict[str, Any]], dict[str, A
         "description": "Kubernetes labels: keys are `[prefix/]name`, values at most 63 letters, digits, "
         '"-", "_" or ".", starting and ending with a letter or digit.',
     }
-    env_message = "env values are strings or {valueFrom: {...}} (secretKeyRef, configMapKeyRef, fieldRef)"
+    env_message = rules.ENV_VALUE.message
     env_value = {
         "anyOf": [
             {"type": ["string", "number", "boolean"], "errorMessage": env_message},
@@ -190,8 +189,8 @@ def _after_validators() -> dict[Callable, Callable[[dict[str, Any]], dict[str, A
         },
         _func(models.EnvValue): lambda s: env_value,
         path: lambda s: s | {
-            "pattern": JSON_POINTER,
-            "patternErrorMessage": 'not a JSON pointer (RFC 6901: it starts with "/")',
+            "pattern": rules.JSON_POINTER.pattern,
+            "patternErrorMessage": rules.JSON_POINTER.message,
             "description": "A JSON pointer (RFC 6901) into the built object.",
         },
     }
@@ -223,7 +222,7 @@ class _Generator(GenerateJsonSchema):
         function = schema["function"]["function"]
         if function not in self.before:
             raise TypeError(
-                f"config/schema.py does not know the before-validator {getattr(function, '__qualname__', function)}: "
+                f"tools/schema.py does not know the before-validator {getattr(function, '__qualname__', function)}: "
                 "it may accept input its type does not say; add what it accepts to _before_validators"
             )
         return copy.deepcopy(self.before[function])
@@ -333,29 +332,26 @@ def _null(cls: type[BaseModel], field: str, message: str) -> dict[str, Any]:
 def _rules(cls: type[BaseModel]) -> list[dict[str, Any]]:
     """The rules of the model validators that one object can show alone, as `if`/`then`
     with keywords whose failures editors report with `errorMessage` (the program's words)."""
-    rules: list[dict[str, Any]] = []
+    found: list[dict[str, Any]] = []
     if issubclass(cls, models.NodePool):
-        rules += [
+        found += [
             {"if": _present(cls, "role", {"const": "gpu"}),
-             "then": _needs(cls, "gpu", {"type": "object"}, 'role "gpu" needs gpu: {vendor: nvidia|amd, perNode: N}')},
+             "then": _needs(cls, "gpu", {"type": "object"}, rules.GPU_POOL_NEEDS_GPU.message)},
             {"if": _present(cls, "role", {"not": {"const": "gpu"}}),
-             "then": _null(cls, "gpu", 'gpu is only for role "gpu"')},
+             "then": _null(cls, "gpu", rules.GPU_ONLY_ON_GPU_POOLS.message)},
             {"if": _present(cls, "vcluster", {"const": True}),
-             "then": _needs(cls, "role", {"const": "gpu"},
-                            'vcluster: true is only for role "gpu" (role "vcluster" implies it)')},
+             "then": _needs(cls, "role", {"const": "gpu"}, rules.VCLUSTER_ONLY_ON_GPU_POOLS.message)},
         ]
     if issubclass(cls, models.KnsScheduler):
-        rules += [
+        found += [
             {"if": _present(cls, "enabled", {"const": True}),
-             "then": _needs(cls, "image", {"type": "string", "minLength": 1},
-                            "enabled: true needs image (the JARVICE KNS scheduler image)")},
+             "then": _needs(cls, "image", {"type": "string", "minLength": 1}, rules.KNS_NEEDS_IMAGE.message)},
             {"if": _present(cls, "ingress", {"const": True}),
-             "then": _needs(cls, "jobs_domain", {"type": "string", "minLength": 1},
-                            "ingress: true needs jobsDomain (the host the Ingress serves)")},
+             "then": _needs(cls, "jobs_domain", {"type": "string", "minLength": 1}, rules.INGRESS_NEEDS_DOMAIN.message)},
         ]
     if issubclass(cls, models.Workload):
         container = list(models.CONTAINER_FIELDS)
-        rules += [
+        found += [
             {"if": _present(cls, "type", {"const": "namespace"}),
              "then": _unset(cls, [*container, "pod_spec", "json_overrides", "credentials"],
                             "type namespace runs no workload, so no container field, podSpec, jsonOverrides "
@@ -364,14 +360,14 @@ def _rules(cls: type[BaseModel]) -> list[dict[str, Any]]:
              "then": _unset(cls, container, "podSpec is used verbatim, so no container field can be set beside it")},
             {"if": _present(cls, "credentials_mount_path"),
              "then": _needs(cls, "credentials", {"type": "array", "minItems": 1},
-                            "credentialsMountPath is set but credentials lists no set")},
+                            rules.MOUNT_PATH_NEEDS_CREDENTIALS.message)},
             {"if": _present(cls, "gpu_resource", {"type": "string", "minLength": 1}),
-             "then": _needs(cls, "gpus", {"exclusiveMinimum": 0}, "gpuResource is set but gpus is 0")},
+             "then": _needs(cls, "gpus", {"exclusiveMinimum": 0}, rules.GPU_RESOURCE_NEEDS_GPUS.message)},
         ]
     if issubclass(cls, models.Schedule):
-        rules.append({"if": _present(cls, "warm_up_minutes", NOT_NULL),
-                      "then": _null(cls, "primer_schedule", "set warmUpMinutes or primerSchedule, not both")})
-    return rules
+        found.append({"if": _present(cls, "warm_up_minutes", NOT_NULL),
+                      "then": _null(cls, "primer_schedule", rules.WARM_UP_OR_PRIMER.message)})
+    return found
 
 
 def _narrow_fields(cls: type[BaseModel], properties: dict[str, Any]) -> None:
@@ -437,7 +433,7 @@ def _finish_model(name: str, cls: type[BaseModel], schema: dict[str, Any]) -> No
         if "default" in prop and prop["default"] is None:
             del prop["default"]  # unset is the default; and `default: null` trips editors' completion
     _narrow_fields(cls, properties)
-    rules = _rules(cls)
+    conditions = _rules(cls)
     # A required field is satisfied by either spelling.
     required = []
     for field in cls.model_fields:
@@ -447,13 +443,13 @@ def _finish_model(name: str, cls: type[BaseModel], schema: dict[str, Any]) -> No
         if len(keys) == 1:
             required.append(keys[0])
         else:
-            rules.append({"if": {"required": [keys[1]]}, "else": {"required": [keys[0]]}})
+            conditions.append({"if": {"required": [keys[1]]}, "else": {"required": [keys[0]]}})
     if required:
         schema["required"] = required
     else:
         schema.pop("required", None)
-    if rules:
-        schema["allOf"] = rules
+    if conditions:
+        schema["allOf"] = conditions
     # snake_case keys: read by the program (populate_by_name), not suggested. A copy, not a
     # $ref: editors drop the keywords beside a $ref, and some cannot complete through one.
     for field in cls.model_fields:
@@ -481,7 +477,7 @@ def _definitions(roots: list[type[BaseModel]]) -> dict[str, Any]:
     classes = generator[0].classes
     for name, schema in definitions.items():
         if name not in classes:
-            raise TypeError(f"definition {name} is not a model config/schema.py saw")
+            raise TypeError(f"definition {name} is not a model tools/schema.py saw")
         _finish_model(name, classes[name], schema)
     return definitions
 
@@ -511,7 +507,7 @@ def job_file_schema() -> dict[str, Any]:
     lists = _entry_lists()
     keys = list(models.JobFile.model_fields)
     if set(keys) != set(lists):
-        raise TypeError(f"a job file has keys {keys}; config/schema.py describes {sorted(lists)}")
+        raise TypeError(f"a job file has keys {keys}; tools/schema.py describes {sorted(lists)}")
     return {
         "$schema": DIALECT,
         "title": "kns-platform job file",
@@ -521,7 +517,7 @@ def job_file_schema() -> dict[str, Any]:
         "type": ["object", "null"],
         "properties": {key: lists[key] for key in keys},
         "additionalProperties": False,
-        "errorMessage": "a job file has jobs: and schedules:",
+        "errorMessage": rules.JOB_FILE_KEYS.message,
         "$defs": _definitions([models.Job, models.Schedule]),
     }
 
@@ -540,8 +536,8 @@ def _secure_value() -> dict[str, Any]:
 def _credential_sets() -> dict[str, Any]:
     files = {
         "type": "object",
-        "propertyNames": {"pattern": CREDENTIAL_FILE,
-                          "patternErrorMessage": 'not a valid file name (letters, digits, "-", "_" and ".")'},
+        "propertyNames": {"pattern": rules.CREDENTIAL_FILE.pattern,
+                          "patternErrorMessage": rules.CREDENTIAL_FILE.message},
         "additionalProperties": {"anyOf": [_ref(SECURE), {"type": "string"}]},
         "description": "File name to content; set each with `pulumi config set --secret --path`.",
     }
@@ -597,11 +593,11 @@ def _config_keys() -> dict[str, dict[str, Any]]:
     }
     if set(keys) != set(loader.KNOWN_KEYS):
         raise TypeError(
-            f"config.loader reads kns: keys {sorted(loader.KNOWN_KEYS)}; config/schema.py describes {sorted(keys)}"
+            f"config.loader reads kns: keys {sorted(loader.KNOWN_KEYS)}; tools/schema.py describes {sorted(keys)}"
         )
-    if not set(loader.SECRET_KEYS) <= {"credentials", "keycloakClientSecret"}:
-        raise TypeError(f"config/schema.py does not say how the secret keys {loader.SECRET_KEYS} are written")
-    return {f"{loader.NAMESPACE}:{key}": keys[key] for key in loader.KNOWN_KEYS}
+    if not set(source.SECRET_KEYS) <= {"credentials", "keycloakClientSecret"}:
+        raise TypeError(f"tools/schema.py does not say how the secret keys {source.SECRET_KEYS} are written")
+    return {f"{source.NAMESPACE}:{key}": keys[key] for key in loader.KNOWN_KEYS}
 
 
 def stack_config_schema() -> dict[str, Any]:
@@ -612,7 +608,7 @@ def stack_config_schema() -> dict[str, Any]:
     ])
     definitions[SECURE] = _secure_value()
     definitions[CREDENTIALS] = _credential_sets()
-    namespace = loader.NAMESPACE
+    namespace = source.NAMESPACE
     return {
         "$schema": DIALECT,
         "title": "kns-platform stack file (Pulumi.<stack>.yaml)",
@@ -711,7 +707,7 @@ def write(directory: Path) -> list[Path]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m config.schema <directory>", file=sys.stderr)
+        print("usage: python -m tools.schema <directory>", file=sys.stderr)
         return 2
     for path in write(Path(argv[0])):
         print(f"wrote {path}")
