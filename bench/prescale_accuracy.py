@@ -1,5 +1,5 @@
 """Start accuracy of prescaled schedules: the real wait script, run as a process many
-times with varied lateness, against reference 004's 5-second polling, in the same run.
+times with varied lateness, against the CronJob prescaler's 5-second polling, in the same run.
 
 Error = release time - target start (for a Job created after its start: release time -
 invocation, as it must run at once). Target: under one second late, never early.

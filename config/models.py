@@ -1,4 +1,4 @@
-"""Typed stack config: pydantic v2 models for every key of the user contract.
+"""Typed stack config: pydantic v2 models for every key of the user contract (docs/reference.md).
 
 Models check what one object can check alone (syntax, ranges, exclusive fields);
 cross-entry rules (unique names, pool references, GPU pools) live in `config.checks`.
@@ -210,7 +210,7 @@ KNS_DEFAULT_LIMIT_RANGE: dict[str, Any] = {
 
 
 class KnsScheduler(Model):
-    """The JARVICE KNS downstream scheduler; defaults are those of reference 000."""
+    """The JARVICE KNS downstream scheduler; defaults are those of its documentation."""
 
     enabled: bool = False
     image: Optional[str] = None
@@ -325,7 +325,7 @@ CONTAINER_FIELDS = (
 
 
 class Workload(Model):
-    """Fields shared by jobs and schedules (contract section 6)."""
+    """Fields shared by jobs and schedules (docs/reference.md)."""
 
     name: EntryName
     user: Optional[LabelValue] = None

@@ -2,7 +2,7 @@
 
 Pure functions (no Pulumi) so quotas, LimitRanges and profile maxima can be computed
 and tested exactly. Values are held as `Decimal` in base units (cores, bytes, counts).
-Bare numbers mean MiB for memory and storage, as in the Nodepool and RStudio seeds.
+Bare numbers mean MiB for memory and storage, as in Nodepool and RStudio (docs/reference.md).
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ class QuantityError(ValueError):
 def parse(value: object, kind: Kind = Kind.COUNT) -> Decimal:
     """Parse a quantity (string or number) into base units.
 
-    Bare numbers (YAML numbers, not strings) are MiB for `Kind.BYTES`, as in the seeds; a
-    string is a Kubernetes quantity, so "4096" is 4096 bytes. CPU numbers are cores.
+    Bare numbers (YAML numbers, not strings) are MiB for `Kind.BYTES`, as in Nodepool and
+    RStudio; a string is a Kubernetes quantity, so "4096" is 4096 bytes. CPU numbers are cores.
     """
     if isinstance(value, bool) or value is None:
         raise QuantityError(f"{_show(value)} is not a quantity")

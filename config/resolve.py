@@ -15,7 +15,7 @@ from .quantity import Kind, QuantityError, kind_for_resource, minimum, parse, re
 
 VCLUSTER_KEY = "node-role.jarvice.io/jarvice-vcluster"
 GPU_PRESENT = "present"
-# Reference 000: the KNS default limit range for job namespaces.
+# The KNS default limit range for job namespaces (the JARVICE KNS scheduler documentation).
 DEFAULT_LIMIT = {"cpu": "1", "memory": "1Gi"}
 DEFAULT_REQUEST = {"cpu": "200m", "memory": "256Mi"}
 NAMESPACE_ENTRY_PODS = 10
@@ -37,7 +37,7 @@ def gpu_resource_name(vendor: str) -> str:
 
 
 def pool_taints(pool: NodePool) -> list[dict[str, str]]:
-    """Every taint a pool's nodes carry: the role's (contract section 2), then the pool's own."""
+    """Every taint a pool's nodes carry: the role's (docs/node-pools.md), then the pool's own."""
     taints: list[dict[str, str]] = []
     if pool.role == "vcluster" or (pool.role == "gpu" and pool.vcluster):
         taints.append({"key": VCLUSTER_KEY, "value": "true", "effect": "NoSchedule"})
@@ -105,7 +105,8 @@ def matching_rules(profiles: list[tuple[str, Profile]], user: Optional[str], gro
 
 
 def resolve_profile(profiles: list[tuple[str, Profile]], user: Optional[str], groups: list[str]) -> tuple[Profile, list[str]]:
-    """Merge matching rules top to bottom, later values winning (reference 002)."""
+    """Merge matching rules top to bottom, later values winning (as in the RStudio Workbench
+    Launcher Kubernetes plugin documentation)."""
     merged, rules, _ = resolve_profile_sources(profiles, user, groups)
     return merged, rules
 
@@ -123,7 +124,7 @@ def resolve_profile_sources(
             if value is None:
                 continue
             if key in ("default_gpus", "max_gpus"):
-                # Each vendor is its own setting (default-nvidia-gpus, max-amd-gpus in 002).
+                # Each vendor is its own setting (default-nvidia-gpus, max-amd-gpus in RStudio's profiles).
                 vendors = {v: getattr(value, v) for v in value.model_fields_set if getattr(value, v) is not None}
                 earlier = merged[key].model_dump(exclude_none=True) if key in merged else {}
                 merged[key] = type(value)(**{**earlier, **vendors})

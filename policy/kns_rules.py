@@ -27,7 +27,8 @@ DEFAULT_REQUIRED_LIMITS = ("cpu", "memory")
 # and what kns:nodePools gives GPU pools).
 DEFAULT_GPU_TAINTS = {"nvidia.com/gpu": "nvidia.com/gpu", "amd.com/gpu": "amd.com/gpu"}
 
-# The KNS downstream scheduler is the one component that needs cluster-admin (reference 000).
+# The KNS downstream scheduler is the one component that needs cluster-admin (the JARVICE KNS
+# scheduler documentation).
 KNS_SCHEDULER_TYPE = "kns:scheduling:KnsScheduler"
 ENTRY_LABEL = "kns.io/job"
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"

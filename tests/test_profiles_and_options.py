@@ -1,4 +1,5 @@
-"""Profiles (reference 002), Nodepool options (001), overrides (002), credentials (003)."""
+"""Profiles and overrides (RStudio launcher style), Nodepool options, credentials (PanDA Harvester
+style): docs/profiles.md and docs/options.md."""
 
 from __future__ import annotations
 
