@@ -12,7 +12,7 @@ from pathlib import Path
 from common import table, write
 from config.models import PackingScheduler
 from plan.schedulers import scheduler_configuration_yaml
-from tests.test_e2e import Cluster, node_manifest, script
+from kns_testing.cluster import Cluster, node_manifest, script
 
 SCENARIOS = {
     # name: (nodes, per-node capacity, resource, small pods, large pods)

@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from common import ROOT, synthetic_config, table, write
-from tests.harness import engine_project, run_program
+from kns_testing.program import engine_project, run_program
 
 SIZES = [int(a) for a in sys.argv[1:]] or [10, 100, 500]
 

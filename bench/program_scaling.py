@@ -11,7 +11,7 @@ import pulumi_kubernetes as k8s
 from pulumi.runtime import settings
 
 from common import measure, synthetic_config, table, write
-from tests.harness import RecordingMocks, run_program
+from kns_testing.program import RecordingMocks, run_program
 
 SIZES = [int(a) for a in sys.argv[1:]] or [10, 100, 1000]
 

@@ -23,7 +23,7 @@ from config import cron
 from config.errors import ConfigError
 from config.loader import parse_config, parse_stack_config
 from kns_cli import cli, explain, runs, stack, timeline
-from tests.harness import ROOT, RecordingMocks, dev_stack_config, run_program
+from kns_testing.program import ROOT, RecordingMocks, dev_stack_config, run_program
 
 KNS = ROOT / "kns"
 SVG = "{http://www.w3.org/2000/svg}"

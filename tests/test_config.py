@@ -10,7 +10,7 @@ import pytest
 from config.errors import ConfigError
 from config.loader import parse_config
 from config.models import KnsScheduler, PackingScheduler
-from tests.harness import ROOT, dev_stack_config
+from kns_testing.program import ROOT, dev_stack_config
 
 CLUSTER = {"name": "kns-test", "renderDir": "out"}
 GPU_POOL = {"name": "a100", "role": "gpu", "nodes": ["g1"], "gpu": {"vendor": "nvidia", "perNode": 8}}

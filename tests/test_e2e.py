@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import threading
 import time
@@ -16,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.harness import ROOT, engine_project
+from kns_testing.cluster import Cluster, node_manifest, script
+from kns_testing.program import ROOT, engine_project
 
 NODES = (
     [(f"vc-node-{i}", 16, 0) for i in range(1, 5)]
@@ -25,53 +25,6 @@ NODES = (
     + [(f"cpu-node-{i}", 16, 0) for i in range(1, 3)]
 )
 PASSPHRASE = "kns-local-e2e"
-
-
-def script(name: str, *args: str, timeout: int = 5400) -> str:
-    done = subprocess.run(["bash", str(ROOT / "scripts" / name), *args], capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, f"scripts/{name} failed ({done.returncode}):\n{done.stderr[-4000:]}"
-    return done.stdout.strip()
-
-
-class Cluster:
-    def __init__(self, state: Path, bin_dir: str):
-        self.state = state
-        self.kubeconfig = state / "kubeconfig"
-        self.env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "KUBECONFIG": str(self.kubeconfig)}
-
-    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
-        done = subprocess.run(["kubectl", *args], env=self.env, capture_output=True, text=True, input=input, timeout=120)
-        if check and done.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)}: {done.stderr}")
-        return done
-
-    def get(self, *args: str) -> dict:
-        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
-
-    def apply(self, *documents: dict) -> None:
-        self.kubectl("apply", "-f", "-", input="\n---\n".join(yaml.safe_dump(d) for d in documents))
-
-    def can(self, who: str, verb: str, resource: str, namespace: str | None = None) -> bool:
-        """`kubectl auth can-i`; `pods/log` style names are a subresource, `type/name` an object."""
-        base, _, sub = resource.partition("/")
-        if sub in ("log", "exec", "binding", "attach", "portforward"):
-            args = ["auth", "can-i", verb, base, f"--subresource={sub}", f"--as={who}"]
-        else:
-            args = ["auth", "can-i", verb, resource, f"--as={who}"]
-        if namespace:
-            args += ["-n", namespace]
-        done = self.kubectl(*args, check=False)
-        return done.stdout.strip() == "yes"
-
-    def wait(self, what, timeout: float = 120, every: float = 1.0, message: str = ""):
-        deadline = time.time() + timeout
-        while True:
-            value = what()
-            if value:
-                return value
-            if time.time() > deadline:
-                raise AssertionError(f"timed out after {timeout}s: {message}")
-            time.sleep(every)
 
 
 class Watch:
@@ -116,23 +69,6 @@ class Watch:
 
 def server_time(stamp: str) -> datetime:
     return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
-
-
-def node_manifest(name: str, cpu: int, gpus: int) -> dict:
-    capacity = {"cpu": str(cpu), "memory": f"{cpu * 4}Gi", "pods": "110"}
-    if gpus:
-        capacity["nvidia.com/gpu"] = str(gpus)
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok"},
-        },
-        "spec": {},
-        "status": {"capacity": capacity, "allocatable": capacity, "phase": "Running"},
-    }
 
 
 @pytest.fixture(scope="session")

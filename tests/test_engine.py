@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.harness import PROJECT_FILES, ROOT, dev_stack_config, engine_project, run_program
+from kns_testing.program import PROJECT_FILES, ROOT, dev_stack_config, engine_project, run_program
 
 PASSPHRASE = "kns-dev-local"  # the dev stack's committed encryptionsalt belongs to it
 

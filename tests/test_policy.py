@@ -14,7 +14,7 @@ from pulumi_policy.policy import PolicyResource, PolicyResourceOptions
 from policy import kns_rules
 from policy.kns_rules import Resource
 from policy.pack import POLICIES
-from tests.harness import PROJECT_FILES, ROOT, engine_project
+from kns_testing.program import PROJECT_FILES, ROOT, engine_project
 
 STACK = "urn:pulumi:dev::kns-platform::"
 

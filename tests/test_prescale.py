@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from plan import wait
 from config import prescale
-from tests.harness import run_program
+from kns_testing.program import run_program
 
 EXAMPLES = int(os.environ.get("KNS_HYPOTHESIS_EXAMPLES", "60"))
 PROPERTY = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
@@ -311,7 +311,7 @@ def test_explicit_primer_schedule_is_used_when_it_is_a_constant_lead():
 def test_inexpressible_or_wrong_primers_are_config_errors(change, expected):
     import pulumi
 
-    from tests.harness import RecordingMocks
+    from kns_testing.program import RecordingMocks
 
     cfg = copy.deepcopy(BASE)
     cfg["schedules"][0].update(change)

@@ -10,7 +10,7 @@ import pytest
 
 from config.errors import ConfigError
 from config.loader import parse_config
-from tests.harness import ROOT, RecordingMocks, run_program, secret_value
+from kns_testing.program import ROOT, RecordingMocks, run_program, secret_value
 
 CLUSTER = {"name": "kns-test", "renderDir": "out"}
 POOLS = [

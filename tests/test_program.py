@@ -8,7 +8,7 @@ from collections import Counter
 import pulumi
 import pytest
 
-from tests.harness import RecordingMocks, dev_stack_config, run_program
+from kns_testing.program import RecordingMocks, dev_stack_config, run_program
 
 NS = "kubernetes:core/v1:Namespace"
 LR = "kubernetes:core/v1:LimitRange"
@@ -441,7 +441,7 @@ def test_the_control_run_does_register_resources():
 
 
 def test_inline_kubeconfig_is_sent_as_a_secret():
-    from tests.harness import secret_value
+    from kns_testing.program import secret_value
 
     text = "apiVersion: v1\nkind: Config\ncurrent-context: kns\nusers: [{name: admin, user: {token: t0ken}}]\n"
     cfg = copy.deepcopy(BASE)

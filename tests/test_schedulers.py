@@ -12,7 +12,7 @@ import yaml
 
 from plan import schedulers as specs
 from config.models import KnsScheduler
-from tests.harness import ROOT, run_program, secret_value
+from kns_testing.program import ROOT, run_program, secret_value
 
 CM = "kubernetes:core/v1:ConfigMap"
 DEPLOY = "kubernetes:apps/v1:Deployment"

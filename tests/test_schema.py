@@ -18,7 +18,7 @@ from config import models
 from config.errors import ConfigError
 from config.loader import parse_config
 from config.source import NAMESPACE, STRING_KEYS
-from tests.harness import ROOT
+from kns_testing.program import ROOT
 from tools import schema
 
 SCHEMA_DIR = ROOT / "docs" / "schema"

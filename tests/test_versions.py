@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tests.harness import ROOT
+from kns_testing.program import ROOT
 
 
 def read_versions() -> dict[str, str]:

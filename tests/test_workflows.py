@@ -22,14 +22,14 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from tests.harness import ROOT
+from kns_testing.program import ROOT
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 PREVIEW = WORKFLOWS / "preview.yml"
 UP = WORKFLOWS / "up.yml"
 SUMMARY_SCRIPT = ROOT / "scripts" / "preview-summary.py"
 
-# A real preview of a copy of the dev stack (tests/harness.py engine_project), after
+# A real preview of a copy of the dev stack (kns_testing/program.py engine_project), after
 # `pulumi up` and then, in Pulumi.dev.yaml: train-resnet's cpu 8 -> 12, nightly-report
 # removed, a job `added-smoke` added, the packing scheduler's GPU weight 5 -> 7 and a
 # label zone=b on the vcluster pool. Taken with `pulumi preview --json --show-sames`

@@ -1,0 +1,151 @@
+"""Run the real `__main__.py` under recording Pulumi mocks, or copy the project for a run
+of the real engine.
+
+Each mock run gets fresh runtime settings, its own config, and a recorder of every
+resource the program registers (type, logical name, inputs, provider, parent). The stack
+outputs are resolved through the root Stack, so tests and benchmarks assert on what users
+would see.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import pulumi
+import yaml
+from pulumi.runtime import settings
+
+ROOT = Path(__file__).resolve().parent.parent
+MAIN = ROOT / "__main__.py"
+
+
+@dataclass
+class Registered:
+    type: str
+    name: str
+    inputs: dict[str, Any]
+    provider: Optional[str]
+    custom: bool
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.inputs.get("metadata", {})
+
+
+class RecordingMocks(pulumi.runtime.Mocks):
+    """Records every registration; returns inputs as outputs, ids from logical names."""
+
+    def __init__(self) -> None:
+        self.resources: list[Registered] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        self.resources.append(
+            Registered(args.typ, args.name, dict(args.inputs), args.provider, bool(args.custom))
+        )
+        return f"{args.name}-id", dict(args.inputs)
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        return {}, None
+
+
+@dataclass
+class Run:
+    resources: list[Registered]
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def of_type(self, type_: str) -> list[Registered]:
+        return [r for r in self.resources if r.type == type_]
+
+    def named(self, type_: str, name: str) -> Registered:
+        found = [r for r in self.resources if r.type == type_ and r.name == name]
+        assert len(found) == 1, f"expected one {type_} named {name}, found {len(found)}"
+        return found[0]
+
+    @property
+    def kubernetes(self) -> list[Registered]:
+        return [r for r in self.resources if r.type.startswith("kubernetes:")]
+
+
+def secret_value(value: Any) -> Any:
+    """The plain value inside a Pulumi secret envelope; fails if `value` is not a secret."""
+    from pulumi.runtime import rpc
+
+    assert isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig, (
+        f"not sent as a Pulumi secret: {value!r}"
+    )
+    return value["value"]
+
+
+def encode_config(config: dict[str, Any]) -> dict[str, str]:
+    """Config as the engine hands it to a program: `kns:` keys, structured values as JSON."""
+    out = {}
+    for key, value in config.items():
+        full = key if ":" in key else f"kns:{key}"
+        out[full] = value if isinstance(value, str) else json.dumps(value)
+    return out
+
+
+def run_program(
+    config: dict[str, Any],
+    secret_keys: tuple[str, ...] = (),
+    stack: str = "test",
+    mocks: Optional[RecordingMocks] = None,
+) -> Run:
+    """Run `__main__.py` with `config`; raises what the program raises (e.g. RunError).
+
+    Pass `mocks` to inspect what was registered even when the program fails.
+    """
+    mocks = mocks if mocks is not None else RecordingMocks()
+    settings.ROOT.set(None)
+    pulumi.runtime.set_mocks(mocks, project="kns-platform", stack=stack, preview=False)
+    pulumi.runtime.set_all_config(encode_config(config), [f"kns:{k}" for k in secret_keys])
+    stack_resource = settings.get_root_resource()
+    outputs: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def program():
+        runpy.run_path(str(MAIN), run_name="__main__")
+        return pulumi.Output.from_input(dict(stack_resource.outputs)).apply(outputs.update)
+
+    program()
+    return Run(mocks.resources, outputs)
+
+
+PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "config", "plan", "components", "jobs")
+
+
+def engine_project(root: Path, bin_dir: str, passphrase: str, base_env: Optional[dict[str, str]] = None,
+                   files: tuple[str, ...] = PROJECT_FILES) -> dict[str, str]:
+    """Copy the project to `root` for a run of the real engine, using this repository's
+    virtualenv, with a file:// backend beside it; returns the environment to run pulumi in."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name in files:
+        source = ROOT / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
+    settings = yaml.safe_load((root / "Pulumi.yaml").read_text())
+    settings["runtime"]["options"]["virtualenv"] = str(ROOT / ".venv")
+    (root / "Pulumi.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
+    state = root.parent / f"{root.name}-state"
+    state.mkdir()
+    env = dict(os.environ if base_env is None else base_env)
+    env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
+    env.update({
+        "PATH": f"{bin_dir}:{env['PATH']}",
+        "PULUMI_BACKEND_URL": f"file://{state}",
+        "PULUMI_CONFIG_PASSPHRASE": passphrase,
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+    })
+    return env
+
+
+def dev_stack_config() -> dict[str, Any]:
+    """The checked-in dev stack's config, keys without the `kns:` prefix."""
+    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    return {key.split(":", 1)[1]: value for key, value in document["config"].items()}
