@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# The project's own `config` and `components` packages, whatever the working directory holds.
+# The project's own `config` and `plan` packages, whatever the working directory holds.
 sys.path.insert(0, str(ROOT))
 
 try:

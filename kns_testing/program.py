@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 import pulumi
 import yaml
-from pulumi.runtime import settings
+from pulumi.runtime import rpc, settings
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN = ROOT / "__main__.py"
@@ -74,8 +74,6 @@ class Run:
 
 def secret_value(value: Any) -> Any:
     """The plain value inside a Pulumi secret envelope; fails if `value` is not a secret."""
-    from pulumi.runtime import rpc
-
     assert isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig, (
         f"not sent as a Pulumi secret: {value!r}"
     )
