@@ -36,7 +36,7 @@ def engine_config() -> tuple[dict[str, Any], set[str]]:
 stack = pulumi.get_stack()
 raw, secret_keys = source.kns_config(*engine_config())
 try:
-    checked = check_stack_config(raw, source.authored_config(PROJECT_DIR, stack), project_dir=PROJECT_DIR,
+    checked = check_stack_config(raw, source.read_stack_file(PROJECT_DIR, stack), project_dir=PROJECT_DIR,
                                  stack=stack, secret_keys=secret_keys)
     plans = plan_checked(checked)
 except ConfigError as exc:

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Mapping, Optional
 
-import yaml
+from . import yamldoc
 
 
 class KubeconfigError(ValueError):
@@ -39,7 +39,7 @@ def current_context(
         path = resolve_path(kubeconfig, project_dir)
         if not path.is_file():
             raise KubeconfigError(f'"{kubeconfig}" is neither kubeconfig text nor an existing file')
-        return _context_of(path.read_text(encoding="utf-8"), str(path))
+        return _context_of(_read(path), str(path))
     candidates = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
     if not candidates:
         home = environ.get("HOME") or os.path.expanduser("~")
@@ -47,17 +47,25 @@ def current_context(
     for candidate in candidates:
         path = Path(candidate)
         if path.is_file():
-            context = _context_of(path.read_text(encoding="utf-8"), str(path))
+            context = _context_of(_read(path), str(path))
             if context:
                 return context
     return None
 
 
-def _context_of(text: str, where: str) -> Optional[str]:
+def _read(path: Path) -> bytes:
     try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise KubeconfigError(f"{where} is not valid YAML: {exc}".replace("\n", " ")) from None
+        return path.read_bytes()
+    except OSError as exc:
+        raise KubeconfigError(f"{path} cannot be read ({exc.strerror or 'error'})") from None
+
+
+def _context_of(text: str | bytes, where: str) -> Optional[str]:
+    """A kubeconfig holds keys and tokens: a parse error names the place, never the text."""
+    try:
+        document, _ = yamldoc.load(text, secret=True)
+    except yamldoc.YamlError as exc:
+        raise KubeconfigError(f"{where} {exc}") from None
     if not isinstance(document, dict):
         raise KubeconfigError(f"{where} is not a kubeconfig (expected a mapping)")
     context = document.get("current-context")

@@ -16,9 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
 
-import yaml
-
-from . import checks
+from . import checks, yamldoc
 from .errors import ConfigError, Problem, Problems, closest
 from .models import (
     Cluster,
@@ -33,7 +31,7 @@ from .models import (
 )
 from .prescale import Primers
 from .rules import JOB_FILE_KEYS
-from .source import KNOWN_KEYS, NAMESPACE, SECRET_KEYS, restore_order
+from .source import KNOWN_KEYS, NAMESPACE, SECRET_KEYS, StackFile, render_path, restore_order
 
 
 @dataclass
@@ -90,12 +88,16 @@ def check_config(
     stack: str = "dev",
     secret_keys: frozenset[str] = frozenset(SECRET_KEYS),
     environ: Mapping[str, str] | None = None,
+    sealed: frozenset[str] = frozenset(),
 ) -> Checked:
     """Validate raw config values (keys without the `kns:` prefix, values decoded) and
     check them across sections. Raises `ConfigError` only when there is no config to
-    plan (the cluster or a scheduler section is invalid)."""
+    plan (the cluster or a scheduler section is invalid). `sealed`: config paths whose
+    values are encrypted and so cannot be read (offline); the checks that need them are
+    left to the program, which has them."""
     problems = Problems()
     environ = os.environ if environ is None else environ
+    raw = {key: value for key, value in raw.items() if value is not None}  # empty is unset
 
     for key in raw:
         if key not in KNOWN_KEYS:
@@ -134,26 +136,27 @@ def check_config(
     ]
 
     paths: dict[str, str] = {}
-    entries: list[tuple[str, str, Any, type[Workload]]] = []
+    entries: list[tuple[str, Any, type[Workload]]] = []
     for kind, model in (("jobs", Job), ("schedules", Schedule)):
         for i, item in enumerate(_list(raw, kind, problems)):
-            entries.append((_entry_path(f"kns:{kind}", item, i), f"kns:{kind}[{i}]", item, model))
+            entries.append((_entry_path(f"kns:{kind}", item, i), item, model))
     entries.extend(_job_file_entries(raw, project_dir, problems))
 
     jobs: list[Job] = []
     schedules: list[Schedule] = []
     first_use: dict[str, str] = {}
     unchecked: list[tuple[str, dict]] = []
-    for path, position, item, model in entries:
+    for path, item, model in entries:
         name = item.get("name") if isinstance(item, dict) else None
         duplicate = isinstance(name, str) and name in first_use
         if duplicate:
             problems.add(
                 path + ".name",
-                f'"{name}" is already used by {first_use[name]}; names are unique across jobs and schedules',
+                f'"{name}" is already used by an earlier entry, {first_use[name]}; '
+                "names are unique across jobs and schedules",
             )
         elif isinstance(name, str):
-            first_use[name] = position
+            first_use[name] = path
         entry = problems.validate(model, item, path)
         if entry is None and isinstance(item, dict):
             unchecked.append((path, item))
@@ -181,7 +184,7 @@ def check_config(
             "`pulumi config set --secret kns:keycloakClientSecret ...`",
         )
     if cluster is not None:
-        checks.check_cluster(cluster, project_dir, environ, problems)
+        checks.check_cluster(cluster, project_dir, environ, problems, sealed)
     checks.check_pools(pools, problems)
     checks.check_credential_sets(credentials, problems)
     jobs = checks.apply_profiles(jobs, profiles, paths, problems)  # type: ignore[assignment]
@@ -222,31 +225,36 @@ def parse_config(raw: Mapping[str, Any], **options: Any) -> PlatformConfig:
 
 def check_stack_config(
     raw: Mapping[str, Any],
-    authored: Optional[Mapping[str, Any]],
+    stack_file: StackFile,
     *,
     project_dir: Path,
     stack: str,
     secret_keys: frozenset[str],
     environ: Mapping[str, str] | None = None,
+    sealed: frozenset[str] = frozenset(),
 ) -> Checked:
     """`check_config` of the config as delivered (`raw`, keys without `kns:`, values
-    decoded) in the key order authored in Pulumi.<stack>.yaml (`authored`, None without
-    that file). Shared by the program (`__main__.py`) and the offline `kns` commands."""
+    decoded) in the key order authored in Pulumi.<stack>.yaml, with the problems of that
+    file's text. Shared by the program (`__main__.py`) and the offline `kns` commands."""
+    authored = stack_file.authored
     if authored is not None:
         raw = {key: restore_order(value, authored.get(key)) for key, value in raw.items()}
     profiles = raw.get("profiles")
     if isinstance(profiles, dict) and len(profiles) > 1 and list(profiles) != list((authored or {}).get("profiles") or {}):
-        raise ConfigError([Problem(
+        raise ConfigError([*stack_file.problems, Problem(
             "kns:profiles",
             f"the order of its rules cannot be read from Pulumi.{stack}.yaml "
             "(the engine passes mappings with sorted keys); keep kns:profiles in that file",
         )])
-    return check_config(raw, project_dir=project_dir, stack=stack, secret_keys=secret_keys, environ=environ)
+    checked = check_config(raw, project_dir=project_dir, stack=stack, secret_keys=secret_keys, environ=environ,
+                           sealed=sealed)
+    checked.problems.items[:0] = stack_file.problems
+    return checked
 
 
-def parse_stack_config(raw: Mapping[str, Any], authored: Optional[Mapping[str, Any]], **options: Any) -> PlatformConfig:
+def parse_stack_config(raw: Mapping[str, Any], stack_file: StackFile, **options: Any) -> PlatformConfig:
     """`check_stack_config`, raising every problem it finds as one `ConfigError`."""
-    checked = check_stack_config(raw, authored, **options)
+    checked = check_stack_config(raw, stack_file, **options)
     checked.problems.raise_if_any()
     return checked.config
 
@@ -269,30 +277,47 @@ def _entry_path(base: str, item: Any, index: int) -> str:
 
 def _job_file_entries(
     raw: Mapping[str, Any], project_dir: Path, problems: Problems
-) -> Iterator[tuple[str, str, Any, type[Workload]]]:
-    """(path, position, raw entry, model) of every entry of the job files `kns:jobFiles` names."""
+) -> Iterator[tuple[str, Any, type[Workload]]]:
+    """(path, raw entry, model) of every entry of the job files `kns:jobFiles` names. Job
+    files live in the project: a pattern or match outside it is refused, so a stack file
+    cannot make the program read (and report on) any other file of the machine."""
     loaded: set[str] = set()
+    root = os.path.realpath(project_dir)
     for i, pattern in enumerate(_list(raw, "jobFiles", problems)):
-        if not isinstance(pattern, str):
+        if not isinstance(pattern, str) or not pattern.strip():
             problems.add(f"kns:jobFiles[{i}]", "must be a glob string")
+            continue
+        if os.path.isabs(pattern) or pattern.startswith("~") or ".." in Path(pattern).parts:
+            problems.add(f"kns:jobFiles[{i}]", f'"{pattern}" leaves the project directory; job files are named '
+                         "relative to it, without .. (for example jobs/*.yaml)")
             continue
         matches = sorted(glob.glob(str(project_dir / pattern), recursive=True))
         if not matches:
             problems.add(f"kns:jobFiles[{i}]", f'"{pattern}" matches no file (relative to {project_dir})')
         for match in matches:
-            if os.path.realpath(match) in loaded:
-                continue  # named by two globs: load it once
-            loaded.add(os.path.realpath(match))
+            real = os.path.realpath(match)
             rel = os.path.relpath(match, project_dir)
-            try:
-                with open(match, encoding="utf-8") as handle:
-                    content = yaml.safe_load(handle) or {}
-            except (OSError, yaml.YAMLError) as exc:
-                problems.add(rel, f"cannot be read as YAML: {exc}".replace("\n", " "))
+            if os.path.commonpath([root, real]) != root:
+                problems.add(f"kns:jobFiles[{i}]", f'"{rel}" is a link to a file outside the project directory')
                 continue
+            if real in loaded or os.path.isdir(real):
+                continue  # named by two globs: load it once
+            loaded.add(real)
+            try:
+                with open(match, "rb") as handle:
+                    content, found = yamldoc.load(handle.read())
+            except OSError as exc:
+                problems.add(rel, f"cannot be read ({exc.strerror or 'error'})")
+                continue
+            except yamldoc.YamlError as exc:
+                problems.add(rel, str(exc))
+                continue
+            content = {} if content is None else content
             if not isinstance(content, dict):
                 problems.add(rel, "must be a mapping with jobs: and/or schedules: lists")
                 continue
+            for problem in found:
+                problems.add(render_path(f"{rel}:", problem.steps, content), problem.message)
             # Unknown keys are reported without hiding the problems of the file's entries.
             for key in content:
                 if key not in JobFile.model_fields:
@@ -305,4 +330,4 @@ def _job_file_entries(
                     problems.add(f"{rel}:{kind}", "must be a list")
                     continue
                 for j, item in enumerate(items):
-                    yield _entry_path(f"{rel}:{kind}", item, j), f"{rel}:{kind}[{j}]", item, model
+                    yield _entry_path(f"{rel}:{kind}", item, j), item, model

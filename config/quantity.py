@@ -29,6 +29,8 @@ _DECIMAL = {
     "E": Decimal("1e18"),
 }
 MIB = Decimal(2**20)
+# The API server holds a quantity's value (CPU: its thousandths) in a signed 64-bit integer.
+INT64_MAX = Decimal(2**63 - 1)
 
 
 class Kind(str, Enum):
@@ -68,12 +70,19 @@ def parse(value: object, kind: Kind = Kind.COUNT) -> Decimal:
     suffix = match["suffix"]
     if suffix is None:
         # A YAML number is MiB for memory and storage; a string is a Kubernetes quantity.
-        return number * MIB if kind is Kind.BYTES and bare_number else number
-    if suffix in _BINARY:
-        return number * _BINARY[suffix]
-    if suffix in _DECIMAL:
-        return number * _DECIMAL[suffix]
-    return number * (Decimal(10) ** int(suffix[1:]))
+        amount = number * MIB if kind is Kind.BYTES and bare_number else number
+    elif suffix in _BINARY:
+        amount = number * _BINARY[suffix]
+    elif suffix in _DECIMAL:
+        amount = number * _DECIMAL[suffix]
+    else:
+        exponent = int(suffix[1:])
+        if abs(exponent) > 40:  # far past either bound below; spares Decimal a huge power
+            raise QuantityError(f"{_show(value)} is {'larger' if exponent > 0 else 'finer'} than Kubernetes can hold")
+        amount = number * (Decimal(10) ** exponent)
+    if abs(amount) * (1000 if kind is Kind.CPU else 1) > INT64_MAX:
+        raise QuantityError(f"{_show(value)} is larger than Kubernetes can hold")
+    return amount
 
 
 def normalise(value: object, kind: Kind, *, allow_zero: bool = True) -> str:

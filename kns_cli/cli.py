@@ -19,7 +19,7 @@ from config.errors import ConfigError, closest
 
 from . import explain as explain_module
 from . import timeline as timeline_module
-from .stack import ROOT, UsageError, load_stack
+from .stack import ROOT, UsageError, check_stack, load_stack
 
 MAX_HOURS = 24 * 62
 
@@ -105,8 +105,10 @@ def _summary(cfg, plans) -> str:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    cfg, plans = load_stack(args.project_dir, args.stack)
+    cfg, plans, unchecked = check_stack(args.project_dir, args.stack)
     print(_summary(cfg, plans))
+    for line in unchecked:
+        print(f"  not checked offline: {line}")
     return 0
 
 

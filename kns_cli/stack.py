@@ -17,11 +17,9 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-import yaml
-
 from config.errors import closest
 from config.loader import PlatformConfig, check_stack_config
-from config.source import LIST_KEYS, NAMESPACE, OBJECT_KEYS, authored_config, decode_value
+from config.source import LIST_KEYS, NAMESPACE, OBJECT_KEYS, StackFile, decode_value, read_stack_file
 from plan.model import WorkloadPlan
 from plan.planner import plan_checked
 
@@ -50,35 +48,30 @@ def stack_path(project_dir: Path, stack: str) -> Path:
     raise UsageError(f"no stack file {path.name} in {project_dir} (stack files there: {listed}){hint}")
 
 
-def read_stack_file(project_dir: Path, stack: str) -> dict[str, Any]:
-    """The `config:` mapping of Pulumi.<stack>.yaml; a missing or unreadable file is a
-    usage error (the engine would not start either)."""
-    path = stack_path(project_dir, stack)
-    try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise UsageError(f"{path.name}: cannot be read as YAML: {exc}".replace("\n", " ")) from None
-    if not isinstance(document, dict) or not isinstance(document.get("config") or {}, dict):
-        raise UsageError(f"{path.name}: must be a mapping with a config: mapping")
-    return document.get("config") or {}
+def stack_file(project_dir: Path, stack: str) -> StackFile:
+    """Pulumi.<stack>.yaml read as the program reads it (`config.source.read_stack_file`):
+    a missing file is a usage error (the engine would not start either); an unreadable
+    one the program's own `ConfigError`."""
+    stack_path(project_dir, stack)
+    return read_stack_file(project_dir, stack)
 
 
 def _is_secure(value: Any) -> bool:
     return isinstance(value, dict) and set(value) == {"secure"} and isinstance(value["secure"], str)
 
 
-def _unseal(value: Any) -> tuple[Any, bool]:
-    """`value` with every secure value replaced by the placeholder, and whether it had any
-    (the engine marks a key secret when any value inside it is)."""
+def _unseal(value: Any, path: str) -> tuple[Any, frozenset[str]]:
+    """`value` with every secure value replaced by the placeholder, and the config paths of
+    those values (the engine marks a key secret when any value inside it is)."""
     if _is_secure(value):
-        return SECRET_PLACEHOLDER, True
+        return SECRET_PLACEHOLDER, frozenset({path})
     if isinstance(value, dict):
-        pairs = {k: _unseal(v) for k, v in value.items()}
-        return {k: v for k, (v, _) in pairs.items()}, any(s for _, s in pairs.values())
+        pairs = {k: _unseal(v, f"{path}.{k}") for k, v in value.items()}
+        return {k: v for k, (v, _) in pairs.items()}, frozenset().union(*(s for _, s in pairs.values()))
     if isinstance(value, list):
-        items = [_unseal(v) for v in value]
-        return [v for v, _ in items], any(s for _, s in items)
-    return value, False
+        items = [_unseal(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [v for v, _ in items], frozenset().union(*(s for _, s in items))
+    return value, frozenset()
 
 
 def _delivered(value: Any) -> Any:
@@ -93,11 +86,13 @@ def _delivered(value: Any) -> Any:
     return str(value)
 
 
-def offline_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], frozenset[str]]:
+def offline_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], frozenset[str], frozenset[str]]:
     """Every `kns:` key of a stack file's config, decoded as the program decodes what the
-    engine delivers (`config.source.kns_config`), and the keys that are secret."""
+    engine delivers (`config.source.kns_config`), the keys that are secret, and the config
+    paths of the encrypted values (which only the program can read)."""
     raw: dict[str, Any] = {}
     secret: set[str] = set()
+    sealed: set[str] = set()
     for full_key in sorted(config):
         namespace, _, key = str(full_key).partition(":")
         if namespace != NAMESPACE:
@@ -109,11 +104,18 @@ def offline_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], frozenset
                 f"store each of its values as its own secret (`pulumi config set --secret --path "
                 f"'{full_key}.<path>' ...`) to check it offline"
             )
-        plain, sealed = _unseal(value)
+        plain, paths = _unseal(value, str(full_key))
         raw[key] = decode_value(key, _delivered(plain))
-        if sealed:
+        if paths:
             secret.add(key)
-    return raw, frozenset(secret)
+            sealed.update(paths)
+    return raw, frozenset(secret), frozenset(sealed)
+
+
+def not_checked_offline(sealed: frozenset[str]) -> list[str]:
+    """What `validate` leaves to the program because it is encrypted in the stack file."""
+    return ["kns:cluster.kubeconfig: encrypted, so its current context is checked against "
+            "forbiddenContexts when the program runs, not offline"] if "kns:cluster.kubeconfig" in sealed else []
 
 
 def load_stack(
@@ -122,8 +124,17 @@ def load_stack(
     """The config and plans the program would build for this stack, read offline. Raises
     `ConfigError` with the program's problems (its `RunError` text is `str()` of it) or
     `UsageError`."""
+    cfg, plans, _ = check_stack(project_dir, stack, environ)
+    return cfg, plans
+
+
+def check_stack(
+    project_dir: Path, stack: str, environ: Optional[Mapping[str, str]] = None
+) -> tuple[PlatformConfig, list[WorkloadPlan], list[str]]:
+    """`load_stack`, and what could not be checked offline (`not_checked_offline`)."""
     project_dir = Path(project_dir).resolve()
-    raw, secret = offline_config(read_stack_file(project_dir, stack))
-    checked = check_stack_config(raw, authored_config(project_dir, stack), project_dir=project_dir, stack=stack,
-                                 secret_keys=secret, environ=environ)
-    return checked.config, plan_checked(checked)
+    file = stack_file(project_dir, stack)
+    raw, secret, sealed = offline_config(file.config or {})
+    checked = check_stack_config(raw, file, project_dir=project_dir, stack=stack, secret_keys=secret,
+                                 environ=environ, sealed=sealed)
+    return checked.config, plan_checked(checked), not_checked_offline(sealed)

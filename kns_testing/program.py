@@ -94,11 +94,18 @@ def run_program(
     secret_keys: tuple[str, ...] = (),
     stack: str = "test",
     mocks: Optional[RecordingMocks] = None,
+    project_dir: Optional[Path] = None,
 ) -> Run:
     """Run `__main__.py` with `config`; raises what the program raises (e.g. RunError).
 
-    Pass `mocks` to inspect what was registered even when the program fails.
+    Pass `mocks` to inspect what was registered even when the program fails, and
+    `project_dir` to run the program from a copy of the project there (with its own
+    Pulumi.<stack>.yaml and job files) instead of this repository.
     """
+    main = MAIN
+    if project_dir is not None:
+        main = project_dir / MAIN.name
+        shutil.copy(MAIN, main)
     mocks = mocks if mocks is not None else RecordingMocks()
     settings.ROOT.set(None)
     pulumi.runtime.set_mocks(mocks, project="kns-platform", stack=stack, preview=False)
@@ -108,7 +115,7 @@ def run_program(
 
     @pulumi.runtime.test
     def program():
-        runpy.run_path(str(MAIN), run_name="__main__")
+        runpy.run_path(str(main), run_name="__main__")
         return pulumi.Output.from_input(dict(stack_resource.outputs)).apply(outputs.update)
 
     program()

@@ -22,6 +22,7 @@ import yaml
 from config import cron
 from config.errors import ConfigError
 from config.loader import parse_config, parse_stack_config
+from config.source import StackFile
 from kns_cli import cli, explain, runs, stack, timeline
 from kns_testing.program import ROOT, RecordingMocks, dev_stack_config, run_program
 
@@ -190,7 +191,7 @@ def test_profile_rules_keep_their_file_order(tmp_path, capsys):
     # the shared function is the one that refuses sorted delivery without the authored order
     delivered = json.loads(json.dumps(config, sort_keys=True))
     with pytest.raises(ConfigError) as info:
-        parse_stack_config(delivered, None, project_dir=root, stack="profiles", secret_keys=frozenset(), environ={})
+        parse_stack_config(delivered, StackFile(None), project_dir=root, stack="profiles", secret_keys=frozenset(), environ={})
     assert str(info.value.problems[0]).startswith("kns:profiles: the order of its rules cannot be read from "
                                                   "Pulumi.profiles.yaml")
 

@@ -78,7 +78,7 @@ BAD_INPUTS = {
     ),
     "duplicate name": (
         {"jobs": [{"name": "dup", "image": "i"}], "schedules": [{"name": "dup", "image": "i", "schedule": "0 * * * *"}]},
-        'kns:schedules[dup].name: "dup" is already used by kns:jobs[0]; names are unique across jobs and schedules',
+        'kns:schedules[dup].name: "dup" is already used by an earlier entry, kns:jobs[dup]; names are unique across jobs and schedules',
     ),
     "unknown pool": (
         {"jobs": [{"name": "j", "image": "i", "pool": "gpus"}]},
@@ -261,7 +261,7 @@ def test_job_file_entries_are_validated_like_stack_entries(tmp_path):
 def test_job_file_names_clash_with_stack_names(tmp_path):
     (tmp_path / "a.yaml").write_text("schedules:\n  - name: j\n    image: busybox\n    schedule: '0 * * * *'\n")
     found = problems({"cluster": CLUSTER, "jobs": [{"name": "j", "image": "i"}], "jobFiles": ["a.yaml"]}, project_dir=tmp_path)
-    assert found == ['a.yaml:schedules[j].name: "j" is already used by kns:jobs[0]; names are unique across jobs and schedules']
+    assert found == ['a.yaml:schedules[j].name: "j" is already used by an earlier entry, kns:jobs[j]; names are unique across jobs and schedules']
 
 
 KUBECONFIG = """\

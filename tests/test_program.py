@@ -375,7 +375,7 @@ BAD = {
     "bad quantity": ({"jobs": [{"name": "train-resnet", "image": "i", "memory": "12Qi"}]},
                      'kns:jobs[train-resnet].memory: "12Qi" is not a quantity'),
     "duplicate name": ({"schedules": [{"name": "cpu-job", "image": "i", "schedule": "0 * * * *"}]},
-                       'kns:schedules[cpu-job].name: "cpu-job" is already used by kns:jobs[0]'),
+                       'kns:schedules[cpu-job].name: "cpu-job" is already used by an earlier entry, kns:jobs[cpu-job]'),
     "unknown pool": ({"jobs": [{"name": "j", "image": "i", "pool": "h100"}]},
                      'kns:jobs[j].pool: no node pool named "h100" (pools: a100, vcluster)'),
     "GPUs without a GPU pool": ({"jobs": [{"name": "j", "image": "i", "gpus": 1, "gpuVendor": "amd"}]},

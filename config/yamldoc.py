@@ -1,0 +1,168 @@
+"""Reading user YAML (job files, the stack file) without its silent surprises.
+
+PyYAML reads YAML 1.1, the engine reads the stack file as YAML 1.2, and both quietly
+change what a person meant: a second `jobs:` key replaces the first, `NO` becomes false,
+`0755` becomes 493 and `12:30` becomes 750. Each of those is a problem here, with the
+place it is at, and the document is never echoed into the message (a job file may hold
+credentials). See docs/validation.md, "YAML".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Union
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+MAX_DEPTH = 64
+"""Deeper than any config this program reads; a bound keeps a hostile file from
+exhausting the parser's recursion."""
+
+Step = Union[str, int]
+
+# Plain scalars whose meaning every YAML version agrees on; any other plain scalar that a
+# YAML 1.1 reader turns into a boolean, number or date is ambiguous.
+_CANONICAL = {
+    "tag:yaml.org,2002:bool": re.compile(r"^(true|false|True|False|TRUE|FALSE)$"),
+    "tag:yaml.org,2002:int": re.compile(r"^-?(0|[1-9][0-9]*)$"),
+    "tag:yaml.org,2002:float": re.compile(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$"),
+}
+_RESOLVED = {
+    "tag:yaml.org,2002:bool": "a boolean",
+    "tag:yaml.org,2002:int": "an integer",
+    "tag:yaml.org,2002:float": "a number",
+    "tag:yaml.org,2002:timestamp": "a date",
+}
+
+
+@dataclass(frozen=True)
+class YamlProblem:
+    """A problem at `steps` inside the document (keys and list indices from its root)."""
+
+    steps: tuple[Step, ...]
+    message: str
+
+
+class YamlError(ValueError):
+    """The text cannot be read at all; the message says why, never what it contains."""
+
+
+def load(data: Union[bytes, str], *, secret: bool = False) -> tuple[Any, list[YamlProblem]]:
+    """The document's value and every problem in it. Raises `YamlError` when it cannot be
+    read (not UTF-8, not YAML, nested beyond `MAX_DEPTH`, more than one document).
+    `secret`: the text holds credentials, so an error names only the line and column, not
+    even the character the parser stumbled on."""
+    text = _text(data)
+    _check_depth(text, secret)
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.composer.ComposerError as exc:
+        raise YamlError(_position("holds more than one document", exc, secret)) from None
+    except yaml.YAMLError as exc:
+        raise YamlError(_position("is not valid YAML", exc, secret)) from None
+    if root is None:
+        return None, []
+    problems: list[YamlProblem] = []
+    value = _build(root, (), problems)
+    return value, problems
+
+
+def _text(data: Union[bytes, str]) -> str:
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise YamlError(f"is not UTF-8 text (invalid byte at line {line}); save it as UTF-8") from None
+
+
+def _position(what: str, exc: yaml.YAMLError, secret: bool) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    reason = None if secret else getattr(exc, "problem", None)
+    return f"{what}{where}" + (f": {reason}" if reason else "")
+
+
+def _check_depth(text: str, secret: bool) -> None:
+    """The parser streams events without recursing; the composer recurses, so the nesting
+    is measured on the events first."""
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    line = event.start_mark.line + 1
+                    raise YamlError(f"is nested more than {MAX_DEPTH} levels deep (at line {line})")
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+    except yaml.YAMLError as exc:
+        raise YamlError(_position("is not valid YAML", exc, secret)) from None
+
+
+_constructor = yaml.SafeLoader("")
+
+
+def _build(node: Node, steps: tuple[Step, ...], problems: list[YamlProblem]) -> Any:
+    if isinstance(node, MappingNode):
+        out: dict[Any, Any] = {}
+        lines: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                problems.append(YamlProblem(steps, "uses a merge key (<<); write the keys out"))
+                continue
+            if not isinstance(key_node, ScalarNode):
+                problems.append(YamlProblem(steps, "has a key that is not a plain value"))
+                continue
+            key = _key(key_node, steps, problems)
+            line = key_node.start_mark.line + 1
+            if key in lines:
+                problems.append(YamlProblem(
+                    (*steps, key),
+                    f"is given twice (lines {lines[key]} and {line}); YAML would keep only the last",
+                ))
+                continue
+            lines[key] = line
+            out[key] = _build(value_node, (*steps, key), problems)
+        return out
+    if isinstance(node, SequenceNode):
+        return [_build(item, (*steps, i), problems) for i, item in enumerate(node.value)]
+    if node.style is None and node.tag in _RESOLVED and not _canonical(node):
+        problems.append(YamlProblem(steps, _ambiguous(node.value, node.tag)))
+        return node.value
+    return _constructor.construct_object(node, deep=True)
+
+
+def _key(node: ScalarNode, steps: tuple[Step, ...], problems: list[YamlProblem]) -> Any:
+    """Mapping keys are names here, so a key is text: a plain number is taken as its digits
+    (a numeric user name is a uid), an ambiguous word must be quoted."""
+    if node.style is None and node.tag in _RESOLVED and not (
+        node.tag == "tag:yaml.org,2002:int" and _canonical(node)
+    ):
+        problems.append(YamlProblem((*steps, node.value), f'"{node.value}" as a key is read as '
+                                    f"{_RESOLVED[node.tag]} by some YAML readers; quote this key"))
+    if node.tag == "tag:yaml.org,2002:null":
+        return ""
+    return node.value
+
+
+def _canonical(node: ScalarNode) -> bool:
+    """Every reader agrees on it, and it reads back as written (`1.10` would become 1.1)."""
+    pattern = _CANONICAL.get(node.tag)
+    if not (pattern and pattern.match(node.value)):
+        return False
+    return node.tag != "tag:yaml.org,2002:float" or repr(float(node.value)) == node.value
+
+
+def _ambiguous(text: str, tag: str) -> str:
+    if tag.endswith(":float") and _CANONICAL[tag].match(text):
+        return f'{text} is read as the number {float(text)!r}, not as written; quote it ("{text}") to keep the text'
+    head = f'{text} is read as {_RESOLVED[tag]} by some YAML readers and as text by others; quote it ("{text}") for the text'
+    if tag.endswith(":bool"):
+        return head + ", or write true or false"
+    if tag.endswith((":int", ":float")):
+        return head + ", or write the number in plain decimal digits"
+    return head
