@@ -248,7 +248,11 @@ def check_stack_config(
         )])
     checked = check_config(raw, project_dir=project_dir, stack=stack, secret_keys=secret_keys, environ=environ,
                            sealed=sealed)
-    checked.problems.items[:0] = stack_file.problems
+    # A value the stack file's text makes ambiguous is reported once, as that: what the
+    # checks then say of it depends on which YAML reader delivered it.
+    places = {p.path for p in stack_file.problems}
+    checked.problems.items[:] = [*stack_file.problems, *(
+        p for p in checked.problems.items if not any(p.path == q or p.path.startswith((q + ".", q + "[")) for q in places))]
     return checked
 
 

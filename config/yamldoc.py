@@ -150,16 +150,11 @@ def _key(node: ScalarNode, steps: tuple[Step, ...], problems: list[YamlProblem])
 
 
 def _canonical(node: ScalarNode) -> bool:
-    """Every reader agrees on it, and it reads back as written (`1.10` would become 1.1)."""
     pattern = _CANONICAL.get(node.tag)
-    if not (pattern and pattern.match(node.value)):
-        return False
-    return node.tag != "tag:yaml.org,2002:float" or repr(float(node.value)) == node.value
+    return bool(pattern and pattern.match(node.value))
 
 
 def _ambiguous(text: str, tag: str) -> str:
-    if tag.endswith(":float") and _CANONICAL[tag].match(text):
-        return f'{text} is read as the number {float(text)!r}, not as written; quote it ("{text}") to keep the text'
     head = f'{text} is read as {_RESOLVED[tag]} by some YAML readers and as text by others; quote it ("{text}") for the text'
     if tag.endswith(":bool"):
         return head + ", or write true or false"
