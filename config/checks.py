@@ -191,24 +191,15 @@ def check_dynamic_labels(
 def derive_primers(
     schedules: list[Schedule], paths: Mapping[str, str], problems: Problems
 ) -> dict[str, prescale.Primers]:
-    """Each prescaled schedule's primer CronJob schedules, or why there are none."""
+    """Each prescaled schedule's primer CronJob schedules, or why there are none
+    (`prescale.primers_for`: the shift, the period, daylight-saving changes)."""
     out: dict[str, prescale.Primers] = {}
     for entry in schedules:
-        path = paths[entry.name]
-        if entry.warm_up_minutes is not None:
-            try:
-                derived = prescale.derive(entry.schedule, entry.warm_up_minutes)
-            except prescale.PrimerError as exc:
-                problems.add(path + ".warmUpMinutes", str(exc))
-                continue
-            out[entry.name] = prescale.Primers(entry.warm_up_minutes, tuple(derived))
-        elif entry.primer_schedule is not None:
-            lead, problem = prescale.check_primer_schedule(entry.schedule, entry.primer_schedule)
-            if problem:
-                problems.add(
-                    path + ".primerSchedule",
-                    f'"{entry.primer_schedule}" is not a constant lead before every run of "{entry.schedule}": {problem}',
-                )
-                continue
-            out[entry.name] = prescale.Primers(lead, (entry.primer_schedule,))
+        try:
+            primers = prescale.primers_for(entry.schedule, entry.time_zone, entry.warm_up_minutes, entry.primer_schedule)
+        except prescale.PrimerError as exc:
+            problems.add(f"{paths[entry.name]}.{exc.key}", str(exc))
+            continue
+        if primers is not None:
+            out[entry.name] = primers
     return out

@@ -41,6 +41,10 @@ daylight saving time, which differs from "the wall-clock time, placed in the zon
   tools/cron-oracle/README.md lists these cases; all are in the committed table.
 * nothing within 5 years of the start (for example "0 0 30 2 *"): `next_fire` returns
   None, where robfig returns the zero time.
+
+Time zones: `zone` and `next_fire` take only the IANA names of the pinned tzdata package
+(`zone_names`), which any API server's tz database has; a host's own files ("localtime",
+"posix/...", "right/...") and directories ("Europe") are a CronError.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
+from importlib import resources
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 __all__ = [
@@ -59,6 +64,8 @@ __all__ = [
     "next_fire",
     "next_runs",
     "never_fires",
+    "zone",
+    "zone_names",
 ]
 
 FIELD_NAMES = ("minute", "hour", "day-of-month", "month", "day-of-week")
@@ -406,12 +413,31 @@ _SECOND = timedelta(seconds=1)
 _ORDINAL_1970 = date(1970, 1, 1).toordinal()
 
 
+@lru_cache(maxsize=1)
+def zone_names() -> frozenset[str]:
+    """The IANA zone names of the pinned `tzdata` package (its `zones` list): what the API
+    server's time.LoadLocation finds in any tz database. Not
+    `zoneinfo.available_timezones()`, which adds files of this host ("localtime",
+    "posix/...", "right/...") that the API server's host may not have."""
+    text = resources.files("tzdata").joinpath("zones").read_text(encoding="utf-8")
+    return frozenset(line.strip() for line in text.splitlines() if line.strip())
+
+
 @lru_cache(maxsize=256)
 def _zone(name: str) -> ZoneInfo:
+    if not isinstance(name, str) or name not in zone_names():
+        raise CronError(f'"{name}" is not an IANA time zone (for example "Europe/Paris" or "Etc/UTC")')
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, TypeError):
+    except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):
         raise CronError(f'"{name}" is not an IANA time zone (for example "Europe/Paris" or "Etc/UTC")') from None
+
+
+def zone(name: str) -> ZoneInfo:
+    """The zone `name` names, for a name of `zone_names()`; CronError for any other."""
+    if not isinstance(name, str):
+        raise CronError("a time zone must be a string")
+    return _zone(name)
 
 
 @lru_cache(maxsize=4096)

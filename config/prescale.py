@@ -1,8 +1,10 @@
 """Primer schedules: cron expressions that fire exactly W minutes before a workload's runs.
 
-Pure (no Pulumi). Fire times are wall-clock times in the schedule's zone, as the CronJob
-controller evaluates them. A cron expression is a product: a set of days (day-of-month,
-month, day-of-week fields) times a set of minutes of the day (minute and hour fields).
+Pure (no Pulumi). Schedules mean what they mean to the CronJob controller
+(config/kcron.py): fire times are wall-clock times in the schedule's zone, and a day field
+written `*`, `?` or `*/1` is unrestricted (the "star bit"). A cron expression is a
+product: a set of days (day-of-month, month, day-of-week fields) times a set of minutes of
+the day (minute and hour fields).
 Shifting by -W minutes splits every run into a same-day part and a part that wraps to the
 previous day, so a primer set is built from:
 
@@ -12,19 +14,25 @@ previous day, so a primer set is built from:
   not for "the day before the 1st", which is the 28th, 29th, 30th or 31st).
 
 Every result is proven before it is returned: the workload's and the primers' fire times
-are enumerated with croniter (an independent implementation) over 28 years, which covers
-every weekday and leap-year alignment up to 2099, and must match exactly, with no minute
-fired twice.
+are enumerated over 28 years with the controller's own day rule (`kcron.Fields`, which
+shares no code with the derivation), which covers every weekday and leap-year alignment
+up to 2099, and must match exactly, with no minute fired twice.
+
+`primers_for` adds what wall-clock equality cannot see (docs/prescaling.md): the lead
+must be shorter than the shortest gap between two runs (`shortest_gap`), and no warm-up
+may cross a daylight-saving change of the zone (`dst_problem`, which replays the
+controller and the wait around every change in the horizon).
 """
 
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, timedelta, timezone
 from typing import Optional
 
-from croniter import croniter
+from . import kcron
 
 DAY = 1440
 HORIZON_YEARS = 28
@@ -42,7 +50,12 @@ class Primers:
 
 
 class PrimerError(ValueError):
-    """No list of cron expressions can express the shift; the message says why."""
+    """A warm-up that cannot be honoured; the message says why, `key` is the config key
+    at fault (warmUpMinutes or primerSchedule)."""
+
+    def __init__(self, message: str, key: str = "warmUpMinutes"):
+        super().__init__(message)
+        self.key = key
 
 
 # ---- fields ------------------------------------------------------------------------------
@@ -84,15 +97,11 @@ class Cron:
 
     @classmethod
     def parse(cls, expression: str) -> "Cron":
-        fields, _ = croniter.expand(expression)
-        minute, hour, dom, month, dow = (
-            None if values == ["*"] else frozenset(int(v) for v in values) for values in fields
-        )
-        return cls(
-            minutes=minute if minute is not None else frozenset(range(60)),
-            hours=hour if hour is not None else frozenset(range(24)),
-            days=Days(dom, month, dow),
-        )
+        """The Kubernetes meaning of `expression` (kcron.parse): a day field None is
+        unrestricted, exactly when the controller sets its star bit."""
+        fields = kcron.parse(expression)
+        months = None if fields.months == MONTHS else fields.months
+        return cls(minutes=fields.minutes, hours=fields.hours, days=Days(fields.doms, months, fields.dows))
 
     def minute_mask(self) -> int:
         """The minutes of the day it fires at, as a 1440-bit mask."""
@@ -275,8 +284,10 @@ def derive(expression: str, lead: int, start_year: Optional[int] = None) -> list
     """The fewest cron expressions firing exactly `lead` minutes before `expression`."""
     if not 1 <= lead <= DAY:
         raise PrimerError(f"warmUpMinutes {lead} is outside 1..{DAY}")
+    if kcron.never_fires(kcron.parse(expression)):
+        raise PrimerError(f'"{expression}" never fires, so it has nothing to warm up')
     start_year = start_year or datetime.now().year
-    return list(_derive(" ".join(expression.split()), lead, start_year))
+    return list(_derive(expression, lead, start_year))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -337,27 +348,23 @@ def _why(expression: str, lead: int, previous: int, reason: str) -> str:
 # ---- the proof ---------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=256)
 def _fires(expression: str, first: date, last: date) -> dict[int, int]:
-    """Day ordinal -> minute mask of every fire time in [first, last), enumerated with
-    croniter: the days from the day fields, the minutes from the minute and hour fields."""
-    fields = expression.split()
+    """Day ordinal -> minute mask of every fire time in [first, last), in wall-clock time:
+    the days by the controller's own day rule (`kcron.Fields.day_matches`, not the
+    derivation's `Days`), the minutes from the minute and hour fields."""
+    fields = kcron.parse(expression)
     minutes = 0
-    it = croniter(f"{fields[0]} {fields[1]} * * *", datetime(2001, 1, 1) - timedelta(minutes=1))
-    while True:
-        fire = it.get_next(datetime)
-        if fire.date() != date(2001, 1, 1):
-            break
-        minutes |= 1 << (fire.hour * 60 + fire.minute)
+    for hour in fields.hours:
+        for minute in fields.minutes:
+            minutes |= 1 << (hour * 60 + minute)
     out: dict[int, int] = {}
-    if fields[2:] == ["*", "*", "*"]:
-        # Every day: nothing about cron's day rules to prove, and 10,000 croniter steps saved.
-        return {day: minutes for day in range(first.toordinal(), last.toordinal())}
-    it = croniter(f"0 0 {' '.join(fields[2:])}", datetime.combine(first, datetime.min.time()) - timedelta(minutes=1))
-    while True:
-        fire = it.get_next(datetime)
-        if fire.date() >= last:
-            break
-        out[fire.date().toordinal()] = minutes
+    if not minutes:
+        return out
+    for ordinal in range(first.toordinal(), last.toordinal()):
+        day = date.fromordinal(ordinal)
+        if day.month in fields.months and fields.day_matches(day.day, ordinal % 7):
+            out[ordinal] = minutes
     return out
 
 
@@ -393,13 +400,28 @@ def check(expression: str, primers: list[str], lead: int, start_year: Optional[i
 
 
 def lead_of(expression: str, primer: str, start_year: Optional[int] = None) -> Optional[int]:
-    """The lead of an explicit primerSchedule: minutes from its first fire to the first run."""
-    first, _ = horizon(start_year or datetime.now().year)
-    start = datetime.combine(first, datetime.min.time()) + timedelta(days=2)
-    run = croniter(expression, start).get_next(datetime)
-    before = croniter(primer, run).get_prev(datetime)
-    lead = int((run - before).total_seconds() // 60)
-    return lead if 1 <= lead <= DAY else None
+    """The lead of an explicit primerSchedule: minutes from the last primer fire before
+    the first run after the horizon's second day to that run (None beyond a day)."""
+    first, last = horizon(start_year or datetime.now().year)
+    runs, primers = _fires(expression, first, last), _fires(primer, first, last)
+    start = first.toordinal() + 2
+    run = None
+    for day in sorted(d for d in runs if d >= start):
+        mask = runs[day] & ~1 if day == start else runs[day]  # strictly after 00:00 of the start day
+        if mask:
+            run = day * DAY + _lowest(mask)
+            break
+    if run is None:
+        return None
+    for lead in range(1, DAY + 1):
+        day, minute = divmod(run - lead, DAY)
+        if primers.get(day, 0) >> minute & 1:
+            return lead
+    return None
+
+
+def _lowest(mask: int) -> int:
+    return (mask & -mask).bit_length() - 1
 
 
 def check_primer_schedule(expression: str, primer: str, start_year: Optional[int] = None) -> tuple[Optional[int], Optional[str]]:
@@ -410,3 +432,207 @@ def check_primer_schedule(expression: str, primer: str, start_year: Optional[int
         return None, f'"{primer}" does not fire in the day before every run of "{expression}"'
     problem = check(expression, [primer], lead, start_year)
     return lead, problem
+
+
+# ---- the period: a lead shorter than the gap between runs --------------------------------
+
+
+def shortest_gap(expression: str, start_year: Optional[int] = None) -> tuple[int, datetime, datetime]:
+    """The fewest wall-clock minutes between two consecutive runs of `expression`, exact
+    from the fields over the horizon (every weekday and leap-year alignment), with the
+    first two runs that far apart."""
+    first, last = horizon(start_year or datetime.now().year)
+    fires = _fires(expression, first, last)
+    days = sorted(fires)
+    mask = fires[days[0]]  # every run day has the same minutes
+    minutes = [i for i in range(DAY) if mask >> i & 1]
+    best: Optional[tuple[int, int, int]] = None  # gap, first run, second run (minutes since day 0)
+    for a, b in zip(minutes, minutes[1:]):
+        if best is None or b - a < best[0]:
+            best = (b - a, days[0] * DAY + a, days[0] * DAY + b)
+    for d1, d2 in zip(days, days[1:]):
+        a, b = d1 * DAY + minutes[-1], d2 * DAY + minutes[0]
+        if best is None or b - a < best[0]:
+            best = (b - a, a, b)
+    assert best is not None, expression  # a schedule that fires runs more than once in 28 years
+
+    def wall(minute: int) -> datetime:
+        day, rest = divmod(minute, DAY)
+        return datetime.combine(date.fromordinal(day), datetime.min.time()) + timedelta(minutes=rest)
+
+    return best[0], wall(best[1]), wall(best[2])
+
+
+def minutes_text(minutes: int) -> str:
+    """"45 minutes", "90 minutes (1 h 30 min)", "2880 minutes (2 days)"."""
+    text = f"{minutes} minute{'s' if minutes != 1 else ''}"
+    days, rest = divmod(minutes, DAY)
+    hours, mins = divmod(rest, 60)
+    if minutes < 60:
+        return text
+    parts = ([f"{days} day{'s' if days != 1 else ''}"] if days else []) + ([f"{hours} h"] if hours else []) + (
+        [f"{mins} min"] if mins else [])
+    return f"{text} ({' '.join(parts)})"
+
+
+def period_problem(expression: str, lead: int, primer: Optional[str] = None,
+                   start_year: Optional[int] = None) -> Optional[str]:
+    """Why a `lead`-minute warm-up of `expression` loses runs, or None. The primer of a run
+    fires `lead` minutes before it, and its Job holds a pod from then to the end of the
+    run: it must fire after the previous run (lead < the shortest gap between two runs),
+    or under concurrencyPolicy Forbid (the default) it is skipped, and so is its run. An
+    explicit `primer` must also fire nearer to the run it warms than to the run before
+    (lead < half the gap): one just after a run reads as a lead of nearly the whole gap."""
+    gap, a, b = shortest_gap(expression, start_year)
+    between = f'{minutes_text(gap)} between two runs of "{expression}" ({a:%Y-%m-%d %H:%M} and {b:%H:%M}'
+    between += ")" if a.date() == b.date() else f" on {b:%Y-%m-%d})"
+    if lead >= gap:
+        what = f'"{primer}" fires {minutes_text(lead)} before each run, which' if primer else \
+            f"a {lead}-minute warm-up"
+        return (
+            f"{what} is not shorter than the {between}: each primer would fire before the previous run, "
+            "while its Job still holds the pod, and under concurrencyPolicy Forbid (the default) every other "
+            "run is lost. The lead must be shorter than the shortest gap between two consecutive runs"
+        )
+    if primer is not None and 2 * lead >= gap:
+        return (
+            f'"{primer}" fires {minutes_text(gap - lead)} after a run and {minutes_text(lead)} before the next '
+            f"(the shortest gap is the {between}): read as warming the next run, it leaves each run only "
+            f"{minutes_text(gap - lead)} before the next primer, and under concurrencyPolicy Forbid (the default) "
+            "a run still going then loses the next one. A primerSchedule must fire nearer to the run it warms "
+            "than to the run before it; for so long a lead set warmUpMinutes instead"
+        )
+    return None
+
+
+# ---- daylight-saving time: the real lead of every run -----------------------------------
+
+_MARGIN = 3 * 3600  # seconds of runs replayed on each side of a change
+
+
+def _offset(moment: int, tz) -> int:
+    return int(datetime.fromtimestamp(moment, tz).utcoffset().total_seconds())
+
+
+@functools.lru_cache(maxsize=256)
+def transitions(zone: str, start_year: int) -> tuple[tuple[int, int, int], ...]:
+    """(instant, offset before, offset after), in epoch seconds, of every change of
+    `zone`'s UTC offset in the proof horizon; none for a zone without DST."""
+    tz = kcron.zone(zone)
+    first, last = horizon(start_year)
+    moment = int(datetime.combine(first, datetime.min.time(), timezone.utc).timestamp()) - 86400
+    end = int(datetime.combine(last, datetime.min.time(), timezone.utc).timestamp()) + 86400
+    out = []
+    current = _offset(moment, tz)
+    while moment < end:
+        following = _offset(moment + 86400, tz)
+        if following != current:
+            low, high = moment, moment + 86400  # offset(low) == current != offset(high)
+            while high - low > 1:
+                middle = (low + high) // 2
+                low, high = (middle, high) if _offset(middle, tz) == current else (low, middle)
+            out.append((high, current, _offset(high, tz)))
+            current = _offset(high, tz)
+            moment = high
+            continue
+        moment += 86400
+    return tuple(out)
+
+
+def _fires_between(fields: kcron.Fields, low: int, high: int, zone: str) -> list[int]:
+    """The controller's fire times (epoch seconds) in [low, high] (kcron.next_fire)."""
+    out = []
+    moment = datetime.fromtimestamp(low - 1, timezone.utc)
+    while True:
+        fire = kcron.next_fire(fields, moment, zone)
+        if fire is None or fire.timestamp() > high:
+            return out
+        out.append(int(fire.timestamp()))
+        moment = fire
+
+
+def _wait_target(primed: int, lead_seconds: int, tz) -> int:
+    """When the wait (plan/wait.py SCRIPT) releases a Job primed at `primed`: the lead
+    added in wall-clock time, resolved with the zone's offsets as the script does."""
+    wall = primed + _offset(primed, tz) + lead_seconds
+    return wall - _offset(wall - _offset(primed, tz), tz)
+
+
+@functools.lru_cache(maxsize=1024)
+def dst_problem(expression: str, primers: tuple[str, ...], lead: int, zone: str,
+                start_year: Optional[int] = None) -> Optional[str]:
+    """Why the primers of `expression` in `zone` do not start every run with the same real
+    lead of `lead` minutes, or None. Around every offset change of the zone in the
+    horizon it replays the controller (kcron.next_fire: a primer or run in a skipped hour
+    does not fire, one in a repeated hour fires twice) and the wait (the lead added in
+    wall-clock time), and requires the workload starts to be exactly the controller's runs
+    of `expression`, each `lead` minutes of real time after its primer."""
+    tz = kcron.zone(zone)
+    run_fields = kcron.parse(expression)
+    primer_fields = [kcron.parse(p) for p in primers]
+    seconds = lead * 60
+    for when, before, after in transitions(zone, start_year or datetime.now().year):
+        low, high = when - _MARGIN - seconds, when + _MARGIN
+        starts = sorted((_wait_target(p, seconds, tz), p) for f in primer_fields
+                        for p in _fires_between(f, low, high, zone))
+        runs = _fires_between(run_fields, low + seconds, high + seconds, zone)
+
+        def nominal(primed: int) -> datetime:  # the run a primer is for, in wall-clock time
+            return datetime.fromtimestamp(primed, tz).replace(tzinfo=None) + timedelta(seconds=seconds)
+
+        wanted, started = Counter(runs), Counter(t for t, _ in starts)
+        wrong = (
+            [(t, nominal(p)) for t, p in starts if t - p != seconds],  # a real lead that is not the lead
+            [(r, datetime.fromtimestamp(r, tz)) for r in (wanted - started).elements()],  # a run not warmed
+            [(t, nominal(p)) for t, p in starts if started[t] > wanted[t]],  # a start that is no run
+            # a primer before the previous run (the period rule, in real time)
+            [(t, nominal(p)) for (previous, _), (t, p) in zip(starts, starts[1:]) if p <= previous],
+        )
+        found = next((min(kind) for kind in wrong if kind), None)
+        if found is None:
+            continue
+        run = found[1]
+        start = datetime.fromtimestamp(when + min(before, after), timezone.utc).replace(tzinfo=None)
+        stop = start + timedelta(seconds=abs(after - before))
+        hours = f"{start:%H:%M}-{stop:%H:%M}"
+        kind = "does not exist" if after > before else "happens twice"
+        return (
+            f"in {zone} the clocks change at {start:%H:%M} on some nights ({start:%Y-%m-%d}: {hours} {kind}); "
+            f"runs at {run:%H:%M} with a {lead}-minute warm-up would cross it: move the run or the warm-up "
+            f"outside {hours}, or use timeZone Etc/UTC"
+        )
+    return None
+
+
+# ---- a prescaled schedule ----------------------------------------------------------------
+
+
+def primers_for(expression: str, zone: str, warm_up_minutes: Optional[int] = None,
+                primer_schedule: Optional[str] = None, start_year: Optional[int] = None) -> Optional[Primers]:
+    """The primers of a schedule (None when it is not prescaled), or `PrimerError` (with
+    the config key at fault) when no warm-up can start every run on time: the shift is
+    inexpressible in cron, the explicit primer is not a constant lead, the lead is not
+    shorter than the period (`period_problem`), or a warm-up crosses a DST change
+    (`dst_problem`)."""
+    if warm_up_minutes is not None:
+        key, lead = "warmUpMinutes", warm_up_minutes
+        problem = period_problem(expression, lead, None, start_year)
+        if problem:
+            raise PrimerError(problem, key)
+        schedules = tuple(derive(expression, lead, start_year))
+    elif primer_schedule is not None:
+        key = "primerSchedule"
+        lead, problem = check_primer_schedule(expression, primer_schedule, start_year)
+        if problem:
+            raise PrimerError(
+                f'"{primer_schedule}" is not a constant lead before every run of "{expression}": {problem}', key)
+        problem = period_problem(expression, lead, primer_schedule, start_year)
+        if problem:
+            raise PrimerError(problem, key)
+        schedules = (primer_schedule,)
+    else:
+        return None
+    problem = dst_problem(expression, schedules, lead, zone, start_year)
+    if problem:
+        raise PrimerError(problem, key)
+    return Primers(lead, schedules)

@@ -1,10 +1,11 @@
 """When a schedule runs and when its warm-up starts, from the program's own functions.
 
-Run times come from `config.cron.next_runs` (what the stack output `nextRuns` shows);
-warm-up starts come from the primer schedules the program derived
-(`config.prescale.derive`, kept in the plan as `plan.primers`), evaluated with the same
-`next_runs`: the primer of a run is the primer CronJob's fire at the run's wall-clock time
-minus the lead, which the derivation proves exists for every run.
+Run times come from `config.cron.next_runs` (what the stack output `nextRuns` shows: the
+CronJob controller's fire times); warm-up starts come from the primer schedules the
+program derived (`config.prescale.primers_for`, kept in the plan as `plan.primers`),
+evaluated with the same `next_runs`: the primer of a run is the primer CronJob's fire
+`lead` minutes before the run, which the checks prove exists for every run, daylight-saving
+changes included.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Optional
-from zoneinfo import ZoneInfo
 
 from config import cron
 from config.models import Schedule
@@ -39,13 +39,11 @@ def primer_of(plan: WorkloadPlan, start: datetime) -> Optional[datetime]:
     entry = _schedule(plan)
     if plan.primers is None:
         return None
-    zone = ZoneInfo(entry.time_zone)
-    wall = start.astimezone(zone).replace(tzinfo=None) - timedelta(minutes=plan.primers.lead)
     # next_runs gives the fires strictly after its reference: one minute before the primer.
-    reference = (wall - timedelta(minutes=1)).replace(tzinfo=zone)
-    fires = [datetime.fromisoformat(cron.next_runs(p, entry.time_zone, 1, reference)[0])
-             for p in plan.primers.schedules]
-    return min(fires)
+    reference = start - timedelta(minutes=plan.primers.lead + 1)
+    fires = [datetime.fromisoformat(fire) for p in plan.primers.schedules
+             for fire in cron.next_runs(p, entry.time_zone, 1, reference)]
+    return min(fires, default=None)
 
 
 def next_runs(plan: WorkloadPlan, count: int = 3, now: Optional[datetime] = None) -> list[Run]:
@@ -63,7 +61,7 @@ def runs_between(plan: WorkloadPlan, start: datetime, end: datetime) -> list[Run
     count = 16
     while True:
         starts = [datetime.fromisoformat(s) for s in cron.next_runs(entry.schedule, entry.time_zone, count, reference)]
-        if starts[-1] >= end:
+        if len(starts) < count or starts[-1] >= end:  # fewer: the schedule stops firing
             break
         count *= 2
     return [Run(s, primer_of(plan, s)) for s in starts if s < end]

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Optional
 from xml.sax.saxutils import escape, quoteattr
-from zoneinfo import ZoneInfo
 
+from config import cron
 from config.loader import PlatformConfig
 from plan.model import WorkloadPlan
 
@@ -67,7 +67,7 @@ def utc_label(moment: datetime) -> str:
 
 
 def _local(moment: datetime, zone: str) -> str:
-    return moment.astimezone(ZoneInfo(zone)).strftime("%a %Y-%m-%d %H:%M %Z")
+    return moment.astimezone(cron.zone(zone)).strftime("%a %Y-%m-%d %H:%M %Z")
 
 
 def _describe(plan: WorkloadPlan) -> str:
@@ -171,7 +171,7 @@ def _row(index: int, row: Row, scale: Scale) -> list[str]:
         )
         out.append(f'<circle cx="{number(x)}" cy="{number(middle)}" r="3.5" fill="#1f5fa8"/>')
         if labelled:
-            wall = run.start.astimezone(ZoneInfo(plan.entry.time_zone)).strftime("%H:%M %Z")
+            wall = run.start.astimezone(cron.zone(plan.entry.time_zone)).strftime("%H:%M %Z")
             out.append(f'<text class="local" x="{number(x + 4)}" y="{number(middle - 6)}" font-size="9" '
                        f'fill="#1f5fa8">{escape(wall)}</text>')
     out.append("</g>")

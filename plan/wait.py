@@ -13,8 +13,8 @@ from __future__ import annotations
 import functools
 from datetime import datetime, timedelta, timezone
 from typing import Any
-from zoneinfo import ZoneInfo
 
+from config.cron import zone as time_zone
 from config.quantity import kind_for_resource, minimum
 
 NAME = "kns-wait"
@@ -53,7 +53,7 @@ echo "kns-wait: released at $(date +%s) for start $target"
 @functools.lru_cache(maxsize=None)
 def offsets(zone: str) -> str:
     """`epoch:offset` pairs (seconds) at which `zone`'s UTC offset changes, 2020 to 2060."""
-    tz = ZoneInfo(zone)
+    tz = time_zone(zone)
     moment = datetime(TRANSITIONS_FROM, 1, 1, tzinfo=timezone.utc)
     end = datetime(TRANSITIONS_TO, 1, 1, tzinfo=timezone.utc)
 

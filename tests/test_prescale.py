@@ -13,11 +13,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from croniter import croniter
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from plan import wait
-from config import prescale
+from config import cron, kcron, prescale
 from kns_testing.program import run_program
 
 EXAMPLES = int(os.environ.get("KNS_HYPOTHESIS_EXAMPLES", "60"))
@@ -46,6 +46,12 @@ PROPERTY = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
         ("0 0 * * *", 1440, ["0 0 * * *"]),
         ("* * * * *", 1, ["* * * * *"]),
         ("5 * * * *", 10, ["55 * * * *"]),
+        # the controller's star bit: */1 and ? are stars (AND with the weekday), 1-31 is not (OR)
+        ("0 0 */1 * 1", 10, ["50 23 * * 0"]),
+        ("0 0 ? * MON", 10, ["50 23 * * 0"]),
+        ("0 0 1-31 * 1", 10, ["50 23 * * *"]),
+        ("@daily", 10, ["50 23 * * *"]),
+        ("@weekly", 60, ["0 23 * * 6"]),
     ],
 )
 def test_known_derivations(expression, lead, expected):
@@ -69,6 +75,13 @@ def test_inexpressible_shifts_explain_why_and_suggest_primer_schedule(expression
     assert fragment in message and "primerSchedule" in message
 
 
+def test_the_proof_reads_schedules_as_the_controller_does():
+    """Monday-only runs (*/1 is a star) are not warmed by a primer every night; every-day
+    runs (1-31 is not a star, so the weekday is OR'ed in) are."""
+    assert "which is not 10 minutes before a run" in prescale.check("0 0 */1 * 1", ["50 23 * * *"], 10, 2026)
+    assert prescale.check("0 0 1-31 * 1", ["50 23 * * *"], 10, 2026) is None
+
+
 def test_the_proof_rejects_wrong_primers():
     assert "fires at" in prescale.check("0 0 * * 5", ["50 23 * * *"], 10)
     assert "does not fire at 2026-01-08 23:50" in prescale.check("0 0 * * 5", [], 10, 2026)
@@ -81,6 +94,82 @@ def test_explicit_primer_schedule_is_checked_the_same_way():
     assert lead == 10 and "not 10 minutes before a run" in problem
     lead, problem = prescale.check_primer_schedule("0 3 * * *", "50 2 * * 1-5")
     assert "does not fire" in problem
+
+
+@pytest.mark.parametrize(
+    "expression, gap",
+    [
+        ("* * * * *", 1), ("*/15 * * * *", 15), ("0 * * * *", 60), ("0 0,12 * * *", 720),
+        ("30 23,1 * * *", 120),  # 23:30 to 01:30 the next day
+        ("0 9 * * 1-5", 1440), ("0 12 * * 1,5", 3 * 1440),  # Friday to Monday
+        ("0 0 31 * *", 31 * 1440), ("0 0 29 2 *", 1461 * 1440), ("@monthly", 28 * 1440),
+        ("0 0 13 * 5", 1440),  # the 13th or a Friday: Thursday the 13th, then Friday
+        ("0 0 */1 * 1", 7 * 1440), ("0 0 1-31 * 1", 1440),  # the star bit
+    ],
+)
+def test_the_shortest_gap_between_runs_is_exact(expression, gap):
+    assert prescale.shortest_gap(expression, 2026)[0] == gap
+
+
+@pytest.mark.parametrize(
+    "expression, lead, primer, refused",
+    [
+        ("0 * * * *", 59, None, False),
+        ("0 * * * *", 60, None, True),
+        ("0 * * * *", 90, None, True),
+        ("* * * * *", 1, None, True),
+        ("0 0 * * *", 1439, None, False),
+        ("0 0 * * *", 1440, None, True),
+        ("0 3 * * *", 1435, "5 3 * * *", True),  # a primer just after a run reads as a 23 h 55 min lead
+        ("0 3 * * *", 719, "1 15 * * *", False),
+        ("0 3 * * *", 720, "0 15 * * *", True),
+    ],
+)
+def test_the_lead_must_be_shorter_than_the_period(expression, lead, primer, refused):
+    problem = prescale.period_problem(expression, lead, primer, 2026)
+    assert (problem is not None) == refused, problem
+
+
+@pytest.mark.parametrize(
+    "expression, zone, lead, refused",
+    [
+        ("30 1 * * *", "Europe/London", 60, True),  # the primer is skipped on the spring night
+        ("0 3 * * *", "Europe/London", 120, True),  # the primer at 01:00 does not exist that night
+        ("0 3 * * *", "Europe/London", 121, True),  # the real lead would be 61 minutes
+        ("30 1 * * *", "America/New_York", 60, True),  # the 01:30 run fires twice, its primer once
+        ("0 3 * * *", "Europe/London", 60, False),  # 02:00-03:00 exists on both nights
+        ("30 1 * * *", "Europe/London", 10, False),  # primer and run skipped together, doubled together
+        ("*/5 * * * *", "Europe/London", 3, True),  # the 00:57 primer's run (01:00) does not exist
+        ("0 6 * * 1-5", "America/Santiago", 45, False),
+        ("0 0 * * *", "America/Santiago", 10, True),  # Santiago changes at midnight
+        ("30 1 * * *", "Etc/UTC", 60, False),
+        ("30 1 * * *", "Asia/Kolkata", 1440, False),
+    ],
+)
+def test_a_warm_up_must_keep_its_real_lead_across_clock_changes(expression, zone, lead, refused):
+    primers = tuple(prescale.derive(expression, lead, 2026))
+    problem = prescale.dst_problem(expression, primers, lead, zone, 2026)
+    assert (problem is not None) == refused, problem
+    if problem:
+        assert problem.startswith(f"in {zone} the clocks change at ") and "or use timeZone Etc/UTC" in problem
+
+
+def test_zones_without_dst_have_no_changes():
+    assert prescale.transitions("Etc/UTC", 2026) == () and prescale.transitions("Asia/Tokyo", 2026) == ()
+    london = prescale.transitions("Europe/London", 2026)
+    assert len(london) == 2 * prescale.HORIZON_YEARS
+    assert london[0] == (int(datetime(2026, 3, 29, 1, tzinfo=timezone.utc).timestamp()), 0, 3600)
+
+
+def test_primers_for_names_the_key_at_fault():
+    assert prescale.primers_for("0 3 * * *", "Etc/UTC") is None
+    assert prescale.primers_for("0 3 * * *", "Etc/UTC", 10, None, 2026) == prescale.Primers(10, ("50 2 * * *",))
+    assert prescale.primers_for("0 3 * * *", "Etc/UTC", None, "50 2 * * *", 2026) == prescale.Primers(10, ("50 2 * * *",))
+    for args, key in [((90, None), "warmUpMinutes"), ((None, "0 * * * *"), "primerSchedule"),
+                      ((None, "45 23 * * *"), "primerSchedule")]:
+        with pytest.raises(prescale.PrimerError) as info:
+            prescale.primers_for("0 * * * *", "Etc/UTC", *args, start_year=2026)
+        assert info.value.key == key
 
 
 # ---- properties ---------------------------------------------------------------------------
@@ -114,20 +203,55 @@ def cron_expressions(draw) -> str:
     return f"{minute} {hour} {dom} {month} {dow}"
 
 
-def _witness_of_inexpressibility(expression: str, lead: int) -> bool:
+@st.composite
+def kubernetes_expressions(draw) -> str:
+    """Schedules in the syntax only the CronJob controller reads this way (config/kcron.py):
+    `*/1` and `?` are stars in a day field, `1-31` is not, names, descriptors."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(st.sampled_from(["@daily", "@midnight", "@weekly", "@monthly", "@yearly", "@hourly"]))
+    minute = draw(st.sampled_from(["0", "*/1", "?", "15,45", "5-55/10", "+7", "05"]))
+    hour = draw(st.sampled_from(["0", "*", "*/1", "?", "9-17", "23", "0,12"]))
+    dom = draw(st.sampled_from(["*", "*/1", "?", "1-31", "1-31/1", "13", "*/2", "1,15", "28-31"]))
+    month = draw(st.sampled_from(["*", "?", "JAN", "feb-mar", "*/1", "1-12", "6"]))
+    dow = draw(st.sampled_from(["*", "*/1", "?", "MON", "mon-fri", "0-6", "SUN,SAT", "5", "1-5/1"]))
+    return f"{minute} {hour} {dom} {month} {dow}"
+
+
+FIRST, LAST = date(2026, 1, 1), date(2054, 1, 1)
+
+
+def run_days_by_croniter(expression: str) -> set[date]:
+    """The days `expression` fires on by croniter: an oracle only where it agrees with the
+    controller (the plain syntax of `cron_expressions`; not `*/1`, `?` or `1-31` in a day
+    field, not descriptors)."""
+    fields = expression.split()
+    it = croniter(f"0 0 {' '.join(fields[2:])}", datetime(2025, 12, 31, 23, 59))
+    days = set()
+    while (fire := it.get_next(datetime)).date() <= LAST:
+        days.add(fire.date())
+    return days
+
+
+def run_days_by_kubernetes(expression: str) -> set[date]:
+    """The days `expression` fires on by the controller's day rule (kcron.Fields), which the
+    derivation's `Days` does not use."""
+    fields = kcron.parse(expression)
+    days, day = set(), FIRST
+    while day <= LAST:
+        if day.month in fields.months and fields.day_matches(day.day, day.isoweekday() % 7):
+            days.add(day)
+        day += timedelta(days=1)
+    return days
+
+
+def _witness_of_inexpressibility(run_days: set[date]) -> bool:
     """Independently of the module: the day-before set of the wrapped runs cannot be a
     union of cron day patterns. Cron day patterns depend only on (month, day, weekday),
     and within a month their union is 'day in D or weekday in W'."""
-    fields = expression.split()
-    first, last = date(2026, 1, 1), date(2054, 1, 1)
-    it = croniter(f"0 0 {' '.join(fields[2:])}", datetime(2025, 12, 31, 23, 59))
-    run_days = set()
-    while (fire := it.get_next(datetime)).date() <= last:
-        run_days.add(fire.date())
     before = {d - timedelta(days=1) for d in run_days}
     cells: dict[int, dict[tuple[int, int], bool]] = {}
-    day = first
-    while day < last:
+    day = FIRST
+    while day < LAST:
         key = (day.day, day.isoweekday() % 7)
         member = day in before
         if cells.setdefault(day.month, {}).setdefault(key, member) != member:
@@ -142,16 +266,27 @@ def _witness_of_inexpressibility(expression: str, lead: int) -> bool:
     return False
 
 
-@PROPERTY
-@given(expression=cron_expressions(), lead=st.integers(1, 1440))
-def test_every_derivation_is_exact_and_every_rejection_is_genuine(expression, lead):
+def _derivation_is_exact_or_refusal_genuine(expression: str, lead: int, run_days) -> None:
+    assume(cron.cron_problem(expression) is None)  # a schedule the loader accepts (one that fires)
     try:
         primers = prescale.derive(expression, lead, start_year=2026)
     except prescale.PrimerError:
-        assert _witness_of_inexpressibility(expression, lead), f"{expression} -{lead}m was refused but is expressible"
+        assert _witness_of_inexpressibility(run_days(expression)), f"{expression} -{lead}m was refused but is expressible"
         return
-    assert primers and all(len(p.split()) == 5 and croniter.is_valid(p) for p in primers)
+    assert primers and all(kcron.problem(p) is None for p in primers)
     assert prescale.check(expression, primers, lead, 2026) is None
+
+
+def _croniter_days(expression: str) -> set[date]:
+    days = run_days_by_croniter(expression)
+    assume(days == run_days_by_kubernetes(expression))  # croniter is an oracle only where it agrees
+    return days
+
+
+@PROPERTY
+@given(expression=cron_expressions(), lead=st.integers(1, 1440))
+def test_every_derivation_is_exact_and_every_rejection_is_genuine(expression, lead):
+    _derivation_is_exact_or_refusal_genuine(expression, lead, _croniter_days)
 
 
 @PROPERTY
@@ -159,13 +294,15 @@ def test_every_derivation_is_exact_and_every_rejection_is_genuine(expression, le
 def test_rejections_are_genuine_for_wrapping_runs(expression, lead):
     """Force runs that wrap to the previous day (midnight runs) to exercise rejections."""
     fields = expression.split()
-    expression = " ".join(["0", "0", *fields[2:]])
-    try:
-        primers = prescale.derive(expression, lead, start_year=2026)
-    except prescale.PrimerError:
-        assert _witness_of_inexpressibility(expression, lead)
-        return
-    assert prescale.check(expression, primers, lead, 2026) is None
+    _derivation_is_exact_or_refusal_genuine(" ".join(["0", "0", *fields[2:]]), lead, _croniter_days)
+
+
+@PROPERTY
+@given(expression=kubernetes_expressions(), lead=st.integers(1, 1440))
+def test_derivations_follow_the_controllers_star_bit(expression, lead):
+    """`*/1`, `?`, `1-31`, names and descriptors, where croniter is no oracle: the proof
+    and the witness use the controller's day rule."""
+    _derivation_is_exact_or_refusal_genuine(expression, lead, run_days_by_kubernetes)
 
 
 # ---- the wait script, as a real process -------------------------------------------------
@@ -231,6 +368,24 @@ def test_wait_target_is_the_wall_clock_start_in_the_zone(zone, primed_local, lea
     expected = int((primed_local + timedelta(minutes=lead)).replace(tzinfo=tz).timestamp())
     done, _, _ = run_wait(["sh", "-c"], f"x-{primed // 60}", lead * 60, zone)
     assert f"start {expected} is" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize(
+    "zone, primed_local, lead",
+    [
+        ("Europe/London", datetime(2024, 3, 31, 0, 57), 3),  # the start falls in the skipped hour
+        ("Europe/London", datetime(2024, 3, 31, 0, 30), 150),  # the warm-up spans the skipped hour
+        ("Europe/London", datetime(2024, 10, 27, 0, 30), 90),  # the start falls in the repeated hour
+        ("America/New_York", datetime(2024, 11, 3, 0, 30), 60),
+        ("Australia/Lord_Howe", datetime(2024, 10, 6, 1, 50), 20),  # a 30-minute change
+    ],
+)
+def test_the_checks_replay_the_wait_script_exactly(zone, primed_local, lead):
+    """config/prescale.py judges a warm-up by the script's own arithmetic: the same target."""
+    tz = ZoneInfo(zone)
+    primed = int(primed_local.replace(tzinfo=tz).timestamp())
+    done, _, _ = run_wait(["sh", "-c"], f"x-{primed // 60}", lead * 60, zone)
+    assert f"start {prescale._wait_target(primed, lead * 60, tz)} is" in done.stdout, done.stdout
 
 
 def test_offsets_table_follows_the_zone():

@@ -317,7 +317,7 @@ REJECTED = {
     "bad name": ({"kns:jobs": [JOB | {"name": "Train_ResNet"}]}, "kns:jobs[Train_ResNet].name"),
     "name too long": ({"kns:jobs": [JOB | {"name": "a" * 41}]}, f"kns:jobs[{'a' * 41}].name"),
     "six-field cron": ({"kns:schedules": [SCHEDULE | {"schedule": "0 30 2 * * *"}]}, "kns:schedules[s].schedule"),
-    "cron macro": ({"kns:schedules": [SCHEDULE | {"schedule": "@daily"}]}, "kns:schedules[s].schedule"),
+    "interval descriptor": ({"kns:schedules": [SCHEDULE | {"schedule": "@every 1h"}]}, "kns:schedules[s].schedule"),
     "JSON pointer": ({"kns:jobs": [JOB | {"jsonOverrides": [{"path": "spec/x", "value": 1}]}]}, "kns:jobs[j].jsonOverrides[0].path"),
     "bad credential set name": ({"kns:credentials": {"S3": {"key": {"secure": "v1:x"}}}}, "kns:credentials.S3"),
     # secret keys stored in plain text
@@ -373,7 +373,9 @@ ACCEPTED = {
     }),
     "credentials secured whole": stack({"kns:credentials": {"secure": "v1:creds"}, "kns:jobs": [JOB | {"credentials": ["s3"]}]}),
     "secure inline kubeconfig": stack({"kns:cluster": CLUSTER | {"kubeconfig": {"secure": "v1:kubeconfig"}}}),
-    "schedule with warm-up": stack({"kns:schedules": [SCHEDULE | {"timeZone": "Europe/Paris", "warmUpMinutes": 10}]}),
+    "schedule with warm-up": stack({"kns:schedules": [SCHEDULE | {"schedule": "0 6 * * *", "timeZone": "Europe/Paris",
+                                                                  "warmUpMinutes": 10}]}),
+    "descriptor schedule": stack({"kns:schedules": [SCHEDULE | {"schedule": "@daily", "warmUpMinutes": 10}]}),
 }
 
 

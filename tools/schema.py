@@ -79,8 +79,9 @@ LABEL_KEY = rf"^(?:(?:{_SUBDOMAIN})?/)?(?=[^/]{{1,63}}$){_LABEL_NAME}$"
 LABEL_VALUE = rules.LABEL_VALUE
 # A node name: its first dot-separated part is a DNS-1123 label.
 NODE_NAME = r"^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\..*)?$"
-# 5 whitespace-separated fields; whether they make a valid schedule is the program's check.
-CRON_FIELDS = r"^\s*[^@\s]\S*(?:\s+\S+){4}\s*$"
+# 5 whitespace-separated fields or a descriptor (config/kcron.py); whether they make a
+# valid schedule is the program's check.
+CRON_FIELDS = r"^(?:@(?:yearly|annually|monthly|weekly|daily|midnight|hourly)|\s*[^@\s]\S*(?:\s+\S+){4}\s*)$"
 
 NOT_NULL = {"not": {"type": "null"}}
 
@@ -181,11 +182,13 @@ def _after_validators() -> dict[Callable, Callable[[dict[str, Any]], dict[str, A
         _func(models.CronExpr): lambda s: s | {
             "pattern": CRON_FIELDS,
             "patternErrorMessage": "a schedule needs exactly 5 fields: minute, hour, day of month, month, "
-            "day of week (no seconds field, no @macros)",
-            "description": 'A 5-field cron expression (`"30 2 * * *"`), evaluated in `timeZone`.',
+            "day of week (no seconds field), or a descriptor such as @daily (not @every)",
+            "description": 'A Kubernetes CronJob schedule: 5 fields (`"30 2 * * *"`) or a descriptor '
+            '(`"@daily"`), evaluated in `timeZone`.',
         },
         _func(models.TimeZone): lambda s: s | {
-            "description": 'An IANA time zone (`"Europe/Paris"`, `"Etc/UTC"`).',
+            "description": 'An IANA time zone of the tz database (`"Europe/Paris"`, `"Etc/UTC"`); '
+            'not a host file such as `localtime` or `posix/...`.',
         },
         _func(models.EnvValue): lambda s: env_value,
         path: lambda s: s | {
