@@ -18,29 +18,39 @@ from .rules import CREDENTIAL_FILE
 
 _CREDENTIAL_FILE = re.compile(CREDENTIAL_FILE.pattern)
 
-def check_cluster(cluster: Cluster, project_dir: Path, environ: Mapping[str, str], problems: Problems) -> None:
-    """The context the provider would use is not a forbidden one (the JARVICE upstream)."""
-    forbidden = set(cluster.forbidden_contexts)
-    if cluster.context and cluster.context in forbidden:
+def check_cluster(
+    cluster: Cluster, project_dir: Path, environ: Mapping[str, str], problems: Problems,
+    sealed: frozenset[str] = frozenset(),
+) -> None:
+    """The context the provider would use is not a forbidden one (the JARVICE upstream).
+    Names are compared without case and surrounding blanks: the one guard against the
+    upstream cluster must not fall to a capital letter or a trailing space. A kubeconfig
+    that is `sealed` (encrypted, read offline) is left to the program, which can read it."""
+    forbidden = {_context_key(c) for c in cluster.forbidden_contexts}
+    if cluster.context and _context_key(cluster.context) in forbidden:
         problems.add(
             "kns:cluster.context",
             f'"{cluster.context}" is listed in forbiddenContexts: the KNS needs cluster-admin and must '
             "own a dedicated cluster, never the JARVICE upstream one",
         )
         return
-    if cluster.render_dir or cluster.context:
+    if cluster.render_dir or cluster.context or "kns:cluster.kubeconfig" in sealed:
         return
     try:
         current = kubeconfig.current_context(cluster.kubeconfig, project_dir, environ)
     except kubeconfig.KubeconfigError as exc:
         problems.add("kns:cluster.kubeconfig", str(exc))
         return
-    if current in forbidden:
+    if current is not None and _context_key(current) in forbidden:
         problems.add(
             "kns:cluster",
             f'the kubeconfig\'s current context "{current}" is listed in forbiddenContexts: set '
             "kns:cluster.context to the dedicated KNS cluster",
         )
+
+
+def _context_key(name: str) -> str:
+    return name.strip().casefold()
 
 
 def check_pools(pools: list[NodePool], problems: Problems) -> None:
