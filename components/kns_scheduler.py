@@ -70,7 +70,7 @@ class KnsScheduler(pulumi.ComponentResource):
             waits.append(self.secret)
         self.deployment = k8s.apps.v1.Deployment(
             name,
-            metadata=meta(account),
+            metadata=meta(account, annotations=specs.kns_annotations(kns)),
             spec={
                 "replicas": kns.replicas,
                 "selector": {"matchLabels": selector},

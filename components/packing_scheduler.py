@@ -92,7 +92,7 @@ class PackingScheduler(pulumi.ComponentResource):
         )
         self.deployment = k8s.apps.v1.Deployment(
             name,
-            metadata=meta(packing.name),
+            metadata={**meta(packing.name), "annotations": specs.packing_annotations(packing)},
             spec={
                 "replicas": packing.replicas,
                 "selector": {"matchLabels": selector},

@@ -24,7 +24,7 @@ class SystemNamespace(pulumi.ComponentResource):
         super().__init__(TYPE, name, None, opts)
         self.name = args.name
         labels = {names.LABEL_CLUSTER: args.cluster_name, **names.MANAGED_BY}
-        labels.update({f"pod-security.kubernetes.io/{m}": "baseline" for m in ("enforce", "audit", "warn")})
+        labels.update({f"pod-security.kubernetes.io/{m}": "restricted" for m in ("enforce", "audit", "warn")})
         self.namespace = k8s.core.v1.Namespace(
             name, metadata={"name": args.name, "labels": labels}, opts=pulumi.ResourceOptions(parent=self)
         )

@@ -202,11 +202,95 @@ class Keycloak(Model):
     client_id: str
 
 
-KNS_DEFAULT_LIMIT_RANGE: dict[str, Any] = {
-    "default": {"cpu": 1, "memory": "1Gi"},
-    "default_request": {"cpu": "200m", "memory": "256Mi"},
-    "type": "Container",
-}
+# `JARVICE_KNS_DEFAULT_LIMIT_RANGE` when `defaultLimitRange` is unset: the JSON of the JARVICE
+# KNS scheduler documentation, byte for byte (its snake-case `default_request` is what the KNS
+# reads).
+KNS_DEFAULT_LIMIT_RANGE_JSON = (
+    '{"default":{"cpu": 1, "memory": "1Gi"}, "default_request":{"cpu": "200m", "memory": "256Mi"}, '
+    '"type":"Container"}'
+)
+KNS_DEFAULT_LIMIT_RANGE: dict[str, Any] = json.loads(KNS_DEFAULT_LIMIT_RANGE_JSON)
+
+# The platform's own containers run as this numeric user and group (the "nonroot" user of
+# distroless images; any UID above 10000 stays clear of users an image or node defines).
+PLATFORM_UID = 65532
+
+
+class Capabilities(Model):
+    add: Optional[list[Annotated[str, Field(pattern=r"^[A-Z_]+$")]]] = None
+    drop: Optional[list[Annotated[str, Field(pattern=r"^[A-Z_]+$")]]] = None
+
+
+class SeccompProfile(Model):
+    type: Literal["RuntimeDefault", "Localhost", "Unconfined"]
+    localhost_profile: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _localhost(self) -> "SeccompProfile":
+        if (self.type == "Localhost") != (self.localhost_profile is not None):
+            raise ValueError("localhostProfile is set exactly when type is Localhost")
+        return self
+
+
+class ContainerSecurityContext(Model):
+    """The container securityContext fields a site may need to change for the KNS image
+    (docs/schedulers.md). Each defaults to the hardened value (Pod Security `restricted`);
+    `null` leaves a field out of the manifest."""
+
+    run_as_user: Optional[int] = Field(default=PLATFORM_UID, ge=0, le=2**31 - 1)
+    run_as_group: Optional[int] = Field(default=PLATFORM_UID, ge=0, le=2**31 - 1)
+    run_as_non_root: Optional[bool] = True
+    read_only_root_filesystem: Optional[bool] = True
+    allow_privilege_escalation: Optional[bool] = False
+    capabilities: Optional[Capabilities] = Field(default_factory=lambda: Capabilities(drop=["ALL"]))
+    seccomp_profile: Optional[SeccompProfile] = Field(default_factory=lambda: SeccompProfile(type="RuntimeDefault"))
+
+    @model_validator(mode="after")
+    def _can_start(self) -> "ContainerSecurityContext":
+        if self.run_as_non_root and self.run_as_user == 0:
+            raise ValueError("runAsNonRoot: true with runAsUser: 0 can never start (the kubelet refuses it)")
+        return self
+
+    def manifest(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
+class KnsLimitRange(Model):
+    """`JARVICE_KNS_DEFAULT_LIMIT_RANGE`: the limit range the KNS gives each vcluster
+    namespace, in camelCase here and encoded in the KNS's own snake-case shape."""
+
+    default: ResourceMap = Field(default_factory=dict)
+    default_request: ResourceMap = Field(default_factory=dict)
+    max: ResourceMap = Field(default_factory=dict)
+    min: ResourceMap = Field(default_factory=dict)
+    type: Literal["Container", "Pod", "PersistentVolumeClaim"] = "Container"
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "KnsLimitRange":
+        problems = []
+        if self.type != "Container" and (self.default or self.default_request):
+            problems.append(f"default and defaultRequest are only for type Container, not {self.type}")
+        order = (("min", self.min), ("defaultRequest", self.default_request), ("default", self.default), ("max", self.max))
+        for resource in sorted({r for _, values in order for r in values}):
+            present = [(key, values[resource]) for key, values in order if resource in values]
+            kind = kind_for_resource(resource)
+            for (low_key, low), (high_key, high) in zip(present, present[1:]):
+                if parse(low, kind) > parse(high, kind):
+                    problems.append(f"{resource}: {low_key} {low} is more than {high_key} {high}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def kns_json(self) -> str:
+        """The documented shape: `default`, `default_request`, `max`, `min` (each only when
+        set), `type`."""
+        out: dict[str, Any] = {}
+        for key, values in (("default", self.default), ("default_request", self.default_request),
+                            ("max", self.max), ("min", self.min)):
+            if values:
+                out[key] = dict(values)
+        out["type"] = self.type
+        return json.dumps(out)
 
 
 class KnsScheduler(Model):
@@ -218,7 +302,7 @@ class KnsScheduler(Model):
     jobs_domain: Optional[str] = None
     ingress_class: Optional[str] = None
     keep_vclusters: bool = False
-    default_limit_range: dict[str, Any] = Field(default_factory=lambda: dict(KNS_DEFAULT_LIMIT_RANGE))
+    default_limit_range: Optional[KnsLimitRange] = None
     vcluster_spawn_delay: int = Field(default=300, ge=1)
     init_image: str = "us-docker.pkg.dev/jarvice/images/init-kns"
     images_tag: Optional[str] = None
@@ -230,6 +314,7 @@ class KnsScheduler(Model):
     ingress: bool = False
     resources: ContainerResources = Field(default_factory=lambda: ContainerResources(
         requests={"cpu": "250m", "memory": "256Mi"}, limits={"cpu": "1", "memory": "1Gi"}))
+    security_context: ContainerSecurityContext = Field(default_factory=ContainerSecurityContext)
 
     @model_validator(mode="after")
     def _image(self) -> "KnsScheduler":
@@ -243,8 +328,10 @@ class KnsScheduler(Model):
         return self
 
     def encoded_limit_range(self) -> str:
-        """`JARVICE_KNS_DEFAULT_LIMIT_RANGE`: the limit range as base64-encoded JSON."""
-        return base64.b64encode(json.dumps(self.default_limit_range).encode()).decode()
+        """`JARVICE_KNS_DEFAULT_LIMIT_RANGE`: the limit range as base64-encoded JSON, in the
+        shape of the JARVICE KNS documentation; its documented default when unset."""
+        text = KNS_DEFAULT_LIMIT_RANGE_JSON if self.default_limit_range is None else self.default_limit_range.kns_json()
+        return base64.b64encode(text.encode()).decode()
 
 
 # ---- 5. profiles ------------------------------------------------------------------------

@@ -16,6 +16,27 @@ from . import wait
 from .model import CREDENTIALS_VOLUME, WorkloadPlan, credential_secret_name
 
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+# A CronJob whose entry sets no startingDeadlineSeconds gets this one (docs/prescaling.md,
+# docs/testing.md): a run the controller could not start within an hour of its time is
+# skipped, not started late, and a controller that was down long cannot hit the "too many
+# missed start times" limit (100), which stops a CronJob without a deadline for good.
+DEFAULT_STARTING_DEADLINE_SECONDS = 3600
+
+# kube-score (tests/test_manifest_lint.py) checks a user workload cannot meet, and why; the
+# program sets `kube-score/ignore` on a Job or CronJob only for those its pod really fails.
+KUBE_SCORE_IGNORE = "kube-score/ignore"
+WORKLOAD_LINT_EXCEPTIONS = {
+    # The user's image runs as built: its user and its writes are the image's business.
+    "container-security-context-user-group-id",
+    "container-security-context-readonlyrootfilesystem",
+    # imagePullPolicy is the entry's (`imagePullPolicy`); Kubernetes' default otherwise.
+    "container-image-pull-policy",
+    # local disk is bounded only when the entry sets `storage`.
+    "container-ephemeral-storage-request-and-limit",
+    # NetworkPolicy is a site decision (CNI, ingress, where the data lives).
+    "pod-networkpolicy",
+}
+HIGH_ID = 10000  # kube-score's "low user ID" threshold
 POD_SECURITY_MODES = ("enforce", "audit", "warn")
 
 POD_RUNNER_RULES = [
@@ -151,6 +172,32 @@ def _job_spec(entry: Workload, template: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
+def lint_exceptions(template: dict[str, Any]) -> list[str]:
+    """The WORKLOAD_LINT_EXCEPTIONS this pod template really needs."""
+    spec = template.get("spec", {})
+    pod_security = spec.get("securityContext") or {}
+    containers = list(spec.get("initContainers", [])) + list(spec.get("containers", []))
+    found = {"pod-networkpolicy"}
+    for container in containers:
+        security = {**pod_security, **(container.get("securityContext") or {})}
+        if not all(isinstance(security.get(k), int) and security[k] > HIGH_ID for k in ("runAsUser", "runAsGroup")):
+            found.add("container-security-context-user-group-id")
+        if security.get("readOnlyRootFilesystem") is not True:
+            found.add("container-security-context-readonlyrootfilesystem")
+        if container.get("imagePullPolicy") != "Always":
+            found.add("container-image-pull-policy")
+        resources = container.get("resources") or {}
+        if not all("ephemeral-storage" in (resources.get(side) or {}) for side in ("requests", "limits")):
+            found.add("container-ephemeral-storage-request-and-limit")
+    return sorted(found & WORKLOAD_LINT_EXCEPTIONS)
+
+
+def _lint_annotation(entry: Workload, template: dict[str, Any]) -> dict[str, str]:
+    own = [t.strip() for t in entry.annotations.get(KUBE_SCORE_IGNORE, "").split(",") if t.strip()]
+    ignored = own + [t for t in lint_exceptions(template) if t not in own]
+    return {KUBE_SCORE_IGNORE: ",".join(ignored)} if ignored else {}
+
+
 def _metadata(plan: WorkloadPlan, annotations: dict[str, str]) -> dict[str, Any]:
     labels = {**plan.entry.labels, **plan.labels}
     metadata: dict[str, Any] = {"name": plan.entry.name, "namespace": plan.namespace, "labels": labels}
@@ -171,7 +218,7 @@ def job_manifest(plan: WorkloadPlan, template: dict[str, Any]) -> dict[str, Any]
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _metadata(plan, SKIP_AWAIT),
+        "metadata": _metadata(plan, {**SKIP_AWAIT, **_lint_annotation(plan.entry, template)}),
         "spec": spec,
     }
 
@@ -192,15 +239,15 @@ def cronjob_manifest(plan: WorkloadPlan, template: dict[str, Any]) -> dict[str, 
             "spec": _job_spec(entry, template),
         },
     }
-    if entry.starting_deadline_seconds is not None:
-        spec["startingDeadlineSeconds"] = entry.starting_deadline_seconds
+    spec["startingDeadlineSeconds"] = (DEFAULT_STARTING_DEADLINE_SECONDS if entry.starting_deadline_seconds is None
+                                       else entry.starting_deadline_seconds)
     if "ttl_hours" in entry.model_fields_set:
         # Only when asked: by default the history limits decide how long runs are kept.
         spec["jobTemplate"]["spec"]["ttlSecondsAfterFinished"] = _ttl_seconds(entry)
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
-        "metadata": _metadata(plan, {}),
+        "metadata": _metadata(plan, _lint_annotation(entry, template)),
         "spec": spec,
     }
 
@@ -216,7 +263,7 @@ def primed_cronjob_manifest(plan: WorkloadPlan, template: dict[str, Any], name: 
     primed = copy.deepcopy(template)
     spec = primed["spec"]
     wait_container = wait.wait_container(
-        plan.primers.lead, entry.time_zone, entry.wait_image, plan.limit_range.get("max")
+        plan.primers.lead, entry.time_zone, entry.wait_image, plan.limit_range.get("max"), entry.image_pull_policy
     )
     spec["initContainers"] = [wait_container] + spec.get(
         "initContainers", []

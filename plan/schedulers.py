@@ -11,7 +11,7 @@ from typing import Any, Optional
 import yaml
 
 from config import names, resolve
-from config.models import KnsScheduler, NodePool, PackingScheduler
+from config.models import PLATFORM_UID, ContainerSecurityContext, KnsScheduler, NodePool, PackingScheduler
 
 CONFIG_DIR = "/etc/kns-packing"
 CONFIG_FILE = "config.yaml"
@@ -21,13 +21,42 @@ KNS_SECRET_KEY = "client-secret"
 KNS_ACCOUNT = "kns-scheduler"
 RATIO_SHAPE = [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]
 
-RESTRICTED_CONTAINER = {
-    "allowPrivilegeEscalation": False,
-    "readOnlyRootFilesystem": True,
+# Every platform container (both schedulers here, the wait in plan/wait.py) meets Pod
+# Security `restricted` and can start on a real kubelet: a numeric non-root user and group
+# (the kube-scheduler image's own user is root, so runAsNonRoot alone is refused with
+# CreateContainerConfigError), no privilege escalation, no capabilities, the runtime's
+# seccomp profile, a read-only root file system. docs/schedulers.md says why for each.
+RESTRICTED_CONTAINER = ContainerSecurityContext().manifest()
+# The pod-level half: the same user, and fsGroup so any volume it writes to is its own.
+RESTRICTED_POD = {
     "runAsNonRoot": True,
-    "capabilities": {"drop": ["ALL"]},
+    "runAsUser": PLATFORM_UID,
+    "runAsGroup": PLATFORM_UID,
+    "fsGroup": PLATFORM_UID,
     "seccompProfile": {"type": "RuntimeDefault"},
 }
+# Small local-disk bounds for the platform's own containers: they write only logs.
+EPHEMERAL = {"requests": {"ephemeral-storage": "64Mi"}, "limits": {"ephemeral-storage": "256Mi"}}
+KNS_TMP = "/tmp"
+
+# kube-score checks the schedulers' Deployments keep on purpose (docs/testing.md): the
+# program sets them as the object's `kube-score/ignore` annotation.
+KUBE_SCORE_IGNORE = "kube-score/ignore"
+
+
+def packing_annotations(packing: PackingScheduler) -> dict[str, str]:
+    # NetworkPolicy is a site decision: the scheduler talks only to the API server, whose
+    # address and CNI differ per cluster.
+    return {KUBE_SCORE_IGNORE: "pod-networkpolicy"}
+
+
+def kns_annotations(kns: KnsScheduler) -> dict[str, str]:
+    # pod-probes-identical: the JARVICE image offers only its TCP port to probe.
+    # deployment-replicas: one replica is the KNS's documented default; `replicas` is the site's.
+    ignored = ["pod-networkpolicy", "pod-probes-identical"]
+    if kns.replicas < 2:
+        ignored.append("deployment-replicas")
+    return {KUBE_SCORE_IGNORE: ",".join(ignored)}
 
 
 def scheduler_configuration(packing: PackingScheduler, namespace: str) -> dict[str, Any]:
@@ -98,10 +127,13 @@ def system_placement(pools: list[NodePool]) -> dict[str, Any]:
 
 
 def packing_pod_spec(packing: PackingScheduler, namespace: str, pools: list[NodePool], config_map: str) -> dict[str, Any]:
-    probe = {"httpGet": {"path": "/healthz", "port": SECURE_PORT, "scheme": "HTTPS"}}
+    def probe(path: str) -> dict[str, Any]:
+        return {"httpGet": {"path": path, "port": SECURE_PORT, "scheme": "HTTPS"}}
+
     container = {
         "name": "kube-scheduler",
         "image": packing.image,
+        "imagePullPolicy": "Always",
         "command": [
             "kube-scheduler",
             f"--config={CONFIG_DIR}/{CONFIG_FILE}",
@@ -109,15 +141,24 @@ def packing_pod_spec(packing: PackingScheduler, namespace: str, pools: list[Node
             "--v=2",
         ],
         "ports": [{"name": "https", "containerPort": SECURE_PORT}],
-        "livenessProbe": {**probe, "initialDelaySeconds": 15, "periodSeconds": 10, "failureThreshold": 3},
-        "readinessProbe": {**probe, "periodSeconds": 5},
-        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}},
-        "securityContext": RESTRICTED_CONTAINER,
+        # /livez: the process is alive; /readyz: it is also synced and, with leader
+        # election, serving. Both are on kube-scheduler's secure port (no authentication:
+        # --authorization-always-allow-paths covers /healthz, /readyz and /livez).
+        "livenessProbe": {**probe("/livez"), "initialDelaySeconds": 15, "periodSeconds": 10, "failureThreshold": 3},
+        "readinessProbe": {**probe("/readyz"), "periodSeconds": 5},
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "128Mi", **EPHEMERAL["requests"]},
+            "limits": {"cpu": "1", "memory": "512Mi", **EPHEMERAL["limits"]},
+        },
+        # kube-scheduler writes nothing to disk: without --cert-dir its self-signed serving
+        # certificate stays in memory (cmd/kube-scheduler/app/options/options.go, v1.36.1).
+        "securityContext": copy.deepcopy(RESTRICTED_CONTAINER),
         "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}],
     }
     spec: dict[str, Any] = {
         "serviceAccountName": packing.name,
         "priorityClassName": "system-cluster-critical",
+        "securityContext": copy.deepcopy(RESTRICTED_POD),
         "containers": [container],
         "volumes": [{"name": "config", "configMap": {"name": config_map}}],
         **system_placement(pools),
@@ -175,16 +216,35 @@ def kns_environment(kns: KnsScheduler, has_secret: bool) -> list[dict[str, Any]]
 
 def kns_pod_spec(kns: KnsScheduler, pools: list[NodePool], has_secret: bool, selector: dict[str, str]) -> dict[str, Any]:
     probe = {"tcpSocket": {"port": "http"}}
+    resources = kns.resources.model_dump(exclude_defaults=False)
+    for side, amounts in EPHEMERAL.items():
+        for key, value in amounts.items():
+            resources.setdefault(side, {}).setdefault(key, value)
+    security = kns.security_context.manifest()
     container = {
         "name": "kns-scheduler",
         "image": kns.image,
+        "imagePullPolicy": "Always",
         "env": kns_environment(kns, has_secret),
         "ports": [{"name": "http", "containerPort": kns.port}],
         "readinessProbe": {**probe, "periodSeconds": 10},
         "livenessProbe": {**probe, "initialDelaySeconds": 30, "periodSeconds": 20, "failureThreshold": 3},
-        "resources": kns.resources.model_dump(exclude_defaults=False),
+        "resources": resources,
+        # kns:knsScheduler.securityContext, hardened by default; a writable /tmp, since the
+        # JARVICE image is not ours and may need scratch space under a read-only root.
+        "securityContext": security,
+        "volumeMounts": [{"name": "tmp", "mountPath": KNS_TMP}],
     }
-    spec = {"serviceAccountName": KNS_ACCOUNT, "containers": [container], **system_placement(pools)}
+    pod_security: dict[str, Any] = {}
+    if "runAsGroup" in security:
+        pod_security["fsGroup"] = security["runAsGroup"]
+    if "seccompProfile" in security:
+        pod_security["seccompProfile"] = copy.deepcopy(security["seccompProfile"])
+    spec = {"serviceAccountName": KNS_ACCOUNT, "containers": [container],
+            "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": EPHEMERAL["limits"]["ephemeral-storage"]}}],
+            **system_placement(pools)}
+    if pod_security:
+        spec["securityContext"] = pod_security
     affinity = spec.setdefault("affinity", {})
     affinity["podAntiAffinity"] = {
         "preferredDuringSchedulingIgnoredDuringExecution": [

@@ -10,6 +10,7 @@ Job created by hand (no numeric suffix) or already past its start runs at once.
 
 from __future__ import annotations
 
+import copy
 import functools
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -79,7 +80,23 @@ def offsets(zone: str) -> str:
     return " ".join(pairs)
 
 
-RESOURCES = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "32Mi"}}
+RESOURCES = {
+    "requests": {"cpu": "10m", "memory": "16Mi", "ephemeral-storage": "1Mi"},
+    "limits": {"cpu": "100m", "memory": "32Mi", "ephemeral-storage": "16Mi"},
+}
+# The wait reads its environment and the clock, writes nothing and needs no user: it runs as
+# a numeric non-root user (busybox's own is root, so runAsNonRoot alone would be refused by
+# the kubelet), with Pod Security `restricted` settings (docs/prescaling.md).
+UID = 65532
+SECURITY_CONTEXT = {
+    "runAsNonRoot": True,
+    "runAsUser": UID,
+    "runAsGroup": UID,
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
 
 
 def resources_under(maximum: dict[str, str]) -> dict[str, dict[str, str]]:
@@ -95,9 +112,9 @@ def resources_under(maximum: dict[str, str]) -> dict[str, dict[str, str]]:
 
 
 def wait_container(lead_minutes: int, zone: str, image: str = DEFAULT_IMAGE,
-                   maximum: dict[str, str] | None = None) -> dict[str, Any]:
+                   maximum: dict[str, str] | None = None, pull_policy: str | None = None) -> dict[str, Any]:
     label = "metadata.labels['{}']"
-    return {
+    container: dict[str, Any] = {
         "name": NAME,
         "image": image,
         "command": ["sh", "-c", SCRIPT],
@@ -108,9 +125,8 @@ def wait_container(lead_minutes: int, zone: str, image: str = DEFAULT_IMAGE,
             {"name": "KNS_TZ_OFFSETS", "value": offsets(zone)},
         ],
         "resources": resources_under(maximum or {}),
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": copy.deepcopy(SECURITY_CONTEXT),
     }
+    if pull_policy:  # the entry's imagePullPolicy, like its workload container's
+        container["imagePullPolicy"] = pull_policy
+    return container

@@ -238,8 +238,9 @@ def test_explain_facts_are_the_plan_objects():
     weekly = next(f for f in document["entries"] if f["name"] == "weekly-finetune")
     assert weekly["nodePool"] == "a100" and weekly["quota"]["requests.nvidia.com/gpu"] == "2"
     assert [c["name"] for c in weekly["containers"]] == ["kns-wait", "weekly-finetune"]
-    assert weekly["podTotals"] == {"requests": {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "2"},
-                                   "limits": {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "2"}}
+    # the wait's small local-disk bound counts too (init containers count by their maximum)
+    assert weekly["podTotals"] == {"requests": {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "2", "ephemeral-storage": "1Mi"},
+                                   "limits": {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "2", "ephemeral-storage": "16Mi"}}
     for run in weekly["schedule"]["nextRuns"]:
         start, primer = (datetime.fromisoformat(run[k]) for k in ("start", "primer"))
         assert start.strftime("%a %H:%M") == "Mon 00:00" and primer.strftime("%a %H:%M") == "Sun 23:40"

@@ -67,7 +67,8 @@ def test_kns_scheduler_defaults_from_reference_000():
     assert kns.init_image == "us-docker.pkg.dev/jarvice/images/init-kns"
     assert kns.gotty_image_tag == "n1.3.0"
     assert kns.keep_vclusters is False and kns.allow_gotty_shell is False
-    assert kns.encoded_limit_range().startswith("eyJkZWZhdWx0Ijog")
+    # the documented JSON, byte for byte: {"default":{"cpu": 1, ...
+    assert kns.encoded_limit_range().startswith("eyJkZWZhdWx0Ijp7ImNwdSI6IDEs")
 
 
 # Each bad input: the config, and the exact path-qualified line the user must see.

@@ -105,6 +105,10 @@ class Stack:
         document = yaml.safe_load((self.root / "Pulumi.local.yaml").read_text())
         return next(e for e in document["config"][section] if e["name"] == name)
 
+    def entry_value(self, section: str, key: str, default):
+        document = yaml.safe_load((self.root / "Pulumi.local.yaml").read_text())
+        return (document["config"].get(section) or {}).get(key, default)
+
     def pulumi(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         done = subprocess.run(["pulumi", *args, "--non-interactive"], cwd=self.root, env=self.env,
                               capture_output=True, text=True, timeout=900)
@@ -174,6 +178,46 @@ def test_a_pod_over_the_quota_is_rejected(stack, cluster):
                                     "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}}]}}
     done = cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(pod), check=False)
     assert done.returncode != 0 and "exceeded quota" in done.stderr
+
+
+# ---- Pod Security `restricted` in the system namespace --------------------------------------
+
+
+def test_the_system_namespace_enforces_restricted_and_admits_every_platform_pod(stack, cluster):
+    labels = cluster.get("namespace", "kns-system")["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    # The deployment and replicaset controllers create the schedulers' pods through
+    # admission; a refused pod never exists, and its ReplicaSet records ReplicaFailure.
+    # Pods persist (kwok keeps them running), so waiting for them only depends on the
+    # replicas asked for, plus the controllers' slack.
+    expected = {"kns-packing": stack.entry_value("kns:packingScheduler", "replicas", 1),
+                "kns-scheduler": stack.entry_value("kns:knsScheduler", "replicas", 1)}
+
+    def admitted():
+        pods = pods_of(cluster, "kns-system")
+        counts = {name: len([p for p in pods if p["metadata"]["labels"].get("app.kubernetes.io/name") == name])
+                  for name in expected}
+        return counts if counts == expected else None
+
+    cluster.wait(admitted, 180, every=2, message="the schedulers' pods created in kns-system")
+    for replica_set in cluster.get("replicasets", "-n", "kns-system")["items"]:
+        conditions = replica_set.get("status", {}).get("conditions", [])
+        assert not [c for c in conditions if c["type"] == "ReplicaFailure"], replica_set["metadata"]["name"]
+    for pod in pods_of(cluster, "kns-system"):
+        for container in pod["spec"]["containers"]:
+            security = {**pod["spec"].get("securityContext", {}), **container.get("securityContext", {})}
+            assert security["runAsNonRoot"] is True and security["runAsUser"] > 0, pod["metadata"]["name"]
+
+
+def test_a_pod_that_is_not_restricted_is_refused_in_the_system_namespace(stack, cluster):
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "not-restricted", "namespace": "kns-system"},
+           "spec": {"containers": [{"name": "c", "image": "busybox:1.37",
+                                    "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}}}]}}
+    done = cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(pod), check=False)
+    assert done.returncode != 0
+    assert 'violates PodSecurity "restricted:latest"' in done.stderr, done.stderr
+    assert "runAsNonRoot" in done.stderr and "allowPrivilegeEscalation" in done.stderr
+    assert not [p for p in pods_of(cluster, "kns-system") if p["metadata"]["name"] == "not-restricted"]
 
 
 # ---- placement and Jobs --------------------------------------------------------------------

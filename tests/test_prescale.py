@@ -430,8 +430,11 @@ def test_a_prescaled_schedule_is_the_plain_cronjob_plus_the_wait():
     del stripped["spec"]["jobTemplate"]["spec"]["template"]["spec"]["initContainers"]
     stripped["spec"]["schedule"] = plain["spec"]["schedule"]
     del stripped["metadata"]["annotations"]
+    plain_annotations = plain["metadata"].pop("annotations")
     assert stripped == plain
-    assert primed["metadata"]["annotations"] == {"kns.io/workload-schedule": "0 0 * * 1", "kns.io/warm-up-minutes": "20"}
+    # the wait needs no kube-score exception the workload container does not need already
+    assert primed["metadata"]["annotations"] == {**plain_annotations, "kns.io/workload-schedule": "0 0 * * 1",
+                                                 "kns.io/warm-up-minutes": "20"}
     out = run.outputs["schedules"]["weekly"]
     assert out["primerSchedules"] == ["40 23 * * 0"] and out["warmUpMinutes"] == 20
     assert len(out["nextRuns"]) == 3 and all(r.endswith(("T00:00:00-05:00", "T00:00:00-04:00")) for r in out["nextRuns"])
@@ -484,8 +487,8 @@ def test_the_wait_fits_under_a_small_entry_limit_range():
     run = run_program(cfg)
     pod = run.named(CRON, "weekly").inputs["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     assert pod["initContainers"][0]["resources"] == {
-        "requests": {"cpu": "10m", "memory": "16Mi"},
-        "limits": {"cpu": "50m", "memory": "24Mi"},
+        "requests": {"cpu": "10m", "memory": "16Mi", "ephemeral-storage": "1Mi"},
+        "limits": {"cpu": "50m", "memory": "24Mi", "ephemeral-storage": "16Mi"},
     }
     limits = run.named("kubernetes:core/v1:LimitRange", "weekly-defaults").inputs["spec"]["limits"][0]
     assert limits["max"] == {"cpu": "50m", "memory": "24Mi"}

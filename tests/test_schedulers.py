@@ -26,13 +26,8 @@ INGRESS = "kubernetes:networking.k8s.io/v1:Ingress"
 NS = "kubernetes:core/v1:Namespace"
 JOB = "kubernetes:batch/v1:Job"
 
-SHARED = ROOT.parent / "shared"
-
-
-def reference_000() -> Path:
-    found = sorted((SHARED / "reference").glob("000_*.txt"))
-    assert found, f"reference 000 not found under {SHARED}/reference (shared/ sits beside the repository)"
-    return found[0]
+# The environment table of the JARVICE KNS scheduler documentation, kept in the repository.
+KNS_ENVIRONMENT_TABLE = ROOT / "tests" / "fixtures" / "jarvice-kns-environment.txt"
 SECRET_VALUE = "kc-client-s3cr3t-9f2b"
 
 BASE = {
@@ -128,9 +123,10 @@ def test_packing_deployment(packing_run):
     assert "--config=/etc/kns-packing/config.yaml" in container["command"]
     assert container["volumeMounts"] == [{"name": "config", "mountPath": "/etc/kns-packing", "readOnly": True}]
     assert pod["volumes"] == [{"name": "config", "configMap": {"name": "kns-packing-config"}}]
-    for probe in (container["livenessProbe"], container["readinessProbe"]):
-        assert probe["httpGet"] == {"path": "/healthz", "port": 10259, "scheme": "HTTPS"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": 10259, "scheme": "HTTPS"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": 10259, "scheme": "HTTPS"}
     assert container["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["runAsUser"] == pod["securityContext"]["runAsUser"] == 65532
     assert pod["tolerations"] == [{"key": "kns.io/system", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]
     preference = pod["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["preference"]
     assert preference == {"matchExpressions": [{"key": "kns.io/pool", "operator": "In", "values": ["sys"]}]}
@@ -170,7 +166,7 @@ def test_packing_rbac_exactly_as_listed(packing_run):
 def test_system_namespace(packing_run):
     ns = packing_run.named(NS, "kns-sys")
     assert ns.metadata["name"] == "kns-sys"
-    assert ns.metadata["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+    assert ns.metadata["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
 def test_disabled_packing_scheduler_creates_nothing():
@@ -184,7 +180,7 @@ def test_no_cluster_admin_binding_without_the_kns(packing_run):
 
 # ---- KNS scheduler -----------------------------------------------------------------------
 
-# Reference 000 (shared/reference/000_*.txt): every variable and its documented default.
+# The JARVICE KNS scheduler documentation's table: every variable and its documented default.
 REFERENCE_DEFAULTS = {
     "JARVICE_KNS_KEEP_VCLUSTERS": "false",
     "JARVICE_KNS_VCLUSTER_SPAWN_DELAY": "300",
@@ -203,7 +199,7 @@ def env_of(kns: KnsScheduler, has_secret: bool = False) -> dict:
 
 
 def test_reference_table_is_what_the_reference_says():
-    text = reference_000().read_text()
+    text = KNS_ENVIRONMENT_TABLE.read_text()
     for name, default in REFERENCE_DEFAULTS.items():
         assert name in text and default in text, name
     assert REFERENCE_LIMIT_RANGE_B64 in text
@@ -219,9 +215,11 @@ def test_kns_environment_defaults_match_reference_000():
 
 
 def test_default_limit_range_object_round_trips_through_base64():
-    limit_range = {"default": {"cpu": 2, "memory": "4Gi"}, "default_request": {"cpu": "500m", "memory": "1Gi"}, "type": "Container"}
+    limit_range = {"default": {"cpu": 2, "memory": "4Gi"}, "defaultRequest": {"cpu": "500m", "memory": "1Gi"}}
     env = env_of(KnsScheduler(default_limit_range=limit_range))
-    assert json.loads(base64.b64decode(env["JARVICE_KNS_DEFAULT_LIMIT_RANGE"])) == limit_range
+    # camelCase in config, the KNS's documented snake case in the variable; quantities canonical
+    assert json.loads(base64.b64decode(env["JARVICE_KNS_DEFAULT_LIMIT_RANGE"])) == {
+        "default": {"cpu": "2", "memory": "4Gi"}, "default_request": {"cpu": "500m", "memory": "1Gi"}, "type": "Container"}
 
 
 @pytest.mark.parametrize(
@@ -261,7 +259,8 @@ def test_kns_deployment_env_and_shape(kns_run):
     }
     assert container["readinessProbe"]["tcpSocket"] == {"port": "http"}
     assert container["livenessProbe"]["tcpSocket"] == {"port": "http"}
-    assert container["resources"] == {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+    assert container["resources"] == {"requests": {"cpu": "250m", "memory": "256Mi", "ephemeral-storage": "64Mi"},
+                                      "limits": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "256Mi"}}
     anti = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
     assert anti["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
     assert kns_run.named(PDB, "kns-scheduler").inputs["spec"]["minAvailable"] == 1
