@@ -217,11 +217,15 @@ PLATFORM_UID = 65532
 
 
 class Capabilities(Model):
+    """Linux capabilities to add and drop (names such as NET_BIND_SERVICE, or ALL)."""
+
     add: Optional[list[Annotated[str, Field(pattern=r"^[A-Z_]+$")]]] = None
     drop: Optional[list[Annotated[str, Field(pattern=r"^[A-Z_]+$")]]] = None
 
 
 class SeccompProfile(Model):
+    """The container's seccomp profile: RuntimeDefault, or a Localhost file (localhostProfile)."""
+
     type: Literal["RuntimeDefault", "Localhost", "Unconfined"]
     localhost_profile: Optional[str] = None
 
