@@ -65,7 +65,8 @@ class Cluster:
 
 
 def node_manifest(name: str, cpu: int, gpus: int) -> dict:
-    capacity = {"cpu": str(cpu), "memory": f"{cpu * 4}Gi", "pods": "110"}
+    # Real kubelets report ephemeral-storage; pods that bound it (the platform's own do) need it.
+    capacity = {"cpu": str(cpu), "memory": f"{cpu * 4}Gi", "ephemeral-storage": "100Gi", "pods": "110"}
     if gpus:
         capacity["nvidia.com/gpu"] = str(gpus)
     return {
