@@ -311,9 +311,10 @@ def test_agrees_with_robfig_on_generated_schedules(oracle, case):
 
 
 def test_the_generated_schedules_reach_both_verdicts(oracle):
-    if not oracle.seen:
-        pytest.skip("runs after test_agrees_with_robfig_on_generated_schedules")
-    assert oracle.seen["accepted"] >= 60 and oracle.seen["refused"] >= 60, oracle.seen
+    """Runs after test_agrees_with_robfig_on_generated_schedules (file order), whose
+    examples it counts: both verdicts, each well represented, and every zone."""
+    assert oracle.seen, "run it with test_agrees_with_robfig_on_generated_schedules"
+    assert oracle.seen["accepted"] >= 30 and oracle.seen["refused"] >= 30, oracle.seen
     assert all(oracle.seen[z] for z in ZONES), oracle.seen
 
 
