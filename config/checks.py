@@ -129,8 +129,6 @@ def check_workloads(
 def _check_credentials(entry: Workload, credentials: Mapping[str, Any], path: str, problems: Problems) -> None:
     """Each set exists; file names are unique across the entry's sets (they share one
     read-only directory)."""
-    if entry.credentials and not entry.credentials_mount_path.startswith("/"):
-        problems.add(path + ".credentialsMountPath", f'"{entry.credentials_mount_path}" is not an absolute path')
     owner: dict[str, str] = {}
     for name in entry.credentials:
         if name not in credentials:

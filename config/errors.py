@@ -13,6 +13,10 @@ from typing import Annotated, Any, Iterable, Optional, Union, get_args, get_orig
 
 from pydantic import BaseModel, ValidationError
 
+# The error type of a validator that reports several problems below its field, each with
+# its own location (config/podspec.py `nested`).
+NESTED = "kns_nested"
+
 
 def closest(word: str, candidates: Iterable[str]) -> Optional[str]:
     """The candidate `word` is most likely a misspelling of, if any is close enough: the
@@ -66,6 +70,11 @@ class Problems:
             return model.model_validate(raw)
         except ValidationError as exc:
             for error in exc.errors(include_url=False):
+                if error["type"] == NESTED:
+                    # several problems below the field (config/podspec.py), each at its place
+                    for loc, message in error["ctx"]["problems"]:
+                        self.add(join_path(join_path(path, error["loc"]), loc), message)
+                    continue
                 self.add(join_path(path, error["loc"]), describe(model, error))
             reported = " ".join(p.message for p in self.items if p.path == path)
             for message in getattr(model, "key_problems", lambda _: [])(raw):

@@ -23,7 +23,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from . import cron, names, rules
+from . import cron, names, podspec, rules
 from .quantity import MIB, Kind, QuantityError, kind_for_resource, normalise, parse
 
 
@@ -101,6 +101,23 @@ TimeZone = Annotated[str, _check(cron.zone_problem)]
 LabelValue = Annotated[str, _check(names.label_value_problem)]
 Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 Vendor = Literal["nvidia", "amd"]
+# Kubernetes fragments and the pod rules: config/podspec.py.
+ImageRef = Annotated[str, _check(podspec.image_problem)]
+ImageTag = Annotated[str, _check(podspec.tag_problem)]
+MountPath = Annotated[str, _check(podspec.mount_path_problem)]
+
+
+def _fragment(shape: str, rule=None):
+    """A raw Kubernetes value (`podSpec`, `volumes`, ...) of the Kubernetes shape `shape`,
+    and, when the shape is right, `rule`'s problems; each reported at its own path."""
+
+    def check(value: Any) -> Any:
+        found = podspec.shape_problems(value, shape)
+        podspec.raise_if_any(found or (rule(value) if rule else []))
+        return value
+
+    return AfterValidator(check)
+
 
 
 # ---- 1. cluster -------------------------------------------------------------------------
@@ -183,7 +200,7 @@ class NodePool(Model):
 class PackingScheduler(Model):
     enabled: bool = True
     name: DnsLabel = "kns-packing"
-    image: str = "registry.k8s.io/kube-scheduler:v1.36.1"
+    image: ImageRef = "registry.k8s.io/kube-scheduler:v1.36.1"
     replicas: int = Field(default=1, ge=1)
     strategy: Literal["MostAllocated", "RequestedToCapacityRatio"] = "MostAllocated"
     weights: dict[str, Annotated[int, Field(ge=1, le=100)]] = Field(
@@ -301,18 +318,18 @@ class KnsScheduler(Model):
     """The JARVICE KNS downstream scheduler; defaults are those of its documentation."""
 
     enabled: bool = False
-    image: Optional[str] = None
+    image: Optional[ImageRef] = None
     replicas: int = Field(default=1, ge=1)
     jobs_domain: Optional[str] = None
     ingress_class: Optional[str] = None
     keep_vclusters: bool = False
     default_limit_range: Optional[KnsLimitRange] = None
     vcluster_spawn_delay: int = Field(default=300, ge=1)
-    init_image: str = "us-docker.pkg.dev/jarvice/images/init-kns"
-    images_tag: Optional[str] = None
+    init_image: ImageRef = "us-docker.pkg.dev/jarvice/images/init-kns"
+    images_tag: Optional[ImageTag] = None
     allow_gotty_shell: bool = False
-    gotty_image: str = "us-docker.pkg.dev/jarvice/images/kns-gotty"
-    gotty_image_tag: str = "n1.3.0"
+    gotty_image: ImageRef = "us-docker.pkg.dev/jarvice/images/kns-gotty"
+    gotty_image_tag: ImageTag = "n1.3.0"
     keycloak: Optional[Keycloak] = None
     port: int = Field(default=8080, ge=1, le=65535)
     ingress: bool = False
@@ -366,8 +383,8 @@ class Profile(Model):
     max_memory: Optional[Bytes] = None
     default_gpus: Optional[GpuCounts] = None
     max_gpus: Optional[GpuCounts] = None
-    images: Optional[list[str]] = None
-    default_image: Optional[str] = None
+    images: Optional[list[ImageRef]] = None
+    default_image: Optional[ImageRef] = None
     allow_unknown_images: Optional[bool] = None
     placement_constraints: Optional[list[str]] = None
     cpu_request_ratio: Optional[Ratio] = None
@@ -422,7 +439,7 @@ class Workload(Model):
     user: Optional[LabelValue] = None
     groups: list[str] = Field(default_factory=list)
     type: Literal["pod", "namespace"] = "pod"
-    image: Optional[str] = None
+    image: Optional[ImageRef] = None
     image_pull_policy: Optional[Literal["Always", "IfNotPresent", "Never"]] = None
     command: Optional[list[str]] = None
     args: Optional[list[str]] = None
@@ -433,7 +450,8 @@ class Workload(Model):
     gpus: int = Field(default=0, ge=0)
     gpu_vendor: Vendor = "nvidia"
     gpu_resource: Optional[str] = None
-    extra_resources: ResourceMap = Field(default_factory=dict)
+    extra_resources: Annotated[ResourceMap, AfterValidator(
+        lambda v: podspec.raise_if_any(podspec.extra_resource_problems(v)) or v)] = Field(default_factory=dict)
     cpu_limit: Optional[Cpu] = None
     memory_limit: Optional[Bytes] = None
     storage_limit: Optional[Bytes] = None
@@ -443,15 +461,15 @@ class Workload(Model):
     tolerations: list[Toleration] = Field(default_factory=list)
     scheduler_name: Optional[DnsLabel] = None
     privileged: bool = False
-    volumes: list[dict[str, Any]] = Field(default_factory=list)
-    volume_mounts: list[dict[str, Any]] = Field(default_factory=list)
+    volumes: Annotated[list[dict[str, Any]], _fragment(["@Volume"])] = Field(default_factory=list)
+    volume_mounts: Annotated[list[dict[str, Any]], _fragment(["@VolumeMount"])] = Field(default_factory=list)
     labels: Labels = Field(default_factory=dict)
     annotations: Annotations = Field(default_factory=dict)
     dynamic_labels: dict[str, str] = Field(default_factory=dict)
-    pod_spec: Optional[dict[str, Any]] = None
+    pod_spec: Optional[Annotated[dict[str, Any], _fragment("@PodSpec", podspec.pod_problems)]] = None
     json_overrides: list[JsonOverride] = Field(default_factory=list)
     credentials: list[str] = Field(default_factory=list)
-    credentials_mount_path: str = "/credentials"
+    credentials_mount_path: MountPath = "/credentials"
     ttl_hours: float = Field(default=24, ge=0)
     backoff_limit: Optional[int] = Field(default=None, ge=0)
     active_deadline_seconds: Optional[int] = Field(default=None, ge=1)
@@ -481,11 +499,6 @@ class Workload(Model):
     @model_validator(mode="after")
     def _shape(self) -> "Workload":
         problems = self.key_problems(self.model_dump(by_alias=True, exclude_unset=True))
-        if self.type == "pod" and self.pod_spec is not None:
-            if not isinstance(self.pod_spec.get("containers"), list) or not self.pod_spec["containers"]:
-                problems.append("podSpec needs a non-empty containers list")
-            if self.pod_spec.get("restartPolicy", "Never") not in ("Never", "OnFailure"):
-                problems.append(f'podSpec restartPolicy "{self.pod_spec["restartPolicy"]}" cannot run as a Job (Never or OnFailure)')
         for field, limit in (("cpu", "cpu_limit"), ("memory", "memory_limit"), ("storage", "storage_limit")):
             request, cap = getattr(self, field), getattr(self, limit)
             kind = Kind.CPU if field == "cpu" else Kind.BYTES
@@ -496,9 +509,39 @@ class Workload(Model):
                 problems.append(f"{to_camel(field)} cannot set {names.LABEL_POOL}; use pool (it also adds the pool's tolerations)")
         if self.gpu_resource and not self.gpus:
             problems.append(rules.GPU_RESOURCE_NEEDS_GPUS.message)
-        if problems:
-            raise ValueError("; ".join(problems))
+        podspec.raise_if_any([((), p) for p in problems] + self._pod_problems())
         return self
+
+    def generated_names(self) -> dict[str, dict[str, str]]:
+        """What the program adds to this entry's pod, by scope: {name: what it is}."""
+        out: dict[str, dict[str, str]] = {}
+        if self.credentials:
+            out["volumes"] = {podspec.CREDENTIALS_VOLUME: "the credentials volume the program adds (credentials)"}
+            out["mountPaths"] = {self.credentials_mount_path: "where the program mounts the credentials "
+                                                              "(credentialsMountPath)"}
+        return out
+
+    def _pod_problems(self) -> podspec.Found:
+        """The pod rules that need the whole entry: names the program generates, mounts of
+        the entry's volumes, `env` sources, `gpuResource` of the GPU vendor."""
+        if self.type != "pod":
+            return []
+        user = podspec.user_names(self.pod_spec, self.name, self.volumes, self.volume_mounts)
+        found = podspec.reserved_problems(user, self.generated_names())
+        if self.pod_spec is None:
+            volumes = [v.get("name") for v in self.volumes] + (
+                [podspec.CREDENTIALS_VOLUME] if self.credentials else [])
+            found += podspec.mount_problems(self.volume_mounts, volumes)
+            for key, value in self.env.items():
+                if isinstance(value, dict):
+                    found += [(("env", key, "valueFrom") + loc, m)
+                              for loc, m in podspec.shape_problems(value["valueFrom"], "@EnvVarSource")]
+            if self.gpu_resource:
+                problem = podspec.gpu_resource_problem(self.gpu_resource, self.gpu_vendor)
+                if problem:
+                    found.append((("gpuResource",), problem))
+        return found
+
 
 
 class Job(Workload):
@@ -510,7 +553,7 @@ class Schedule(Workload):
     time_zone: TimeZone = "Etc/UTC"
     warm_up_minutes: Optional[int] = Field(default=None, ge=1, le=1440)
     primer_schedule: Optional[CronExpr] = None
-    wait_image: str = "busybox:1.37"
+    wait_image: ImageRef = "busybox:1.37"
     concurrency_policy: Literal["Allow", "Forbid", "Replace"] = "Forbid"
     starting_deadline_seconds: Optional[int] = Field(default=None, ge=1)
     suspend: bool = False
@@ -526,6 +569,15 @@ class Schedule(Workload):
             if raw.get("type") == "namespace":
                 problems.append('a schedule runs a workload; type "namespace" is only for jobs')
         return problems
+
+    def generated_names(self) -> dict[str, dict[str, str]]:
+        out = super().generated_names()
+        if self.warm_up_minutes is not None or self.primer_schedule is not None:
+            key = "warmUpMinutes" if self.warm_up_minutes is not None else "primerSchedule"
+            out["containers"] = {podspec.WAIT_CONTAINER: "the wait init container the program adds to a "
+                                                         f"prescaled schedule ({key})"}
+        return out
+
 
 
 class JobFile(Model):

@@ -6,7 +6,12 @@ with `entry_facts`) and on the pod as finally built after them (plan/planner.py,
 and every rejection names the profile rule that forbids it the same way, so a rule added
 here holds on both sides. The final pod shows no GPU count or privilege of its own (GPUs
 and `privileged` are entry fields; Pod Security and the policy pack judge the pod's
-securityContext, docs/options.md), so those two rules apply before overrides only.
+securityContext, docs/options.md), so those two rules apply before overrides only; the
+planner refuses overrides that change the pod's GPUs (plan/final.py).
+
+A `type: namespace` entry runs whatever its users start, so its ResourceQuota is what the
+maxima hold: `quota_facts` shows the rules its own `quota` (before) and the quota as
+planned (after), and `cap_quota` keeps the planned defaults within them.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ class Facts:
     images, node selector pairs, and a request for privilege."""
 
     amounts: dict[str, Seen] = field(default_factory=dict)
-    gpus: Optional[Seen] = None
+    gpus: list[Seen] = field(default_factory=list)
     images: list[Seen] = field(default_factory=list)
     selectors: list[Seen] = field(default_factory=list)
     privileged: Optional[Seen] = None
@@ -66,11 +71,11 @@ def check(facts: Facts, profile: Profile, source: Mapping[str, str], rules: Sequ
         kind = kind_for_resource(resource)
         if maximum is not None and parse(seen.value, kind) > parse(maximum, kind):
             reject(seen, f"over {_camel(setting)} {maximum} of {rule_name(source, setting)}")
-    if facts.gpus is not None:
-        count, vendor = facts.gpus.value
+    for seen in facts.gpus:
+        count, vendor = seen.value
         maximum = getattr(profile.max_gpus, vendor, None) if profile.max_gpus else None
         if maximum is not None and count > maximum:
-            reject(facts.gpus, f"over maxGpus.{vendor} {maximum} of {rule_name(source, f'max_gpus.{vendor}')}")
+            reject(seen, f"over maxGpus.{vendor} {maximum} of {rule_name(source, f'max_gpus.{vendor}')}")
     if profile.allow_unknown_images is False:
         allowed = allowed_images(profile)
         listed = ", ".join(sorted(allowed)) or "none"
@@ -97,6 +102,8 @@ def entry_facts(entry: Workload) -> Facts:
     """What the rules look at before overrides: the entry's own limits (or requests), or
     the totals of a raw pod spec's containers, its GPUs, images, placement and privilege."""
     pod_spec = entry.pod_spec
+    if entry.type == "namespace":
+        return quota_facts(entry.quota or {}, "quota")
     facts = Facts()
     if pod_spec is not None:
         try:
@@ -119,7 +126,7 @@ def entry_facts(entry: Workload) -> Facts:
                 key = f"{resource}Limit" if limit else resource
                 facts.amounts[resource] = Seen(value, key, f"{value} {unit} is")
     where = "podSpec" if pod_spec is not None else None
-    facts.gpus = Seen((entry.gpus, entry.gpu_vendor), where or "gpus", f"{entry.gpus} {entry.gpu_vendor} GPUs are")
+    facts.gpus = [Seen((entry.gpus, entry.gpu_vendor), where or "gpus", f"{entry.gpus} {entry.gpu_vendor} GPUs are")]
     if pod_spec is not None:
         images = [c.get("image") for c in pod_spec.get("containers", []) + pod_spec.get("initContainers", [])]
     else:
@@ -150,6 +157,63 @@ def final_pod_facts(pod_spec: Mapping[str, Any], limits: Mapping[str, str], adde
         if key != names.LABEL_POOL:
             facts.selectors.append(Seen((key, value), here, f'they set nodeSelector "{key}: {value}", which is'))
     return facts
+
+
+GPU_VENDORS = ("nvidia", "amd")
+
+
+def _quota_keys(resource: str) -> tuple[str, ...]:
+    """The ResourceQuota keys that bound `resource` in a namespace."""
+    if resource in MAXIMA:
+        return (resource, f"requests.{resource}", f"limits.{resource}")
+    return (f"requests.{resource}",)
+
+
+def quota_facts(quota: Mapping[str, str], field: str) -> Facts:
+    """What the rules look at in a `type: namespace` entry's ResourceQuota (its own `quota`,
+    reported under `quota.<key>`, or the quota as planned): per resource, the largest of
+    its keys, and the GPUs of each vendor."""
+    facts = Facts()
+    for resource, (_, unit) in MAXIMA.items():
+        kind = kind_for_resource(resource)
+        present = [(key, quota[key]) for key in _quota_keys(resource) if key in quota]
+        if present:
+            key, value = max(present, key=lambda pair: parse(pair[1], kind))
+            facts.amounts[resource] = Seen(value, f"{field}.{key}", f"{value} {unit} in the namespace's quota is")
+    for vendor in GPU_VENDORS:
+        key = f"requests.{vendor}.com/gpu"
+        if key in quota:
+            count = parse(quota[key])
+            shown = int(count) if count == count.to_integral_value() else count
+            facts.gpus.append(Seen((count, vendor), f"{field}.{key}", f"{shown} {vendor} GPUs in the namespace's quota are"))
+    return facts
+
+
+def cap_quota(quota: Mapping[str, str], profile: Profile, own: Mapping[str, str]) -> dict[str, str]:
+    """A namespace's planned quota with every key the entry did not write itself (`own`)
+    brought within the profile's maxima, and a GPU key for each vendor with a maximum."""
+    out = dict(quota)
+    for resource, (setting, _) in MAXIMA.items():
+        maximum = getattr(profile, setting)
+        if maximum is None:
+            continue
+        kind = kind_for_resource(resource)
+        for key in _quota_keys(resource):
+            if key in out and key not in own and parse(out[key], kind) > parse(maximum, kind):
+                out[key] = render(parse(maximum, kind), kind)
+    for vendor in GPU_VENDORS:
+        maximum = getattr(profile.max_gpus, vendor, None) if profile.max_gpus else None
+        key = f"requests.{vendor}.com/gpu"
+        if maximum is not None and key not in own:
+            out[key] = str(maximum)
+    return dict(sorted(out.items()))
+
+
+def profile_caps(profile: Profile) -> dict[str, str]:
+    """The profile's CPU and memory maxima, as per-container limits (a namespace's
+    LimitRange `max`)."""
+    return {resource: getattr(profile, setting) for resource, (setting, _) in MAXIMA.items()
+            if getattr(profile, setting) is not None}
 
 
 def allowed_images(profile: Profile) -> set[str]:

@@ -47,3 +47,34 @@ INGRESS_NEEDS_DOMAIN = Rule("ingress: true needs jobsDomain (the host the Ingres
 MOUNT_PATH_NEEDS_CREDENTIALS = Rule("credentialsMountPath is set but credentials lists no set")
 GPU_RESOURCE_NEEDS_GPUS = Rule("gpuResource is set but gpus is 0")
 WARM_UP_OR_PRIMER = Rule("set warmUpMinutes or primerSchedule, not both")
+
+# ---- pods (config/podspec.py) ----------------------------------------------------------
+
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_HOST = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])"
+_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+# The Docker reference grammar (github.com/distribution/reference): [host[:port]/]path[:tag][@digest].
+IMAGE = Rule(
+    'not an image reference ([registry[:port]/]path[:tag][@digest], the path in lower case, '
+    'for example "ghcr.io/example/app:1.2")',
+    pattern=rf"^(?:{_HOST}(?::[0-9]+)?/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*(?::{_TAG})?(?:@{_DIGEST})?$",
+    max_length=255,  # of the name, without tag and digest
+)
+IMAGE_TAG = Rule("not an image tag (letters, digits, \"_\", \".\" and \"-\", at most 128, not starting "
+                 "with \".\" or \"-\")", pattern=rf"^{_TAG}$")
+MOUNT_PATH = Rule('not a mount path (an absolute path other than "/", without "." or ".." parts)')
+JOB_RESTART_POLICY = Rule("cannot run as a Job (Never or OnFailure)")
+# A `domain/name` extended resource: a DNS subdomain, "/", then a label-key name.
+EXTENDED_RESOURCE = Rule(
+    "an extended resource (domain/name)",
+    pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$",
+)
+CONTAINER_RESOURCE = Rule("not a resource a container can ask for (cpu, memory, ephemeral-storage, "
+                          "hugepages-<size>, or an extended resource domain/name)")
+WHOLE_UNITS = Rule("not a whole number: extended resources (domain/name) are counted in whole units")
+EXACT_RESOURCE = Rule("extended resources and hugepages are requested exactly: request = limit")
+CORE_RESOURCE = Rule("extraResources is for other extended resources")
+RESERVED_NAME = Rule("the names the program gives are reserved: choose another")
+DERIVED_NAME = Rule("names the program derives from the entries are reserved: rename one of the two")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from config.models import NodePool, Profile, Schedule, Workload
+from config.podspec import CREDENTIALS_VOLUME
 from config.prescale import Primers
 
 
@@ -46,9 +47,6 @@ class WorkloadPlan:
         manifest = next(iter(self.objects.values()))
         spec = manifest["spec"]
         return (spec["jobTemplate"]["spec"] if manifest["kind"] == "CronJob" else spec)["template"]["spec"]
-
-
-CREDENTIALS_VOLUME = "kns-credentials"
 
 
 def credential_secret_name(set_name: str) -> str:

@@ -1,10 +1,13 @@
 """The planner: every entry's `WorkloadPlan` from checked config, before any resource.
 
-It builds each entry's objects (plan/manifests.py), applies `jsonOverrides`, then settles
-the LimitRange and quota from the pod as finally built and holds that pod to the
-profile's rules again (config/profile_rules.py). What only this reveals (a pointer that
-does not fit, a quantity an override writes) is reported under the entry's config path,
-with every problem the checks found (`plan_checked`).
+It builds each entry's objects (plan/manifests.py), applies `jsonOverrides`, holds each
+object as finally built to the pod rules and to what the program keeps (plan/final.py),
+then settles the LimitRange and quota from the pod as finally built and holds that pod
+to the profile's rules again (config/profile_rules.py). Last, the names every resource
+is registered under must not collide (plan/inventory.py). What only this reveals (a
+pointer that does not fit, an override that drops the TTL, two resources with one name)
+is reported under the entry's config path, with every problem the checks found
+(`plan_checked`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from config.errors import Problem
 from config.loader import Checked, PlatformConfig
 from config.models import Profile, Workload
 
-from . import wait
+from . import final, inventory, wait
 from .manifests import (
     NAMESPACE_RUNNER_RULES,
     POD_RUNNER_RULES,
@@ -42,8 +45,10 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
         resources = resolve.pod_spec_limits(containers + init_containers)
     else:
         resources = resolve.container_resources(entry, profile)
+    # A namespace runs what its users start: no container outgrows the profile's maxima.
+    caps = profile_rules.profile_caps(profile) if entry.type == "namespace" else {}
     # Provisional for a pod entry: `_account` settles both from the pod as finally built.
-    limits = resolve.limit_range(entry, resources)
+    limits = resolve.limit_range(entry, {**resources, "limits": {**caps, **resources["limits"]}})
     scheduler = entry.scheduler_name or (
         cfg.packing_scheduler.name if cfg.packing_scheduler.enabled else None
     )
@@ -62,6 +67,11 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
         primers=cfg.primers.get(entry.name),
         credentials={name: cfg.credentials[name] for name in entry.credentials},
     )
+    if entry.type == "namespace":
+        plan.quota = profile_rules.cap_quota(plan.quota, profile, entry.quota or {})
+        found = profile_rules.check(profile_rules.quota_facts(plan.quota, "quota"), profile, source)
+        if found:
+            raise PlanError(found)
     if entry.type == "pod":
         template = pod_template(plan, cfg)
         if not plan.is_schedule:
@@ -77,8 +87,12 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
                      for i, o in enumerate(profile.json_overrides or [])]
         overrides += [(f"jsonOverrides[{i}]", o) for i, o in enumerate(entry.json_overrides)]
         problems = []
+        placement = final.describe_placement(entry.pod_spec is not None)
+        tolerations = final.describe_tolerations(pool.name if pool else None, entry.pod_spec is not None)
         for manifest in plan.objects.values():
-            problems += apply_overrides(manifest, overrides)
+            before = final.snapshot(manifest)
+            failed = apply_overrides(manifest, overrides)
+            problems += failed or final.check(manifest, before, overrides, placement, tolerations)
         if problems:
             raise PlanError(sorted(set(problems)))
         _account(plan, profile, source, bool(overrides))
@@ -144,14 +158,17 @@ def plan_all(cfg: PlatformConfig) -> tuple[list[WorkloadPlan], list[Problem]]:
         try:
             plans.append(plan_workload(entry, cfg))
         except PlanError as exc:
-            problems += [Problem(f"{cfg.paths[entry.name]}.{f}", m) for f, m in exc.problems]
+            path = cfg.paths[entry.name]
+            problems += [Problem(f"{path}.{f}" if f else path, m) for f, m in exc.problems]
     return plans, problems
 
 
 def plan_checked(checked: Checked) -> list[WorkloadPlan]:
     """Plan every entry the checks passed; raise one `ConfigError` with the checks'
     problems and planning's, before a single resource is registered."""
-    plans, problems = plan_all(checked.clean())
+    cfg = checked.clean()
+    plans, problems = plan_all(cfg)
+    problems += inventory.collisions(cfg, plans, [p.path for p in checked.problems.items + problems])
     checked.problems.items.extend(problems)
     checked.problems.raise_if_any()
     return plans

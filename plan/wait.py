@@ -16,9 +16,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from config.cron import zone as time_zone
+from config.podspec import WAIT_CONTAINER
 from config.quantity import kind_for_resource, minimum
 
-NAME = "kns-wait"
+NAME = WAIT_CONTAINER  # reserved in the pod: config/podspec.py
 DEFAULT_IMAGE = "busybox:1.37"
 # A fixed range keeps the manifest stable from one run to the next.
 TRANSITIONS_FROM, TRANSITIONS_TO = 2020, 2060

@@ -263,7 +263,7 @@ def test_pod_spec_is_exclusive_with_container_fields():
     found = problems([{"name": "j", "image": "i", "cpu": 1, "podSpec": {"containers": [{"name": "c", "image": "i"}]}}])
     assert found == ["kns:jobs[j]: podSpec is used verbatim, so image, cpu cannot be set beside it"]
     found = problems([{"name": "j", "podSpec": {"restartPolicy": "Always", "containers": [{"name": "c", "image": "i"}]}}])
-    assert found == ['kns:jobs[j]: podSpec restartPolicy "Always" cannot run as a Job (Never or OnFailure)']
+    assert found == ['kns:jobs[j].podSpec.restartPolicy: "Always" cannot run as a Job (Never or OnFailure)']
 
 
 def test_extra_resources_and_gpu_resource_are_requested_and_counted():
@@ -329,7 +329,8 @@ def test_credential_content_appears_in_no_other_resource():
         ({"credentials": ["s3", "s3-copy"]}, {**CREDENTIALS, "s3-copy": {"access-key": "x"}},
          'kns:jobs[j].credentials: sets "s3" and "s3-copy" both have a file "access-key"'),
         ({"credentials": ["s3"], "credentialsMountPath": "creds"}, CREDENTIALS,
-         'kns:jobs[j].credentialsMountPath: "creds" is not an absolute path'),
+         'kns:jobs[j].credentialsMountPath: "creds" is not a mount path (an absolute path other than "/", '
+         'without "." or ".." parts)'),
         ({}, {"Bad_Set": {"f": "x"}}, 'kns:credentials.Bad_Set: "Bad_Set" is not a DNS-1123 label'),
         ({}, {"ok": {"a/b": "x"}}, 'kns:credentials.ok: "a/b" is not a valid file name'),
     ],

@@ -319,6 +319,8 @@ REJECTED = {
     "six-field cron": ({"kns:schedules": [SCHEDULE | {"schedule": "0 30 2 * * *"}]}, "kns:schedules[s].schedule"),
     "interval descriptor": ({"kns:schedules": [SCHEDULE | {"schedule": "@every 1h"}]}, "kns:schedules[s].schedule"),
     "JSON pointer": ({"kns:jobs": [JOB | {"jsonOverrides": [{"path": "spec/x", "value": 1}]}]}, "kns:jobs[j].jsonOverrides[0].path"),
+    "podSpec without containers": ({"kns:jobs": [{"name": "j", "podSpec": {"containers": []}}]},
+                                   "kns:jobs[j].podSpec.containers"),
     "bad credential set name": ({"kns:credentials": {"S3": {"key": {"secure": "v1:x"}}}}, "kns:credentials.S3"),
     # secret keys stored in plain text
     "plain keycloakClientSecret": ({"kns:keycloakClientSecret": "hunter2"}, "kns:keycloakClientSecret"),
@@ -337,7 +339,6 @@ RULES = {
                            "kns:jobs[j]"),
     "both warm-up keys": ({"kns:schedules": [SCHEDULE | {"warmUpMinutes": 10, "primerSchedule": "50 2 * * *"}]},
                           "kns:schedules[s]"),
-    "podSpec without containers": ({"kns:jobs": [{"name": "j", "podSpec": {"containers": []}}]}, "kns:jobs[j]"),
 }
 
 # Stack files both accept.

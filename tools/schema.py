@@ -196,6 +196,12 @@ def _after_validators() -> dict[Callable, Callable[[dict[str, Any]], dict[str, A
             "patternErrorMessage": rules.JSON_POINTER.message,
             "description": "A JSON pointer (RFC 6901) into the built object.",
         },
+        # config/podspec.py: the image reference and tag rules (the image's name part is
+        # also held to rules.IMAGE.max_length, which only the program checks)
+        _func(models.ImageRef): lambda s: s | {"pattern": rules.IMAGE.pattern,
+                                               "patternErrorMessage": rules.IMAGE.message},
+        _func(models.ImageTag): lambda s: s | {"pattern": rules.IMAGE_TAG.pattern,
+                                               "patternErrorMessage": rules.IMAGE_TAG.message},
     }
 
 

@@ -1,0 +1,154 @@
+"""The Job as finally built, after `jsonOverrides`, checked before any resource exists.
+
+Overrides may write anything a Job can hold, so the planner holds every Job (and each
+CronJob's job template, seen as the Job it makes) to the same rules as a raw `podSpec`,
+and to what the program guarantees about the objects it builds:
+
+- its **shape** (config/podspec.py: the Kubernetes schema of a batch/v1 Job), then the
+  **pod rules** on its pod (at least one container, a Job's restart policy, images,
+  resources, names, mounts);
+- what the program **keeps**: the object's name and namespace, `ttlSecondsAfterFinished`,
+  `automountServiceAccountToken: false`, every node-selector pair of the pod's placement
+  and the program's own labels stay as built; overrides add no toleration (the pod
+  tolerates no more than its pool and the entry's `tolerations`) and change no GPU
+  request (GPUs come from `gpus` or the `podSpec`, which place the pod and are held to
+  `maxGpus`).
+
+Each problem is reported under the override that wrote where it is (the last one whose
+pointer is that place, inside it or around it), as a JSON pointer into the Job.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Mapping, Optional, Sequence
+
+from config import names, podspec, pointer
+
+POD = ("spec", "template", "spec")
+_MISSING = object()
+# Labels the program sets on every Job, CronJob and pod template it builds (plan/manifests.py).
+PROGRAM_LABELS = (names.LABEL_JOB, names.LABEL_OWNER, names.LABEL_CLUSTER, *names.MANAGED_BY)
+
+
+def job_view(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The object overrides write to: a Job, or the Job a CronJob's template makes."""
+    if manifest.get("kind") != "CronJob":
+        return manifest
+    template = manifest["spec"]["jobTemplate"]
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": template.get("metadata", {}),
+            "spec": template.get("spec")}
+
+
+def _at(document: Any, loc: Sequence[Any]) -> Any:
+    for step in loc:
+        if isinstance(document, dict) and step in document:
+            document = document[step]
+        elif isinstance(document, list) and isinstance(step, int) and step < len(document):
+            document = document[step]
+        else:
+            return _MISSING
+    return document
+
+
+def kept(before: Mapping[str, Any], placement: str) -> list[tuple[tuple, Any, str]]:
+    """(location, value, what sets it) of everything the program keeps as it built it."""
+    out: list[tuple[tuple, Any, str]] = []
+    for key in ("name", "namespace"):
+        if _at(before, ("metadata", key)) is not _MISSING:
+            out.append((("metadata", key), before["metadata"][key], "the entry's name"))
+    if _at(before, ("spec", "ttlSecondsAfterFinished")) is not _MISSING:
+        out.append((("spec", "ttlSecondsAfterFinished"), before["spec"]["ttlSecondsAfterFinished"], "ttlHours"))
+    if _at(before, POD + ("automountServiceAccountToken",)) is False:
+        out.append((POD + ("automountServiceAccountToken",), False,
+                    "the program (the pod gets no service-account token)"))
+    selector = _at(before, POD + ("nodeSelector",))
+    for key, value in (selector if isinstance(selector, dict) else {}).items():
+        out.append((POD + ("nodeSelector", key), value, "pool" if key == names.LABEL_POOL else placement))
+    for where in (("metadata", "labels"), ("spec", "template", "metadata", "labels")):
+        labels = _at(before, where)
+        for key in PROGRAM_LABELS:
+            if isinstance(labels, dict) and key in labels:
+                out.append((where + (key,), labels[key], "the program (its own labels)"))
+    return out
+
+
+def _kept_problems(before: Mapping[str, Any], after: Mapping[str, Any], placement: str,
+                   tolerations_from: str) -> podspec.Found:
+    found: podspec.Found = []
+    for loc, value, source in kept(before, placement):
+        got = _at(after, loc)
+        if got != value:
+            change = "remove it" if got is _MISSING else f"make it {podspec.show(got)}"
+            found.append((loc, f"is {podspec.show(value)}, set by {source}; overrides may not change it "
+                               f"(they {change})"))
+    allowed = _at(before, POD + ("tolerations",))
+    allowed = allowed if isinstance(allowed, list) else []
+    tolerations = _at(after, POD + ("tolerations",))
+    for index, toleration in enumerate(tolerations if isinstance(tolerations, list) else []):
+        if toleration not in allowed:
+            found.append((POD + ("tolerations", index),
+                          f"{podspec.show(toleration)} is not a toleration the pod has from {tolerations_from}; "
+                          "overrides may not add tolerations"))
+    gpus_before, gpus_after = podspec.gpu_totals(_at(before, POD)), podspec.gpu_totals(_at(after, POD))
+    if gpus_before != gpus_after:
+        def listed(totals: Mapping[str, Any]) -> str:
+            return ", ".join(f"{r} {format(a.normalize(), 'f')}" for r, a in sorted(totals.items())) or "none"
+
+        found.append((POD + ("containers",), f"they change the pod's GPUs from {listed(gpus_before)} to "
+                                             f"{listed(gpus_after)}; GPUs come from gpus (or the podSpec), "
+                                             "which place the pod on a GPU pool and are held to maxGpus"))
+    return found
+
+
+def problems(before: Mapping[str, Any], after: Mapping[str, Any], placement: str, tolerations_from: str) -> podspec.Found:
+    """Everything wrong with the Job `after` (built, then overridden) given `before` (built)."""
+    found = podspec.shape_problems(after, "@" + podspec.SHAPES["roots"]["Job"])
+    pod = _at(after, POD)
+    if isinstance(pod, dict) and not any(loc[:len(POD)] == POD[:len(loc)] for loc, _ in found):
+        # the pod's own shape is right: its rules can read it
+        found += [(POD + loc, message) for loc, message in podspec.pod_problems(pod)]
+    if found:
+        return found
+    return _kept_problems(before, after, placement, tolerations_from)
+
+
+def _related(path: str, loc: Sequence[Any]) -> bool:
+    """Whether an override's pointer is the place `loc`, inside it or around it."""
+    try:
+        tokens = pointer.tokens(path)
+    except pointer.PointerError:
+        return False
+    return all(t == str(s) or (t == "-" and isinstance(s, int)) for t, s in zip(tokens, loc))
+
+
+def attribute(found: podspec.Found, overrides: Sequence[tuple[str, Any]]) -> list[tuple[str, str]]:
+    """(entry field, message) of each problem: under the last override related to its place,
+    else under all of `jsonOverrides` (or the entry itself when it has none)."""
+    out = []
+    for loc, message in found:
+        where = next((label for label, o in reversed(overrides) if _related(o.path, loc)),
+                     "jsonOverrides" if overrides else "")
+        out.append((where, f"{podspec.pointer(loc)}: {message}"))
+    return out
+
+
+def check(manifest: dict[str, Any], before: Mapping[str, Any], overrides: Sequence[tuple[str, Any]],
+          placement: str, tolerations_from: str) -> list[tuple[str, str]]:
+    """The problems of one built object (a Job or a CronJob) after its overrides."""
+    return attribute(problems(before, job_view(manifest), placement, tolerations_from), overrides)
+
+
+def snapshot(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The object overrides will write to, as built (a deep copy)."""
+    return copy.deepcopy(job_view(manifest))
+
+
+def describe_placement(pod_spec_entry: bool) -> str:
+    return "the podSpec's nodeSelector" if pod_spec_entry else "placement or nodeSelector"
+
+
+def describe_tolerations(pool: Optional[str], pod_spec_entry: bool) -> str:
+    if pod_spec_entry:
+        return "its podSpec or its pool" if pool else "its podSpec"
+    return f'pool "{pool}" and the entry\'s tolerations' if pool else "the entry's tolerations"

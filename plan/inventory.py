@@ -1,0 +1,173 @@
+"""Every resource the program will register, by the name it registers it under, before any is.
+
+A Pulumi resource is known by its URN: its type, its parents' types and its logical name.
+The program derives logical names from names the user gives (an entry's primer CronJobs
+are `<name>-2`, ..., a credential set's Secret `<name>-cred-<set>`), so two derivations can
+meet: a schedule `a` with two primer CronJobs next to a schedule named `a-2`. One rule
+refuses that, for every name the program generates:
+
+- no two resources share a URN (the same parent types, type and logical name);
+- no two entries share a Job or CronJob name: each is named after its entry, so the names
+  of Jobs and CronJobs are one scope with the entry names.
+
+The later registration is refused, naming both. `registrations` must list exactly what
+components/ registers (tests/test_pod_classes.py compares it with a run under the
+recording mocks), so a new resource cannot escape the rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+from config.errors import Problem
+from config.loader import PlatformConfig
+from config.rules import DERIVED_NAME
+
+from .model import WorkloadPlan
+from .schedulers import KNS_ACCOUNT
+
+ORDINALS = {2: "second", 3: "third", 4: "fourth", 5: "fifth"}
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One resource: its type chain (parents first), its logical name, the config path of
+    what it is derived from (and the field to change), and what it is, in words."""
+
+    types: tuple[str, ...]
+    name: str
+    owner: str
+    field: str
+    what: str
+    workload_object: bool = False
+
+    @property
+    def type(self) -> str:
+        return self.types[-1]
+
+
+def _ordinal(index: int) -> str:
+    return ORDINALS.get(index, f"{index}th")
+
+
+def _cluster(cfg: PlatformConfig) -> Iterator[Registration]:
+    cluster = cfg.cluster.name
+    yield Registration(("kns:cluster:KnsCluster",), cluster, "kns:cluster", "name", "cluster component")
+    yield Registration(("kns:cluster:KnsCluster", "pulumi:providers:kubernetes"), f"{cluster}-kubernetes",
+                       "kns:cluster", "name", "Kubernetes provider")
+    for pool in cfg.node_pools:
+        owner = f"kns:nodePools[{pool.name}]"
+        yield Registration(("kns:cluster:NodePool",), pool.name, owner, "name", "node pool component")
+        for node in pool.nodes:
+            yield Registration(("kns:cluster:NodePool", "kubernetes:core/v1:NodePatch"), f"{pool.name}.{node}",
+                               owner, "nodes", f'patch of node "{node}"')
+
+
+def _schedulers(cfg: PlatformConfig) -> Iterator[Registration]:
+    packing, kns = cfg.packing_scheduler, cfg.kns_scheduler
+    if not (packing.enabled or kns.enabled):
+        return
+    system = cfg.cluster.system_namespace
+    yield Registration(("kns:cluster:SystemNamespace",), system, "kns:cluster", "systemNamespace",
+                       "system namespace component")
+    yield Registration(("kns:cluster:SystemNamespace", "kubernetes:core/v1:Namespace"), system, "kns:cluster",
+                       "systemNamespace", "system namespace")
+    if packing.enabled:
+        name, chain = packing.name, ("kns:scheduling:PackingScheduler",)
+        parts = [("", ""), ("kubernetes:core/v1:ServiceAccount", ""),
+                 ("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "-kube-scheduler"),
+                 ("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "-volume-scheduler"),
+                 ("kubernetes:rbac.authorization.k8s.io/v1:Role", "-lease"),
+                 ("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "-lease"),
+                 ("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "-auth-reader"),
+                 ("kubernetes:core/v1:ConfigMap", "-config"), ("kubernetes:apps/v1:Deployment", "")]
+        if packing.replicas > 1:
+            parts.append(("kubernetes:policy/v1:PodDisruptionBudget", ""))
+        for kind, suffix in parts:
+            types = chain + ((kind,) if kind else ())
+            yield Registration(types, name + suffix, "kns:packingScheduler", "name",
+                               f"packing scheduler's {kind.rsplit(':', 1)[-1] or 'component'}")
+    if kns.enabled:
+        name, chain = KNS_ACCOUNT, ("kns:scheduling:KnsScheduler",)
+        parts = [("", ""), ("kubernetes:core/v1:ServiceAccount", ""),
+                 ("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "-cluster-admin"),
+                 ("kubernetes:apps/v1:Deployment", ""), ("kubernetes:core/v1:Service", "")]
+        if cfg.keycloak_client_secret is not None:
+            parts.append(("kubernetes:core/v1:Secret", "-keycloak"))
+        if kns.replicas > 1:
+            parts.append(("kubernetes:policy/v1:PodDisruptionBudget", ""))
+        if kns.ingress:
+            parts.append(("kubernetes:networking.k8s.io/v1:Ingress", ""))
+        for kind, suffix in parts:
+            types = chain + ((kind,) if kind else ())
+            yield Registration(types, name + suffix, "kns:knsScheduler", "enabled",
+                               f"KNS scheduler's {kind.rsplit(':', 1)[-1] or 'component'}")
+
+
+def _workload(plan: WorkloadPlan, owner: str) -> Iterator[Registration]:
+    name = plan.entry.name
+    top = ("kns:workload:Schedule",) if plan.is_schedule else ("kns:workload:Job",)
+    inner = top + ("kns:workload:JobNamespace",)
+    yield Registration(top, name, owner, "name", "workload component")
+    yield Registration(inner, name, owner, "name", "namespace component")
+    for kind, suffix, what in (("kubernetes:core/v1:Namespace", "", "Namespace"),
+                               ("kubernetes:core/v1:LimitRange", "-defaults", "LimitRange"),
+                               ("kubernetes:core/v1:ResourceQuota", "-quota", "ResourceQuota"),
+                               ("kubernetes:core/v1:ServiceAccount", "-runner", "ServiceAccount"),
+                               ("kubernetes:rbac.authorization.k8s.io/v1:Role", "-runner", "Role"),
+                               ("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "-runner", "RoleBinding")):
+        yield Registration(inner + (kind,), name + suffix, owner, "name", what)
+    for set_name in plan.credentials:
+        yield Registration(inner + ("kubernetes:core/v1:Secret",), f"{name}-cred-{set_name}", owner, "credentials",
+                           f'Secret of credential set "{set_name}"')
+    kind = "kubernetes:batch/v1:CronJob" if plan.is_schedule else "kubernetes:batch/v1:Job"
+    count = len(plan.objects)
+    for index, object_name in enumerate(plan.objects, start=1):
+        what = kind.rsplit(":", 1)[-1]
+        if index > 1:
+            what = f"{_ordinal(index)} primer CronJob (of {count})"
+        elif count > 1:
+            what = f"first primer CronJob (of {count})"
+        yield Registration(top + (kind,), object_name, owner, "name", what, workload_object=True)
+
+
+def registrations(cfg: PlatformConfig, plans: Iterable[WorkloadPlan]) -> list[Registration]:
+    """Every resource `__main__.py` registers for `cfg` and `plans`, in its order."""
+    out = [*_cluster(cfg), *_schedulers(cfg)]
+    for plan in plans:
+        out += _workload(plan, cfg.paths[plan.entry.name])
+    return out
+
+
+def collisions(cfg: PlatformConfig, plans: Iterable[WorkloadPlan], reported: Iterable[str] = ()) -> list[Problem]:
+    """A problem for each resource that would share a URN (or a Job or CronJob name) with
+    one registered before it; owners that already have a problem in `reported` are left
+    out (their names may change when it is fixed)."""
+    dirty = list(reported)
+
+    def clean(owner: str) -> bool:
+        return not any(p == owner or p.startswith((owner + ".", owner + "[")) for p in dirty)
+
+    first: dict[tuple, Registration] = {}
+    problems: list[Problem] = []
+    for item in registrations(cfg, plans):
+        if not clean(item.owner):
+            continue
+        keys = [("urn", item.types, item.name)]
+        if item.workload_object:
+            keys.append(("workload", item.name))
+        for key in keys:
+            earlier = first.get(key)
+            if earlier is None:
+                first[key] = item
+                continue
+            if earlier.owner == item.owner:
+                continue
+            problems.append(Problem(
+                f"{item.owner}.{item.field}",
+                f'its {item.what} is named "{item.name}", like the {earlier.what} of {earlier.owner}; '
+                f"{DERIVED_NAME.message}",
+            ))
+            break
+    return problems
