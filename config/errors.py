@@ -88,8 +88,8 @@ def join_path(base: str, loc: Iterable[Any]) -> str:
     for step in loc:
         if isinstance(step, int):
             out += f"[{step}]"
-        elif "-" in str(step) and str(step).startswith(("function-", "tagged-")):
-            continue
+        elif ("-" in str(step) and str(step).startswith(("function-", "tagged-"))) or step == "[key]":
+            continue  # pydantic's validator and dict-key markers, not config keys
         else:
             out += f".{step}"
     return out
@@ -112,6 +112,8 @@ def describe(model: type[BaseModel], error: dict[str, Any]) -> str:
         return f"must be a mapping, not {_show(value)}"
     if kind == "list_type":
         return f"must be a list, not {_show(value)}"
+    if kind == "string_type" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f'{value} is a number; quote it ("{value}") if you mean the text'
     return f"{_show(value)} is invalid: {msg[0].lower()}{msg[1:]}"
 
 

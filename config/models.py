@@ -56,6 +56,10 @@ def _resource_map(value: object) -> object:
     out: dict[str, str] = {}
     problems = []
     for key, raw in value.items():
+        problem = names.resource_name_problem(str(key))
+        if problem:
+            problems.append(problem)
+            continue
         try:
             out[str(key)] = normalise(raw, kind_for_resource(str(key)), allow_zero=True)
         except QuantityError as exc:
@@ -84,6 +88,16 @@ def _labels(value: dict[str, str]) -> dict[str, str]:
 
 def _annotation_keys(value: dict[str, str]) -> dict[str, str]:
     problems = [p for k in value for p in (names.label_key_problem(k),) if p]
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in value.items())
+    if size > rules.ANNOTATIONS_MAX_BYTES:
+        problems.append(f"annotations hold {size} bytes; Kubernetes allows {rules.ANNOTATIONS_MAX_BYTES} in all")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return value
+
+
+def _env_names(value: dict[str, Any]) -> dict[str, Any]:
+    problems = [p for k in value for p in (names.env_name_problem(k),) if p]
     if problems:
         raise ValueError("; ".join(problems))
     return value
@@ -99,6 +113,8 @@ Annotations = Annotated[dict[str, str], AfterValidator(_annotation_keys)]
 CronExpr = Annotated[str, _check(cron.cron_problem)]
 TimeZone = Annotated[str, _check(cron.zone_problem)]
 LabelValue = Annotated[str, _check(names.label_value_problem)]
+Int32 = Annotated[int, Field(le=rules.INT32_MAX)]
+Hours = Annotated[float, Field(allow_inf_nan=False)]
 Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 Vendor = Literal["nvidia", "amd"]
 # Kubernetes fragments and the pod rules: config/podspec.py.
@@ -119,7 +135,6 @@ def _fragment(shape: str, rule=None):
     return AfterValidator(check)
 
 
-
 # ---- 1. cluster -------------------------------------------------------------------------
 
 
@@ -130,7 +145,7 @@ class Cluster(Model):
     render_dir: Optional[str] = None
     forbidden_contexts: list[str] = Field(default_factory=list)
     namespace_prefix: str = "kns-"
-    system_namespace: DnsLabel = "kns-system"
+    system_namespace: Annotated[DnsLabel, _check(names.reserved_namespace_problem)] = "kns-system"
 
     @model_validator(mode="after")
     def _prefix(self) -> "Cluster":
@@ -166,7 +181,7 @@ class Taint(Model):
 
 class GpuSpec(Model):
     vendor: Vendor = "nvidia"
-    per_node: int = Field(ge=1)
+    per_node: Int32 = Field(ge=1)
 
 
 class NodePool(Model):
@@ -187,8 +202,8 @@ class NodePool(Model):
         if self.vcluster and self.role != "gpu":
             raise ValueError(rules.VCLUSTER_ONLY_ON_GPU_POOLS.message)
         for node in self.nodes:
-            if names.dns1123_label_problem(node.split(".")[0]) or len(node) > 253:
-                raise ValueError(f'node name "{node}" is not a valid Kubernetes node name')
+            if names.dns1123_subdomain_problem(node):
+                raise ValueError(f'node name {names.dns1123_subdomain_problem(node)}')
         if len(set(self.nodes)) != len(self.nodes):
             raise ValueError("nodes lists a node more than once")
         return self
@@ -199,11 +214,12 @@ class NodePool(Model):
 
 class PackingScheduler(Model):
     enabled: bool = True
-    name: DnsLabel = "kns-packing"
+    name: Annotated[DnsLabel, _check(lambda v: v in names.RESERVED_SCHEDULER_NAMES and (
+        f'"{v}" is the name of {names.RESERVED_SCHEDULER_NAMES[v]}; the packing scheduler needs its own'))] = "kns-packing"
     image: ImageRef = "registry.k8s.io/kube-scheduler:v1.36.1"
-    replicas: int = Field(default=1, ge=1)
+    replicas: Int32 = Field(default=1, ge=1)
     strategy: Literal["MostAllocated", "RequestedToCapacityRatio"] = "MostAllocated"
-    weights: dict[str, Annotated[int, Field(ge=1, le=100)]] = Field(
+    weights: dict[Annotated[str, _check(names.resource_name_problem)], Annotated[int, Field(ge=1, le=100)]] = Field(
         default_factory=lambda: {"cpu": 1, "memory": 1}
     )
 
@@ -276,6 +292,21 @@ class ContainerSecurityContext(Model):
         return self.model_dump(by_alias=True, exclude_none=True)
 
 
+def _limit_order_problems(limits: Any) -> list[str]:
+    """min <= defaultRequest <= default <= max per resource, as the API server demands of a
+    LimitRange (the program's own and the one the KNS makes)."""
+    problems = []
+    order = (("min", limits.min), ("defaultRequest", limits.default_request), ("default", limits.default),
+             ("max", limits.max))
+    for resource in sorted({r for _, values in order for r in values}):
+        present = [(key, values[resource]) for key, values in order if resource in values]
+        kind = kind_for_resource(resource)
+        for (low_key, low), (high_key, high) in zip(present, present[1:]):
+            if parse(low, kind) > parse(high, kind):
+                problems.append(f"{resource}: {low_key} {low} is more than {high_key} {high}")
+    return problems
+
+
 class KnsLimitRange(Model):
     """`JARVICE_KNS_DEFAULT_LIMIT_RANGE`: the limit range the KNS gives each vcluster
     namespace, in camelCase here and encoded in the KNS's own snake-case shape."""
@@ -291,13 +322,7 @@ class KnsLimitRange(Model):
         problems = []
         if self.type != "Container" and (self.default or self.default_request):
             problems.append(f"default and defaultRequest are only for type Container, not {self.type}")
-        order = (("min", self.min), ("defaultRequest", self.default_request), ("default", self.default), ("max", self.max))
-        for resource in sorted({r for _, values in order for r in values}):
-            present = [(key, values[resource]) for key, values in order if resource in values]
-            kind = kind_for_resource(resource)
-            for (low_key, low), (high_key, high) in zip(present, present[1:]):
-                if parse(low, kind) > parse(high, kind):
-                    problems.append(f"{resource}: {low_key} {low} is more than {high_key} {high}")
+        problems.extend(_limit_order_problems(self))
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -319,12 +344,12 @@ class KnsScheduler(Model):
 
     enabled: bool = False
     image: Optional[ImageRef] = None
-    replicas: int = Field(default=1, ge=1)
-    jobs_domain: Optional[str] = None
+    replicas: Int32 = Field(default=1, ge=1)
+    jobs_domain: Optional[Annotated[str, _check(names.host_problem)]] = None
     ingress_class: Optional[str] = None
     keep_vclusters: bool = False
     default_limit_range: Optional[KnsLimitRange] = None
-    vcluster_spawn_delay: int = Field(default=300, ge=1)
+    vcluster_spawn_delay: Int32 = Field(default=300, ge=1)
     init_image: ImageRef = "us-docker.pkg.dev/jarvice/images/init-kns"
     images_tag: Optional[ImageTag] = None
     allow_gotty_shell: bool = False
@@ -401,7 +426,22 @@ class Toleration(Model):
     operator: Literal["Equal", "Exists"] = "Equal"
     value: Optional[str] = None
     effect: Optional[Effect] = None
-    toleration_seconds: Optional[int] = None
+    toleration_seconds: Optional[int] = Field(default=None, ge=-(2**63), le=2**63 - 1)
+
+    @model_validator(mode="after")
+    def _valid(self) -> "Toleration":
+        """The API server's own toleration rules, so a refusal comes with its config path."""
+        problems = [p for p in (self.key and names.label_key_problem(self.key),
+                                self.value and names.label_value_problem(self.value)) if p]
+        if not self.key and self.operator != "Exists":
+            problems.append('a toleration without key must have operator "Exists" (it tolerates every taint)')
+        if self.operator == "Exists" and self.value:
+            problems.append('operator "Exists" takes no value')
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            problems.append('tolerationSeconds is only for effect "NoExecute"')
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
     def manifest(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, exclude_none=True)
@@ -414,6 +454,13 @@ class LimitRangeSpec(Model):
     default_request: ResourceMap = Field(default_factory=dict)
     max: ResourceMap = Field(default_factory=dict)
     min: ResourceMap = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "LimitRangeSpec":
+        problems = _limit_order_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
 
 EnvValue = Annotated[
@@ -443,20 +490,20 @@ class Workload(Model):
     image_pull_policy: Optional[Literal["Always", "IfNotPresent", "Never"]] = None
     command: Optional[list[str]] = None
     args: Optional[list[str]] = None
-    env: dict[str, EnvValue] = Field(default_factory=dict)
+    env: Annotated[dict[str, EnvValue], AfterValidator(_env_names)] = Field(default_factory=dict)
     cpu: Optional[Cpu] = None
     memory: Optional[Bytes] = None
     storage: Optional[Bytes] = None
-    gpus: int = Field(default=0, ge=0)
+    gpus: Int32 = Field(default=0, ge=0)
     gpu_vendor: Vendor = "nvidia"
-    gpu_resource: Optional[str] = None
+    gpu_resource: Optional[Annotated[str, _check(lambda v: names.resource_name_problem(v, extended_only=True))]] = None
     extra_resources: Annotated[ResourceMap, AfterValidator(
         lambda v: podspec.raise_if_any(podspec.extra_resource_problems(v)) or v)] = Field(default_factory=dict)
     cpu_limit: Optional[Cpu] = None
     memory_limit: Optional[Bytes] = None
     storage_limit: Optional[Bytes] = None
     pool: Optional[str] = None
-    placement: dict[str, str] = Field(default_factory=dict)
+    placement: Labels = Field(default_factory=dict)
     node_selector: Labels = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
     scheduler_name: Optional[DnsLabel] = None
@@ -470,11 +517,11 @@ class Workload(Model):
     json_overrides: list[JsonOverride] = Field(default_factory=list)
     credentials: list[str] = Field(default_factory=list)
     credentials_mount_path: MountPath = "/credentials"
-    ttl_hours: float = Field(default=24, ge=0)
-    backoff_limit: Optional[int] = Field(default=None, ge=0)
-    active_deadline_seconds: Optional[int] = Field(default=None, ge=1)
-    parallelism: Optional[int] = Field(default=None, ge=1)
-    completions: Optional[int] = Field(default=None, ge=1)
+    ttl_hours: Hours = Field(default=24, ge=0, le=rules.INT32_MAX // 3600)  # ttlSecondsAfterFinished is int32
+    backoff_limit: Optional[Int32] = Field(default=None, ge=0)
+    active_deadline_seconds: Optional[int] = Field(default=None, ge=1, le=2**63 - 1)
+    parallelism: Optional[Int32] = Field(default=None, ge=1)
+    completions: Optional[Int32] = Field(default=None, ge=1)
     limit_range: Optional[LimitRangeSpec] = None
     quota: Optional[ResourceMap] = None
 
@@ -543,7 +590,6 @@ class Workload(Model):
         return found
 
 
-
 class Job(Workload):
     pass
 
@@ -555,10 +601,10 @@ class Schedule(Workload):
     primer_schedule: Optional[CronExpr] = None
     wait_image: ImageRef = "busybox:1.37"
     concurrency_policy: Literal["Allow", "Forbid", "Replace"] = "Forbid"
-    starting_deadline_seconds: Optional[int] = Field(default=None, ge=1)
+    starting_deadline_seconds: Optional[int] = Field(default=None, ge=1, le=2**63 - 1)
     suspend: bool = False
-    successful_jobs_history_limit: int = Field(default=3, ge=0)
-    failed_jobs_history_limit: int = Field(default=1, ge=0)
+    successful_jobs_history_limit: Int32 = Field(default=3, ge=0)
+    failed_jobs_history_limit: Int32 = Field(default=1, ge=0)
 
     @classmethod
     def key_problems(cls, raw: Any) -> list[str]:
@@ -577,7 +623,6 @@ class Schedule(Workload):
             out["containers"] = {podspec.WAIT_CONTAINER: "the wait init container the program adds to a "
                                                          f"prescaled schedule ({key})"}
         return out
-
 
 
 class JobFile(Model):

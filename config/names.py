@@ -15,9 +15,24 @@ _DNS1123_LABEL = re.compile(rules.DNS1123_LABEL)
 _LABEL_VALUE = re.compile(rules.LABEL_VALUE)
 _LABEL_NAME = re.compile(rules.LABEL_NAME)
 _DNS1123_SUBDOMAIN = re.compile(rules.DNS1123_SUBDOMAIN)
+_ENV_NAME = re.compile(rules.ENV_NAME)
 
-# Namespaces an entry must never take over.
+# Namespaces an entry must never take over, and the program must never adopt as its own
+# (it labels its namespaces and deletes them on destroy). `kube-*` is Kubernetes' own.
 RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+# The Kubernetes names of the KNS scheduler's objects; the packing scheduler's objects
+# are named after its scheduler name, so that name must differ from these.
+KNS_SCHEDULER = "kns-scheduler"
+RESERVED_SCHEDULER_NAMES = {"default-scheduler": "the cluster's own scheduler",
+                            KNS_SCHEDULER: "the KNS scheduler's objects"}
+# Resource names without a domain prefix that a container or a quota may name.
+CONTAINER_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
+QUOTA_RESOURCES = frozenset({
+    "pods", "services", "services.loadbalancers", "services.nodeports", "secrets", "configmaps",
+    "persistentvolumeclaims", "replicationcontrollers", "resourcequotas", "storage",
+    *CONTAINER_RESOURCES, *(f"{kind}.{r}" for kind in ("requests", "limits") for r in CONTAINER_RESOURCES),
+    "requests.storage",
+})
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "pulumi"}
 LABEL_POOL = "kns.io/pool"
@@ -69,3 +84,44 @@ def namespace_name(prefix: str, entry: str) -> str:
 def owner_label(user: str | None) -> str:
     """Value of `kns.io/owner`: the entry's user, or `platform` for unowned entries."""
     return user or "platform"
+
+
+def reserved_namespace_problem(name: str) -> str | None:
+    """Why the program must not own namespace `name`, or None."""
+    if name in RESERVED_NAMESPACES or name.startswith("kube-"):
+        return f'"{name}" is a namespace of Kubernetes itself; the program labels its namespaces and deletes them on destroy'
+    return None
+
+
+def dns1123_subdomain_problem(value: str) -> str | None:
+    """Why `value` is not a DNS-1123 subdomain (a node name, a host), or None."""
+    if len(value) > 253 or not _DNS1123_SUBDOMAIN.match(value):
+        return (f'"{value}" is not a DNS-1123 subdomain (at most 253 lower-case letters, digits, "-" and ".", '
+                "starting and ending with a letter or digit)")
+    return None
+
+
+def host_problem(value: str) -> str | None:
+    """Why `value` is not an Ingress host (a DNS subdomain, optionally `*.` first), or None."""
+    return dns1123_subdomain_problem(value.removeprefix("*.")) if value else '"" is not a host name'
+
+
+def env_name_problem(name: str) -> str | None:
+    if not _ENV_NAME.match(name):
+        return (f'"{name}" is not a valid environment variable name (letters, digits, "_", "-" and ".", '
+                "not starting with a digit)")
+    return None
+
+
+def resource_name_problem(name: str, extended_only: bool = False) -> str | None:
+    """Why `name` is not a resource name Kubernetes accepts in requests, limits or a quota
+    (a known name, `hugepages-<size>`, or a `domain/name` extended resource), or None.
+    `extended_only`: only a `domain/name` resource (a GPU resource)."""
+    if "/" in name:
+        return None if not label_key_problem(name) else (
+            f'"{name}" is not a valid resource name (domain/name, for example nvidia.com/gpu)')
+    if extended_only:
+        return f'"{name}" is not an extended resource name (domain/name, for example nvidia.com/gpu)'
+    if name in QUOTA_RESOURCES or name.startswith(("hugepages-", "requests.hugepages-", "limits.hugepages-")):
+        return None
+    return f'"{name}" is not a resource Kubernetes knows (cpu, memory, ephemeral-storage, or domain/name)'

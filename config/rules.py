@@ -29,6 +29,15 @@ DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-
 LABEL_NAME = r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"
 LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 
+# An environment variable name as every supported Kubernetes version accepts it (a C
+# identifier, plus "-" and ".").
+ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+
+# ---- bounds the API server holds numbers to --------------------------------------------
+
+INT32_MAX = 2**31 - 1
+ANNOTATIONS_MAX_BYTES = 256 * 1024  # keys and values of one object, together
+
 # ---- single fields ---------------------------------------------------------------------
 
 JSON_POINTER = Rule('not a JSON pointer (RFC 6901: it starts with "/")', pattern=r"^(?:/|$)")

@@ -183,10 +183,14 @@ def test_user_no_is_refused_as_ambiguous_and_a_numeric_user_is_its_digits(tmp_pa
 
     def uid(config):
         config["profiles"] = {"1001": {"maxCpu": "2"}}
-        config["jobs"][0]["user"] = 1001
+        config["jobs"][0]["user"] = "1001"
         config["jobs"][0]["cpu"] = "4"
+    # a plain number as a profile key is a uid, taken as its digits
     lines = both(capsys, project(tmp_path / "uid", stack_text(uid).replace("'1001':", "1001:")))
     assert problem_at(lines, f"kns:jobs[{name}].cpu") == '4 CPU is over maxCpu 2 of profile rule "1001"'
+    # a plain number where a name is expected is refused with the way out
+    lines = both(capsys, project(tmp_path / "number", stack_text(uid).replace("user: '1001'", "user: 1001")))
+    assert problem_at(lines, f"kns:jobs[{name}].user") == '1001 is a number; quote it ("1001") if you mean the text'
 
 
 def test_a_profile_key_yaml_reads_as_a_boolean_must_be_quoted(tmp_path, capsys):
