@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.harness import PROJECT_FILES, ROOT, engine_project
+from kns_testing.program import PROJECT_FILES, ROOT, engine_project
 
 PASSPHRASE = "kns-dev-local"  # the dev stack's committed encryptionsalt belongs to it
 KUBERNETES_VERSION = next(line.split("=", 1)[1] for line in (ROOT / "versions.env").read_text().splitlines()
