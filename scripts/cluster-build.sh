@@ -2,13 +2,16 @@
 # Build the binaries of a local Kubernetes control plane from Go modules (the Go module
 # proxy is the only network this needs): kube-apiserver, kube-controller-manager,
 # kube-scheduler and kubectl (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server/v3) and
-# kwok (sigs.k8s.io/kwok), plus the kwok stage documents the cluster scripts use.
+# kwok (sigs.k8s.io/kwok), plus the kwok stage documents the cluster scripts use, and
+# Karpenter's kwok cloud provider (sigs.k8s.io/karpenter, main package ./kwok) with the
+# CRDs of the same module (NodePool, NodeClaim, KWOKNodeClass): docs/testing.md.
 #
 # Versions come from versions.env at the repository root (KNS_VERSIONS_FILE overrides the
 # path); KNS_KUBERNETES_VERSION, KNS_ETCD_VERSION and KNS_KWOK_VERSION override single
 # versions (for a module proxy that refuses a pinned one). Binaries are cached under
 #   ${KNS_TOOLS_DIR:-$HOME/.cache/kns-platform/tools}/k8s-<ver>-etcd-<ver>-kwok-<ver>/bin
-# (kwok stages in ../share/kwok-stages.yaml) and only what is missing is rebuilt.
+# (kwok stages in ../share/kwok-stages.yaml; karpenter-kwok beside the others, its CRDs and
+# version stamp in ../share/karpenter/) and only what is missing is rebuilt.
 #
 # Progress goes to stderr; the only thing printed on stdout is the absolute bin directory:
 #   PATH="$(scripts/cluster-build.sh):$PATH"
@@ -24,7 +27,8 @@ load_versions
 KUBERNETES_VERSION=${KNS_KUBERNETES_VERSION:-${KUBERNETES_VERSION:-}}
 ETCD_VERSION=${KNS_ETCD_VERSION:-${ETCD_VERSION:-}}
 KWOK_VERSION=${KNS_KWOK_VERSION:-${KWOK_VERSION:-}}
-for var in KUBERNETES_VERSION ETCD_VERSION KWOK_VERSION; do
+KARPENTER_VERSION=${KNS_KARPENTER_VERSION:-${KARPENTER_VERSION:-}}
+for var in KUBERNETES_VERSION ETCD_VERSION KWOK_VERSION KARPENTER_VERSION; do
   [[ ${!var} =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "$var must be set (x.y.z) in $versions_file or KNS_$var (got '${!var}')"
 done
 k8s_major=${KUBERNETES_VERSION%%.*}
@@ -35,10 +39,15 @@ staging_version=v0.${KUBERNETES_VERSION#*.} # k8s.io/<staging> modules: v0.<mino
 key_dir=$tools_root/k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION
 bin_dir=$key_dir/bin
 stages_file=$key_dir/share/kwok-stages.yaml
+karpenter_share=$key_dir/share/karpenter
 
 K8S_MOD=k8s.io/kubernetes
 ETCD_MOD=go.etcd.io/etcd/server/v3
 KWOK_MOD=sigs.k8s.io/kwok
+KARPENTER_MOD=sigs.k8s.io/karpenter
+# CRDs the kwok provider needs, from the module (charts/crds carries kwok's label rules).
+karpenter_crds=(kwok/charts/crds/karpenter.sh_nodepools.yaml kwok/charts/crds/karpenter.sh_nodeclaims.yaml
+  kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml)
 k8s_components=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 
 missing=()
@@ -46,10 +55,30 @@ for c in "${k8s_components[@]}" etcd kwok; do
   [[ -x $bin_dir/$c ]] || missing+=("$c")
 done
 [[ -s $stages_file ]] || missing+=(kwok-stages)
+# The binary's name carries no version: a stamp says which one was built.
+[[ -x $bin_dir/karpenter-kwok && $(cat "$karpenter_share/version" 2>/dev/null) == "$KARPENTER_VERSION" ]] ||
+  missing+=(karpenter-kwok)
 
 if ((${#missing[@]} == 0)); then
-  log "cached k8s v$KUBERNETES_VERSION, etcd v$ETCD_VERSION, kwok v$KWOK_VERSION in $bin_dir"
-  printf '%s\n' "$bin_dir"
+  log "cached k8s v$KUBERNETES_VERSION, etcd v$ETCD_VERSION, kwok v$KWOK_VERSION, karpenter v$KARPENTER_VERSION in $bin_dir"
+  # --- Karpenter's kwok cloud provider -------------------------------------------------------
+if need karpenter-kwok; then
+  # The module is its own main module (its replace directives apply): build inside a copy.
+  cp -r "$karpenter_dir" "$work/karpenter"
+  chmod -R u+w "$work/karpenter"
+  go_build "$work/karpenter" "$bin_dir/karpenter-kwok" "" "-s -w" ./kwok
+  rm -rf "$karpenter_share"
+  mkdir -p "$karpenter_share/crds"
+  for crd in "${karpenter_crds[@]}"; do
+    [[ -r $karpenter_dir/$crd ]] || die "$KARPENTER_MOD@v$KARPENTER_VERSION has no $crd"
+    cp "$karpenter_dir/$crd" "$karpenter_share/crds/"
+  done
+  chmod -R u+w "$karpenter_share"
+  printf '%s\n' "$KARPENTER_VERSION" >"$karpenter_share/version"
+  log "wrote the Karpenter CRDs to $karpenter_share/crds"
+fi
+
+printf '%s\n' "$bin_dir"
   exit 0
 fi
 
@@ -77,6 +106,11 @@ if need kwok || need kwok-stages; then
   mod_download "$KWOK_MOD" "v$KWOK_VERSION" ||
     die "cannot download $KWOK_MOD@v$KWOK_VERSION from the Go module proxy (try KNS_KWOK_VERSION=<another 0.x.y>)"
   kwok_dir=$MOD_DIR
+fi
+if need karpenter-kwok; then
+  mod_download "$KARPENTER_MOD" "v$KARPENTER_VERSION" ||
+    die "cannot download $KARPENTER_MOD@v$KARPENTER_VERSION from the Go module proxy (try KNS_KARPENTER_VERSION=<another 1.x.y>)"
+  karpenter_dir=$MOD_DIR
 fi
 
 # --- Kubernetes: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl ------
@@ -140,6 +174,23 @@ if need kwok || need kwok-stages; then
   } >"$stages_file.tmp"
   mv -f "$stages_file.tmp" "$stages_file"
   log "wrote $stages_file"
+fi
+
+# --- Karpenter's kwok cloud provider -------------------------------------------------------
+if need karpenter-kwok; then
+  # The module is its own main module (its replace directives apply): build inside a copy.
+  cp -r "$karpenter_dir" "$work/karpenter"
+  chmod -R u+w "$work/karpenter"
+  go_build "$work/karpenter" "$bin_dir/karpenter-kwok" "" "-s -w" ./kwok
+  rm -rf "$karpenter_share"
+  mkdir -p "$karpenter_share/crds"
+  for crd in "${karpenter_crds[@]}"; do
+    [[ -r $karpenter_dir/$crd ]] || die "$KARPENTER_MOD@v$KARPENTER_VERSION has no $crd"
+    cp "$karpenter_dir/$crd" "$karpenter_share/crds/"
+  done
+  chmod -R u+w "$karpenter_share"
+  printf '%s\n' "$KARPENTER_VERSION" >"$karpenter_share/version"
+  log "wrote the Karpenter CRDs to $karpenter_share/crds"
 fi
 
 printf '%s\n' "$bin_dir"
