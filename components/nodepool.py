@@ -1,10 +1,13 @@
-"""NodePool: labels and taints on existing nodes through server-side apply patches.
+"""NodePool: a static pool's labels and taints on existing nodes through server-side apply
+patches, or an autoscaled pool's Karpenter NodePool (docs/autoscaling.md).
 
-The pool never creates or deletes nodes. Each node gets one `NodePatch`, named
+A static pool never creates or deletes nodes. Each node gets one `NodePatch`, named
 `<pool>.<node>` (stable keys; a pool name has no dot, so no two patches can share a name),
 so adding a node or reordering pools touches nothing else. A node's
 taint list is not keyed for server-side apply, so the pool owns the whole list
-(`pulumi.com/patchForce`); see docs/node-pools.md.
+(`pulumi.com/patchForce`); see docs/node-pools.md. An autoscaled pool has no node to
+patch: its one child is the `karpenter.sh/v1` NodePool that plan/nodepools.py builds, whose
+node template carries the same labels and taints.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import pulumi_kubernetes as k8s
 
 from config import resolve
 from config.models import NodePool as NodePoolModel
+from plan.nodepools import nodepool_manifest
 
 TYPE = "kns:cluster:NodePool"
 
@@ -39,9 +43,22 @@ class NodePool(pulumi.ComponentResource):
     def __init__(self, name: str, args: NodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(TYPE, name, None, opts)
         pool = args.pool
-        self.nodes = list(pool.nodes)
+        self.nodes = pool.static_nodes
         self.labels = resolve.pool_labels(pool, args.cluster_name)
         self.taints = resolve.pool_taints(pool)
+        self.node_pool: Optional[k8s.apiextensions.CustomResource] = None
+        outputs = {"nodes": self.nodes, "taints": self.taints, "labels": self.labels}
+        if pool.autoscale is not None:
+            manifest = nodepool_manifest(pool, args.cluster_name)
+            self.node_pool = k8s.apiextensions.CustomResource(
+                pool.name,
+                api_version=manifest["apiVersion"],
+                kind=manifest["kind"],
+                metadata=manifest["metadata"],
+                spec=manifest["spec"],
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            outputs["autoscale"] = {"nodePool": self.node_pool.metadata["name"], "limits": dict(pool.autoscale.limits)}
         self.patches = [
             k8s.core.v1.NodePatch(
                 patch_name(pool.name, node),
@@ -53,6 +70,6 @@ class NodePool(pulumi.ComponentResource):
                 spec={"taints": self.taints},
                 opts=pulumi.ResourceOptions(parent=self),
             )
-            for node in pool.nodes
+            for node in self.nodes
         ]
-        self.register_outputs({"nodes": self.nodes, "taints": self.taints, "labels": self.labels})
+        self.register_outputs(outputs)

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import kubeconfig, names, prescale, profile_rules, resolve
+from . import kubeconfig, names, prescale, profile_rules, resolve, rules
 from .errors import Problems
 from .models import Cluster, NodePool, Profile, Schedule, Workload
 from .rules import CREDENTIAL_FILE
@@ -53,8 +53,10 @@ def _context_key(name: str) -> str:
     return name.strip().casefold()
 
 
-def check_pools(pools: list[NodePool], problems: Problems) -> None:
-    """Pool names are unique, and a node belongs to one pool."""
+def check_pools(pools: list[NodePool], cluster_name: str, problems: Problems) -> None:
+    """Pool names are unique, a node belongs to one pool, a node's taints are unique by key
+    and effect (Kubernetes and Karpenter refuse the same pair twice), and a NodePool
+    template holds at most the labels Karpenter allows."""
     seen_pool: set[str] = set()
     node_owner: dict[str, str] = {}
     for pool in pools:
@@ -62,7 +64,14 @@ def check_pools(pools: list[NodePool], problems: Problems) -> None:
         if pool.name in seen_pool:
             problems.add(path + ".name", f'"{pool.name}" names another pool too; pool names are unique')
         seen_pool.add(pool.name)
-        for node in pool.nodes:
+        pairs = [(t["key"], t["effect"]) for t in resolve.pool_taints(pool)]
+        for key, effect in sorted({pair for pair in pairs if pairs.count(pair) > 1}):
+            problems.add(path + ".taints", f'two taints with key "{key}" and effect {effect} (the role may set one); '
+                         "a node holds one taint per key and effect")
+        if pool.autoscale is not None and len(resolve.pool_labels(pool, cluster_name)) > rules.MAX_TEMPLATE_LABELS:
+            problems.add(path + ".labels", f"a NodePool template holds at most {rules.MAX_TEMPLATE_LABELS} labels, "
+                         "the pool's role and name included")
+        for node in pool.static_nodes:
             if node in node_owner and node_owner[node] != pool.name:
                 problems.add(
                     path + ".nodes",

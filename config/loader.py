@@ -185,7 +185,7 @@ def check_config(
         )
     if cluster is not None:
         checks.check_cluster(cluster, project_dir, environ, problems, sealed)
-    checks.check_pools(pools, problems)
+    checks.check_pools(pools, cluster.name if cluster is not None else "", problems)
     checks.check_credential_sets(credentials, problems)
     jobs = checks.apply_profiles(jobs, profiles, paths, problems)  # type: ignore[assignment]
     schedules = checks.apply_profiles(schedules, profiles, paths, problems)  # type: ignore[assignment]

@@ -23,7 +23,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from . import cron, names, podspec, rules
+from . import cron, karpenter, names, podspec, rules
 from .quantity import MIB, Kind, QuantityError, kind_for_resource, normalise, parse
 
 
@@ -184,10 +184,73 @@ class GpuSpec(Model):
     per_node: Int32 = Field(ge=1)
 
 
+def _limits(value: object) -> object:
+    """A NodePool's limits: resources a node offers, each a quantity (every problem at once)."""
+    if not isinstance(value, dict):
+        return value
+    out: dict[str, str] = {}
+    problems = []
+    for key, raw in value.items():
+        problem = karpenter.limit_name_problem(str(key))
+        try:
+            out[str(key)] = normalise(raw, kind_for_resource(str(key)), allow_zero=True)
+        except QuantityError as exc:
+            problem = "; ".join(filter(None, (problem, f"{key}: {exc}")))
+        if problem:
+            problems.append(problem)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return out
+
+
+Limits = Annotated[dict[str, str], BeforeValidator(_limits)]
+DurationOrNever = Annotated[str, _check(karpenter.duration_or_never_problem)]
+NonEmpty = Annotated[str, Field(min_length=1)]
+
+
+class NodeClassRef(Model):
+    """The cloud's node class the NodePool's nodes are made from (EC2NodeClass, AKSNodeClass,
+    KWOKNodeClass, ...): the program checks the reference is complete, not that it exists."""
+
+    group: Annotated[NonEmpty, Field(pattern=r"^[^/]*$")]
+    kind: NonEmpty
+    name: NonEmpty
+
+
+class Requirement(Model):
+    """A node selector requirement of the NodePool (`{key, operator, values}`), as Karpenter
+    reads it: which instance types, zones, capacity types or architectures the pool may use."""
+
+    key: str
+    operator: Literal[rules.REQUIREMENT_OPERATORS]  # type: ignore[valid-type]
+    values: list[str] = Field(default_factory=list)
+    min_values: Optional[int] = Field(default=None, ge=1, le=rules.MIN_VALUES_MAX)
+
+    @model_validator(mode="after")
+    def _valid(self) -> "Requirement":
+        problems = karpenter.requirement_problems(self.key, self.operator, self.values, self.min_values)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class Autoscale(Model):
+    """An autoscaled pool: one Karpenter NodePool (docs/autoscaling.md)."""
+
+    node_class_ref: NodeClassRef
+    requirements: list[Requirement] = Field(default_factory=list, max_length=rules.MAX_REQUIREMENTS)
+    limits: Limits = Field(default_factory=dict)
+    consolidation: Literal["WhenEmpty", "WhenEmptyOrUnderutilized"] = "WhenEmptyOrUnderutilized"
+    consolidate_after: DurationOrNever = "30s"
+    expire_after: Optional[DurationOrNever] = None
+    weight: Optional[int] = Field(default=None, ge=rules.WEIGHT_MIN, le=rules.WEIGHT_MAX)
+
+
 class NodePool(Model):
     name: EntryName
     role: Literal["vcluster", "gpu", "compute", "system"]
-    nodes: list[str] = Field(min_length=1)
+    nodes: Optional[list[str]] = Field(default=None, min_length=1)
+    autoscale: Optional[Autoscale] = None
     labels: Labels = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list)
     gpu: Optional[GpuSpec] = None
@@ -201,12 +264,23 @@ class NodePool(Model):
             raise ValueError(f'{rules.GPU_ONLY_ON_GPU_POOLS.message} (this pool has role "{self.role}")')
         if self.vcluster and self.role != "gpu":
             raise ValueError(rules.VCLUSTER_ONLY_ON_GPU_POOLS.message)
-        for node in self.nodes:
+        if (self.nodes is None) == (self.autoscale is None):
+            raise ValueError(rules.NODES_OR_AUTOSCALE.message)
+        for node in self.static_nodes:
             if names.dns1123_subdomain_problem(node):
                 raise ValueError(f'node name {names.dns1123_subdomain_problem(node)}')
-        if len(set(self.nodes)) != len(self.nodes):
+        if len(set(self.static_nodes)) != len(self.static_nodes):
             raise ValueError("nodes lists a node more than once")
+        if self.autoscale is not None:
+            group = self.autoscale.node_class_ref.group
+            podspec.raise_if_any([(("labels", key), problem) for key in self.labels
+                                  if (problem := karpenter.restricted_key_problem(key, group))])
         return self
+
+    @property
+    def static_nodes(self) -> list[str]:
+        """The existing nodes of a static pool; none for an autoscaled one."""
+        return list(self.nodes or [])
 
 
 # ---- 3. and 4. schedulers ---------------------------------------------------------------

@@ -11,12 +11,14 @@ program's own rules miss.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
+import yaml
 from jsonschema import Draft4Validator, FormatChecker
 
 from .program import ROOT, Registered
@@ -49,9 +51,33 @@ def schema_dir() -> Path:
     return Path(done.stdout.splitlines()[1])
 
 
+@lru_cache(maxsize=1)
+def karpenter_dir() -> Path:
+    """The Karpenter module at the pinned KARPENTER_VERSION (versions.env), from the Go module
+    proxy: its CRDs are the schema of the NodePools the program emits."""
+    pinned = dict(line.split("=", 1) for line in (ROOT / "versions.env").read_text().splitlines()
+                  if "=" in line and not line.startswith("#"))
+    module = f"sigs.k8s.io/karpenter@v{pinned['KARPENTER_VERSION']}"
+    done = subprocess.run(["go", "mod", "download", "-json", module], capture_output=True, text=True, timeout=1800,
+                          cwd=ROOT / "scripts", env={**os.environ, "GOFLAGS": "-mod=mod", "GOWORK": "off"})
+    assert done.returncode == 0, f"go mod download {module} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+    return Path(json.loads(done.stdout)["Dir"])
+
+
+@lru_cache(maxsize=None)
+def crd_schema(group: str, version: str, kind: str) -> dict[str, Any]:
+    """The openAPIV3Schema of `kind` in the module's CRD (kwok/charts/crds, as installed)."""
+    plural = kind.lower() + "s"
+    crd = yaml.safe_load((karpenter_dir() / "kwok" / "charts" / "crds" / f"{group}_{plural}.yaml").read_text())
+    served = next(v for v in crd["spec"]["versions"] if v["name"] == version)
+    return served["schema"]["openAPIV3Schema"]
+
+
 @lru_cache(maxsize=None)
 def _validator(api_version: str, kind: str) -> Draft4Validator:
     group, _, version = api_version.rpartition("/")
+    if group == "karpenter.sh":
+        return Draft4Validator(crd_schema(group, version, kind), format_checker=_FORMATS)
     suffix = f"-{group.split('.')[0]}-{version}" if group else f"-{version}"
     path = schema_dir() / f"{kind.lower()}{suffix}.json"
     assert path.is_file(), f"no schema for {api_version} {kind} ({path.name})"
@@ -147,6 +173,8 @@ def _templates(obj: dict[str, Any]):
 
 
 def _pod_specs(obj: dict[str, Any]):
+    if obj["apiVersion"].startswith("karpenter.sh/"):
+        return  # a NodePool's template is a node's, not a pod's
     for place, template in _templates(obj):
         if place.endswith("template") and isinstance(template.get("spec"), dict):
             yield place + ".spec", template["spec"]

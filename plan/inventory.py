@@ -59,9 +59,12 @@ def _cluster(cfg: PlatformConfig) -> Iterator[Registration]:
     for pool in cfg.node_pools:
         owner = f"kns:nodePools[{pool.name}]"
         yield Registration(("kns:cluster:NodePool",), pool.name, owner, "name", "node pool component")
-        for node in pool.nodes:
+        for node in pool.static_nodes:
             yield Registration(("kns:cluster:NodePool", "kubernetes:core/v1:NodePatch"), f"{pool.name}.{node}",
                                owner, "nodes", f'patch of node "{node}"')
+        if pool.autoscale is not None:
+            yield Registration(("kns:cluster:NodePool", "kubernetes:karpenter.sh/v1:NodePool"), pool.name,
+                               owner, "autoscale", "Karpenter NodePool")
 
 
 def _schedulers(cfg: PlatformConfig) -> Iterator[Registration]:

@@ -12,7 +12,7 @@ from config import names, resolve
 from config.loader import PlatformConfig
 from config.models import Schedule, Workload
 
-from . import wait
+from . import nodepools, wait
 from .model import CREDENTIALS_VOLUME, WorkloadPlan, credential_secret_name
 
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
@@ -77,8 +77,13 @@ def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
 
     labels = {**entry.labels, **resolve.dynamic_labels(entry, cfg.cluster.name, cfg.stack), **_pod_labels(plan)}
     metadata: dict[str, Any] = {"labels": labels}
-    if entry.annotations:
-        metadata["annotations"] = dict(entry.annotations)
+    annotations = dict(entry.annotations)
+    if plan.pool is not None and plan.pool.autoscale is not None:
+        # Karpenter must not move a pod it provisioned for: a primed pod holds its warm node
+        # until the start, a batch pod until it ends (docs/autoscaling.md).
+        annotations.update(nodepools.DO_NOT_DISRUPT)
+    if annotations:
+        metadata["annotations"] = annotations
     if entry.pod_spec is not None:
         # Used verbatim; our placement and scheduler apply where the spec is silent.
         raw = copy.deepcopy(entry.pod_spec)

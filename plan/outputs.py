@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from config import cron, resolve
 from config.loader import PlatformConfig
-from config.models import Schedule
+from config.models import NodePool, Schedule
 
 from .model import WorkloadPlan
 from .schedulers import KNS_ACCOUNT
@@ -30,10 +30,17 @@ def stack_outputs(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[
         "schedules": schedules,
         "packingSchedulerName": cfg.packing_scheduler.name if cfg.packing_scheduler.enabled else None,
         "knsScheduler": kns_endpoint(cfg),
-        "nodePools": {
-            pool.name: {"nodes": list(pool.nodes), "taints": resolve.pool_taints(pool)} for pool in cfg.node_pools
-        },
+        "nodePools": {pool.name: pool_output(pool) for pool in cfg.node_pools},
     }
+
+
+def pool_output(pool: NodePool) -> dict[str, Any]:
+    """`nodePools.<name>`: a static pool's nodes; an autoscaled one has none yet, and its
+    NodePool and limits instead."""
+    out: dict[str, Any] = {"nodes": pool.static_nodes, "taints": resolve.pool_taints(pool)}
+    if pool.autoscale is not None:
+        out["autoscale"] = {"nodePool": pool.name, "limits": dict(pool.autoscale.limits)}
+    return out
 
 
 def kns_endpoint(cfg: PlatformConfig) -> Optional[dict[str, Any]]:

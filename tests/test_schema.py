@@ -279,6 +279,9 @@ def stack(config: dict[str, Any], **top: Any) -> dict[str, Any]:
 JOB = {"name": "j", "image": "busybox:1.37"}
 SCHEDULE = {"name": "s", "image": "busybox:1.37", "schedule": "0 3 * * *"}
 
+AUTO = {"nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}}
+AUTOSCALED = {"name": "auto", "role": "compute", "autoscale": AUTO}
+
 # Stack files both reject: the document and the path both report.
 REJECTED = {
     # unknown keys, typos of known ones
@@ -301,7 +304,8 @@ REJECTED = {
     "image pull policy": ({"kns:jobs": [JOB | {"imagePullPolicy": "Sometimes"}]}, "kns:jobs[j].imagePullPolicy"),
     "packing strategy": ({"kns:packingScheduler": {"strategy": "LeastAllocated"}}, "kns:packingScheduler.strategy"),
     # missing required fields
-    "pool without nodes": ({"kns:nodePools": [{"name": "c", "role": "compute"}]}, "kns:nodePools[c].nodes"),
+    "autoscale without nodeClassRef": ({"kns:nodePools": [{"name": "c", "role": "compute", "autoscale": {}}]},
+                                       "kns:nodePools[c].autoscale.nodeClassRef"),
     "schedule without schedule": ({"kns:schedules": [{"name": "s", "image": "i"}]}, "kns:schedules[s].schedule"),
     "entry without a name": ({"kns:jobs": [{"image": "i"}]}, "kns:jobs[0].name"),
     "GPU spec without perNode": ({"kns:nodePools": [{"name": "g", "role": "gpu", "nodes": ["n"], "gpu": {"vendor": "amd"}}]},
@@ -322,6 +326,13 @@ REJECTED = {
     "podSpec without containers": ({"kns:jobs": [{"name": "j", "podSpec": {"containers": []}}]},
                                    "kns:jobs[j].podSpec.containers"),
     "bad credential set name": ({"kns:credentials": {"S3": {"key": {"secure": "v1:x"}}}}, "kns:credentials.S3"),
+    "requirement operator": ({"kns:nodePools": [AUTOSCALED | {"autoscale": AUTO | {"requirements": [
+        {"key": "kubernetes.io/os", "operator": "Equals", "values": ["linux"]}]}}]},
+        "kns:nodePools[auto].autoscale.requirements[0].operator"),
+    "consolidateAfter": ({"kns:nodePools": [AUTOSCALED | {"autoscale": AUTO | {"consolidateAfter": "5 minutes"}}]},
+                         "kns:nodePools[auto].autoscale.consolidateAfter"),
+    "NodePool weight": ({"kns:nodePools": [AUTOSCALED | {"autoscale": AUTO | {"weight": 0}}]},
+                        "kns:nodePools[auto].autoscale.weight"),
     # secret keys stored in plain text
     "plain keycloakClientSecret": ({"kns:keycloakClientSecret": "hunter2"}, "kns:keycloakClientSecret"),
     "plain credentials": ({"kns:credentials": {"s3": {"access-key": "AKIA"}}}, "kns:credentials"),
@@ -330,6 +341,18 @@ REJECTED = {
 # Rules of the model validators that one object shows alone: the program reports them at
 # the object, the schema at the object or at the field the rule is about.
 RULES = {
+    "NodePool limit": ({"kns:nodePools": [AUTOSCALED | {"autoscale": AUTO | {"limits": {"cpu": "lots"}}}]},
+                       "kns:nodePools[auto].autoscale.limits"),
+    "pool without nodes or autoscale": ({"kns:nodePools": [{"name": "c", "role": "compute"}]}, "kns:nodePools[c]"),
+    "pool with nodes and autoscale": ({"kns:nodePools": [AUTOSCALED | {"nodes": ["n"]}]}, "kns:nodePools[auto]"),
+    "In without values": ({"kns:nodePools": [AUTOSCALED | {"autoscale": AUTO | {"requirements": [
+        {"key": "kubernetes.io/os", "operator": "In"}]}}]}, "kns:nodePools[auto].autoscale.requirements[0]"),
+    "Gt with a word": ({"kns:nodePools": [AUTOSCALED | {"autoscale": AUTO | {"requirements": [
+        {"key": "example.com/cores", "operator": "Gt", "values": ["many"]}]}}]},
+        "kns:nodePools[auto].autoscale.requirements[0]"),
+    "Exists with values": ({"kns:nodePools": [AUTOSCALED | {"autoscale": AUTO | {"requirements": [
+        {"key": "example.com/x", "operator": "Exists", "values": ["a"]}]}}]},
+        "kns:nodePools[auto].autoscale.requirements[0]"),
     "GPU pool without gpu": ({"kns:nodePools": [{"name": "g", "role": "gpu", "nodes": ["n"]}]}, "kns:nodePools[g]"),
     "gpu on a compute pool": ({"kns:nodePools": [{"name": "c", "role": "compute", "nodes": ["n"], "gpu": {"perNode": 1}}]},
                               "kns:nodePools[c]"),
@@ -343,6 +366,12 @@ RULES = {
 
 # Stack files both accept.
 ACCEPTED = {
+    "an autoscaled pool": stack({"kns:nodePools": [GPU_POOL, AUTOSCALED | {"autoscale": AUTO | {
+        "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"], "minValues": 1},
+                         {"key": "example.com/cores", "operator": "Gte", "values": ["4"]},
+                         {"key": "example.com/x", "operator": "DoesNotExist"}],
+        "limits": {"cpu": 64, "memory": 4096, "nvidia.com/gpu": "8", "nodes": 10},
+        "consolidation": "WhenEmpty", "consolidateAfter": "1m30s", "expireAfter": "Never", "weight": 100}}]}),
     "only the cluster": {"config": {"kns:cluster": CLUSTER}},
     "null sections": {"config": {"kns:cluster": CLUSTER, "kns:packingScheduler": None, "kns:knsScheduler": None,
                                  "kns:jobs": None, "kns:profiles": {"*": None}, "kns:jobFiles": None}},

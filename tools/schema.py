@@ -129,7 +129,13 @@ def _before_validators() -> dict[Callable, dict[str, Any]]:
         "`ephemeral-storage` (also as `requests.<name>` and `limits.<name>`) are sizes, where a "
         "YAML number is MiB; anything else is a count.",
     }
-    return {_func(models.Cpu): cpu, _func(models.Bytes): size, _func(models.ResourceMap): resources}
+    limits = resources | {
+        "propertyNames": {"pattern": rules.NODEPOOL_LIMIT.pattern, "patternErrorMessage": rules.NODEPOOL_LIMIT.message},
+        "description": "The most the pool may grow to, summed over its nodes: resource name (`cpu`, `memory`, "
+        "`nvidia.com/gpu`, `pods`, `nodes`, ...) to quantity; memory as a YAML number is MiB.",
+    }
+    return {_func(models.Cpu): cpu, _func(models.Bytes): size, _func(models.ResourceMap): resources,
+            _func(models.Limits): limits}
 
 
 def _after_validators() -> dict[Callable, Callable[[dict[str, Any]], dict[str, Any]]]:
@@ -191,6 +197,10 @@ def _after_validators() -> dict[Callable, Callable[[dict[str, Any]], dict[str, A
             'not a host file such as `localtime` or `posix/...`.',
         },
         _func(models.EnvValue): lambda s: env_value,
+        _func(models.DurationOrNever): lambda s: s | {
+            "pattern": rules.DURATION_OR_NEVER.pattern, "patternErrorMessage": rules.DURATION_OR_NEVER.message,
+            "description": 'A duration as Karpenter reads it (`"30s"`, `"10m"`, `"1h30m"`), or `"Never"`.',
+        },
         path: lambda s: s | {
             "pattern": rules.JSON_POINTER.pattern,
             "patternErrorMessage": rules.JSON_POINTER.message,
@@ -281,7 +291,8 @@ def _lax(schema: dict[str, Any], pattern: str, what: str) -> dict[str, Any]:
 MODEL_HELP = {
     "Cluster": "`kns:cluster`: the dedicated KNS cluster (never the JARVICE upstream one), or a "
     "render directory. See docs/cluster.md.",
-    "NodePool": "A node pool: labels and taints on existing nodes. See docs/node-pools.md.",
+    "NodePool": "A node pool: labels and taints on existing nodes (`nodes`), or a Karpenter NodePool that "
+    "creates them (`autoscale`). See docs/node-pools.md and docs/autoscaling.md.",
     "Taint": "A taint put on every node of the pool.",
     "GpuSpec": "The GPUs of each node of a `role: gpu` pool.",
     "PackingScheduler": "`kns:packingScheduler`: the node-packing second kube-scheduler. See docs/schedulers.md.",
@@ -350,6 +361,22 @@ def _rules(cls: type[BaseModel]) -> list[dict[str, Any]]:
              "then": _null(cls, "gpu", rules.GPU_ONLY_ON_GPU_POOLS.message)},
             {"if": _present(cls, "vcluster", {"const": True}),
              "then": _needs(cls, "role", {"const": "gpu"}, rules.VCLUSTER_ONLY_ON_GPU_POOLS.message)},
+            {"if": _present(cls, "nodes", NOT_NULL),
+             "then": _null(cls, "autoscale", rules.NODES_OR_AUTOSCALE.message)},
+            {"if": {"not": _present(cls, "autoscale", NOT_NULL)},
+             "then": _needs(cls, "nodes", {"type": "array"}, rules.NODES_OR_AUTOSCALE.message)},
+        ]
+    if issubclass(cls, models.Requirement):
+        values = _spellings(cls, "values")[0]
+        found += [
+            {"if": _present(cls, "operator", {"const": "In"}),
+             "then": _needs(cls, "values", {"type": "array", "minItems": 1}, rules.IN_NEEDS_VALUES.message)},
+            {"if": _present(cls, "operator", {"enum": list(rules.NUMERIC_OPERATORS)}),
+             "then": _needs(cls, "values", {"type": "array", "minItems": 1, "maxItems": 1,
+                                            "items": {"type": "string", "pattern": r"^[0-9]+$"}},
+                            rules.NUMERIC_NEEDS_ONE_INTEGER.message)},
+            {"if": _present(cls, "operator", {"enum": ["Exists", "DoesNotExist"]}),
+             "then": {"properties": {values: {"maxItems": 0, "errorMessage": rules.EXISTS_TAKES_NO_VALUES.message}}}},
         ]
     if issubclass(cls, models.KnsScheduler):
         found += [
@@ -401,6 +428,10 @@ def _narrow_fields(cls: type[BaseModel], properties: dict[str, Any]) -> None:
         properties["key"] |= {"pattern": LABEL_KEY, "patternErrorMessage": "not a Kubernetes label key"}
         properties["value"] |= {"pattern": LABEL_VALUE, "maxLength": 63,
                                 "patternErrorMessage": "not a Kubernetes label value"}
+    if issubclass(cls, models.Requirement):
+        properties["key"] |= {"pattern": LABEL_KEY, "patternErrorMessage": "not a Kubernetes label key"}
+        properties["values"]["items"] |= {"pattern": LABEL_VALUE, "maxLength": 63,
+                                          "patternErrorMessage": "not a Kubernetes label value"}
     if issubclass(cls, models.NodePool):
         properties["nodes"] |= {"uniqueItems": True}
         properties["nodes"]["items"] |= {

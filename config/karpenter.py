@@ -1,0 +1,69 @@
+"""What a Karpenter v1 NodePool accepts, for the `autoscale` of a pool (docs/autoscaling.md).
+
+The rules are those of the NodePool CRD's schema and CEL validation rules and of
+Karpenter's runtime validation at the version pinned in versions.env (v1 API), written
+once in config/rules.py. A pool that breaks one is a config error before anything is
+registered, instead of an object the API server refuses mid-`up` or a NodePool Karpenter
+marks invalid and never provisions for. tests/test_autoscale.py validates every emitted
+NodePool against the CRD itself.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from . import names, rules
+
+_DURATION_OR_NEVER = re.compile(rules.DURATION_OR_NEVER.pattern)
+_WHOLE = re.compile(r"^[0-9]+$")
+_LIMIT = re.compile(rules.NODEPOOL_LIMIT.pattern)
+
+
+def duration_or_never_problem(value: str) -> Optional[str]:
+    return None if _DURATION_OR_NEVER.match(value) else f'"{value}" is {rules.DURATION_OR_NEVER.message}'
+
+
+def _domain(key: str) -> str:
+    """The part of a label key before its first "/" (the whole key when it has none), as
+    the CRD's rules read it."""
+    return key.split("/", 1)[0]
+
+
+def restricted_key_problem(key: str, node_class_group: Optional[str] = None) -> Optional[str]:
+    """Why Karpenter keeps label key `key` for itself, or None: the karpenter.sh domain
+    (but for the keys a pool may select on), the node pool label, the hostname, and, for
+    template labels, the node class's own domain (each provider reserves its group)."""
+    if key == rules.KARPENTER_NODEPOOL_LABEL:
+        return f'"{key}" is set by Karpenter on every node it creates'
+    if _domain(key).endswith(rules.KARPENTER_DOMAIN) and key not in rules.KARPENTER_SELECTABLE:
+        return f'"{key}" is in the domain {rules.KARPENTER_DOMAIN}, which Karpenter keeps for itself'
+    if key == rules.HOSTNAME_LABEL:
+        return f'"{key}" is each node\'s own; a pool cannot set or select it'
+    if node_class_group and _domain(key).endswith(node_class_group):
+        return f'"{key}" is in the domain of the node class ({node_class_group}), which its provider keeps for itself'
+    return None
+
+
+def requirement_problems(key: str, operator: str, values: list[str], min_values: Optional[int]) -> list[str]:
+    """Every problem of one node selector requirement of a NodePool."""
+    found = [p for p in (names.label_key_problem(key), restricted_key_problem(key)) if p]
+    found += [p for p in map(names.label_value_problem, values) if p]
+    if operator == "In" and not values:
+        found.append(rules.IN_NEEDS_VALUES.message)
+    if operator in rules.NUMERIC_OPERATORS and (len(values) != 1 or not _WHOLE.match(values[0])):
+        found.append(rules.NUMERIC_NEEDS_ONE_INTEGER.message)
+    if operator in ("Exists", "DoesNotExist") and values:
+        found.append(rules.EXISTS_TAKES_NO_VALUES.message)
+    if min_values is not None and operator == "In" and len(values) < min_values:
+        found.append(f"{rules.MIN_VALUES_OVER_VALUES.message} ({min_values} > {len(values)})")
+    if key == rules.CAPACITY_TYPE_LABEL and operator == "In" and values and not set(values) & set(rules.CAPACITY_TYPES):
+        found.append(f"{key} takes {', '.join(rules.CAPACITY_TYPES)}; none of the values is one")
+    return found
+
+
+def limit_name_problem(name: str) -> Optional[str]:
+    """Why `name` cannot bound a NodePool (a resource a node offers, or `nodes`), or None."""
+    if _LIMIT.match(name) and len(name) <= 316:
+        return None
+    return f'"{name}" is {rules.NODEPOOL_LIMIT.message}'

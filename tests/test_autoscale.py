@@ -1,0 +1,331 @@
+"""Autoscaled pools (docs/autoscaling.md): one Karpenter NodePool per pool, placement like a
+static pool, the NodePool valid against the pinned Karpenter CRD, and every bad `autoscale`
+a path-qualified config error through the program and `./kns validate` alike, with nothing
+registered. The same NodePools meet the real API server and Karpenter in tests/test_e2e.py.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from config import rules
+from kns_testing import apiserver
+from kns_testing.program import run_program
+from tests.test_pod_classes import expected_text, program_text, validate_text
+
+NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
+PATCH = "kubernetes:core/v1:NodePatch"
+KWOK_CLASS = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
+AWS_CLASS = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "gpu"}
+
+CONFIG: dict[str, Any] = {
+    "cluster": {"name": "kns-test", "renderDir": "out"},
+    "nodePools": [
+        {"name": "static", "role": "compute", "nodes": ["n1", "n2"]},
+        {"name": "burst", "role": "compute", "labels": {"team": "ml"},
+         "taints": [{"key": "kns.io/burst", "effect": "NoSchedule"}],
+         "autoscale": {"nodeClassRef": KWOK_CLASS,
+                       "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                                        {"key": "karpenter.sh/capacity-type", "operator": "In",
+                                         "values": ["on-demand", "spot"], "minValues": 1}],
+                       "limits": {"cpu": 64, "memory": 262144}, "consolidation": "WhenEmpty",
+                       "consolidateAfter": "45s", "expireAfter": "Never", "weight": 10}},
+        {"name": "h100", "role": "gpu", "vcluster": True, "gpu": {"vendor": "nvidia", "perNode": 4},
+         "autoscale": {"nodeClassRef": AWS_CLASS, "limits": {"nvidia.com/gpu": 16}}},
+        {"name": "kwok-gpu", "role": "gpu", "gpu": {"vendor": "amd", "perNode": 2},
+         "autoscale": {"nodeClassRef": KWOK_CLASS}},
+    ],
+    "jobs": [
+        {"name": "burst-job", "user": "bob", "image": "busybox:1.37", "cpu": 4, "memory": 2048, "pool": "burst"},
+        {"name": "static-job", "user": "bob", "image": "busybox:1.37", "pool": "static"},
+        {"name": "train", "user": "ann", "image": "pytorch:2", "cpu": 8, "memory": "32Gi", "gpus": 4, "pool": "h100"},
+    ],
+    "schedules": [
+        {"name": "warm", "user": "bob", "image": "busybox:1.37", "cpu": 6, "memory": 4096, "pool": "burst",
+         "schedule": "0 6 * * *", "timeZone": "Etc/UTC", "warmUpMinutes": 10},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def run():
+    return run_program(CONFIG)
+
+
+def nodepool(run, name: str) -> dict[str, Any]:
+    return apiserver.manifest(run.named(NODEPOOL, name))
+
+
+def pod_template(run, kind: str, name: str) -> dict[str, Any]:
+    spec = run.named(f"kubernetes:batch/v1:{kind}", name).inputs["spec"]
+    return (spec["jobTemplate"]["spec"] if kind == "CronJob" else spec)["template"]
+
+
+def test_an_autoscaled_pool_is_one_nodepool_whose_template_carries_the_pool(run):
+    burst = nodepool(run, "burst")
+    assert burst["apiVersion"] == "karpenter.sh/v1" and burst["kind"] == "NodePool"
+    assert burst["metadata"]["name"] == "burst" and burst["metadata"]["labels"]["kns.io/cluster"] == "kns-test"
+    template = burst["spec"]["template"]
+    assert template["metadata"]["labels"] == {"team": "ml", "kns.io/pool": "burst", "kns.io/cluster": "kns-test"}
+    assert template["spec"]["taints"] == [{"key": "kns.io/burst", "effect": "NoSchedule"}]  # no empty value
+    assert template["spec"]["nodeClassRef"] == KWOK_CLASS
+    assert template["spec"]["requirements"] == [
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand", "spot"], "minValues": 1},
+    ]
+    assert template["spec"]["expireAfter"] == "Never"
+    assert burst["spec"]["limits"] == {"cpu": "64", "memory": "256Gi"}
+    assert burst["spec"]["disruption"] == {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "45s"}
+    assert burst["spec"]["weight"] == 10
+
+
+def test_a_gpu_pool_template_has_the_gpu_and_vcluster_rules_and_its_count_where_the_provider_labels_it(run):
+    h100 = nodepool(run, "h100")["spec"]
+    labels = h100["template"]["metadata"]["labels"]
+    assert labels["nvidia.com/gpu"] == "present" and labels["node-role.jarvice.io/jarvice-vcluster"] == "true"
+    taints = {(t["key"], t["value"], t["effect"]) for t in h100["template"]["spec"]["taints"]}
+    assert taints == {("nvidia.com/gpu", "present", "NoSchedule"),
+                      ("node-role.jarvice.io/jarvice-vcluster", "true", "NoSchedule")}
+    assert h100["template"]["spec"]["requirements"] == [
+        {"key": rules.GPU_COUNT_LABELS["karpenter.k8s.aws"], "operator": "In", "values": ["4"]}]
+    assert h100["disruption"] == {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "30s"}
+    # kwok labels no GPU count: no requirement, the workload's request steers Karpenter
+    kwok = nodepool(run, "kwok-gpu")["spec"]
+    assert kwok["template"]["spec"]["requirements"] == []
+    assert ("amd.com/gpu", "present", "NoSchedule") in {
+        (t["key"], t["value"], t["effect"]) for t in kwok["template"]["spec"]["taints"]}
+
+
+def test_static_pools_keep_their_patches_and_autoscaled_ones_have_none(run):
+    assert sorted(r.name for r in run.of_type(PATCH)) == ["static.n1", "static.n2"]
+    assert sorted(r.name for r in run.of_type(NODEPOOL)) == ["burst", "h100", "kwok-gpu"]
+    component = run.named("kns:cluster:NodePool", "burst")
+    assert [r.name for r in run.of_type(NODEPOOL) if r.name == component.name]
+
+
+def test_workloads_on_an_autoscaled_pool_get_its_placement_and_keep_their_node(run):
+    for kind, name in (("Job", "burst-job"), ("CronJob", "warm")):
+        template = pod_template(run, kind, name)
+        spec = template["spec"]
+        assert spec["nodeSelector"] == {"kns.io/pool": "burst"}
+        assert spec["tolerations"] == [{"key": "kns.io/burst", "operator": "Equal", "value": "", "effect": "NoSchedule"}]
+        assert template["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
+    static = pod_template(run, "Job", "static-job")
+    assert "karpenter.sh/do-not-disrupt" not in (static["metadata"].get("annotations") or {})
+    gpu = pod_template(run, "Job", "train")["spec"]
+    assert gpu["nodeSelector"] == {"kns.io/pool": "h100"}
+    assert {t["key"] for t in gpu["tolerations"]} == {"nvidia.com/gpu", "node-role.jarvice.io/jarvice-vcluster"}
+
+
+def test_the_primer_pod_asks_for_the_whole_workload_on_the_pool(run):
+    """What makes Karpenter provision at primer time: the primed pod is the workload's pod,
+    with its full requests, the pool's selector and tolerations, from the first minute."""
+    crons = run.of_type("kubernetes:batch/v1:CronJob")
+    warm = [c for c in crons if c.inputs["metadata"]["name"].startswith("warm")]
+    assert [c.inputs["spec"]["schedule"] for c in warm] == ["50 5 * * *"]
+    spec = warm[0].inputs["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert spec["initContainers"][0]["name"] == "kns-wait"
+    workload = spec["containers"][0]["resources"]["requests"]
+    assert workload["cpu"] == "6" and workload["memory"] == "4Gi"
+    assert spec["nodeSelector"] == {"kns.io/pool": "burst"}
+
+
+def test_stack_outputs_show_autoscaled_pools(run):
+    pools = run.outputs["nodePools"]
+    assert pools["static"] == {"nodes": ["n1", "n2"], "taints": []}
+    assert pools["burst"] == {
+        "nodes": [], "taints": [{"key": "kns.io/burst", "value": "", "effect": "NoSchedule"}],
+        "autoscale": {"nodePool": "burst", "limits": {"cpu": "64", "memory": "256Gi"}},
+    }
+    assert pools["h100"]["autoscale"] == {"nodePool": "h100", "limits": {"nvidia.com/gpu": "16"}}
+
+
+# ---- every NodePool the program emits is one the CRD accepts ----------------------------
+
+_label_name = st.from_regex(r"\A[a-z][a-z0-9]{0,8}\Z")
+_value = st.from_regex(r"\A[A-Za-z0-9]([-A-Za-z0-9_.]{0,10}[A-Za-z0-9])?\Z")
+_duration = st.lists(st.tuples(st.integers(0, 999), st.sampled_from("smh")), min_size=1, max_size=3).map(
+    lambda parts: "".join(f"{n}{u}" for n, u in parts))
+
+
+@st.composite
+def requirement(draw) -> dict[str, Any]:
+    operator = draw(st.sampled_from(rules.REQUIREMENT_OPERATORS))
+    key = draw(st.sampled_from(["kubernetes.io/arch", "topology.kubernetes.io/zone", "karpenter.sh/capacity-type",
+                                "example.com/tier"]) | _label_name)
+    if operator in ("Exists", "DoesNotExist"):
+        return {"key": key, "operator": operator}
+    if operator in rules.NUMERIC_OPERATORS:
+        return {"key": key, "operator": operator, "values": [str(draw(st.integers(0, 10**6)))]}
+    values = draw(st.lists(_value, min_size=1, max_size=4, unique=True))
+    if key == "karpenter.sh/capacity-type":
+        values = ["spot", *values]
+    item = {"key": key, "operator": operator, "values": values}
+    if operator == "In" and draw(st.booleans()):
+        item["minValues"] = draw(st.integers(1, len(values)))
+    return item
+
+
+@st.composite
+def autoscaled_pool(draw) -> dict[str, Any]:
+    role = draw(st.sampled_from(["compute", "gpu", "vcluster", "system"]))
+    auto: dict[str, Any] = {"nodeClassRef": draw(st.sampled_from([KWOK_CLASS, AWS_CLASS]))}
+    if draw(st.booleans()):
+        auto["requirements"] = draw(st.lists(requirement(), max_size=5))
+    if draw(st.booleans()):
+        amounts = {"cpu": st.integers(0, 4096) | st.sampled_from(["500m", "1.5", "64"]),
+                   "memory": st.integers(1, 10**6) | st.sampled_from(["2Gi", "1.5Ti", "4096Mi"]),
+                   "pods": st.integers(0, 4096), "nvidia.com/gpu": st.integers(0, 256), "nodes": st.integers(0, 100)}
+        chosen = draw(st.lists(st.sampled_from(sorted(amounts)), unique=True, max_size=3))
+        auto["limits"] = {name: draw(amounts[name]) for name in chosen}
+    if draw(st.booleans()):
+        auto["consolidation"] = draw(st.sampled_from(["WhenEmpty", "WhenEmptyOrUnderutilized"]))
+    if draw(st.booleans()):
+        auto["consolidateAfter"] = draw(_duration | st.just("Never"))
+    if draw(st.booleans()):
+        auto["expireAfter"] = draw(_duration | st.just("Never"))
+    if draw(st.booleans()):
+        auto["weight"] = draw(st.integers(rules.WEIGHT_MIN, rules.WEIGHT_MAX))
+    pool: dict[str, Any] = {"name": "p", "role": role, "autoscale": auto,
+                            "labels": draw(st.dictionaries(_label_name, _value, max_size=3)),
+                            "taints": draw(st.lists(st.fixed_dictionaries(
+                                {"key": _label_name.map(lambda n: "example.com/" + n),
+                                 "effect": st.sampled_from(["NoSchedule", "PreferNoSchedule", "NoExecute"])},
+                                optional={"value": _value}), max_size=2, unique_by=lambda t: (t["key"], t["effect"])))}
+    if role == "gpu":
+        pool["gpu"] = {"vendor": draw(st.sampled_from(["nvidia", "amd"])), "perNode": draw(st.integers(1, 16))}
+        pool["vcluster"] = draw(st.booleans())
+    return pool
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pool=autoscaled_pool())
+def test_every_nodepool_the_program_emits_is_valid_against_the_karpenter_crd(pool):
+    done = run_program({"cluster": {"name": "kns-test", "renderDir": "out"}, "nodePools": [pool]})
+    emitted = done.of_type(NODEPOOL)
+    assert len(emitted) == 1
+    assert apiserver.problems(done.resources) == []
+
+
+def test_the_crd_check_can_fail(run):
+    """The validator above refuses what the CRD refuses (a control: it is not vacuous)."""
+    broken = copy.deepcopy(run.named(NODEPOOL, "burst"))
+    broken.inputs["spec"]["weight"] = 101
+    broken.inputs["spec"]["disruption"]["consolidationPolicy"] = "Sometimes"
+    del broken.inputs["spec"]["template"]["spec"]["nodeClassRef"]
+    found = apiserver.problems([broken])
+    assert len(found) == 3, found
+
+
+# ---- bad input: a path-qualified config error, nothing registered -------------------------
+
+POOL = "kns:nodePools[p]"
+AUTO = POOL + ".autoscale"
+
+
+def bad(pool_change=None, auto_change=None, **auto_keys) -> dict[str, Any]:
+    pool = {"name": "p", "role": "compute", "autoscale": {"nodeClassRef": dict(KWOK_CLASS), **auto_keys}}
+    if auto_change:
+        auto_change(pool["autoscale"])
+    if pool_change:
+        pool_change(pool)
+    return {"cluster": {"name": "kns-test", "renderDir": "out"}, "nodePools": [pool]}
+
+
+def _set(key, value):
+    return lambda d: d.__setitem__(key, value)
+
+
+def _drop(key):
+    return lambda d: d.pop(key, None)
+
+
+OPERATOR_MSG = ("input should be 'In', 'NotIn', 'Exists', 'DoesNotExist', 'Gt', 'Lt', 'Gte' or 'Lte'")
+CASES = [
+    # nodes and autoscale: exactly one
+    ("both", bad(pool_change=_set("nodes", ["n1"])), POOL, rules.NODES_OR_AUTOSCALE.message),
+    ("neither", bad(pool_change=_drop("autoscale")), POOL, rules.NODES_OR_AUTOSCALE.message),
+    ("null autoscale", bad(pool_change=_set("autoscale", None)), POOL, rules.NODES_OR_AUTOSCALE.message),
+    # the node class reference
+    ("no nodeClassRef", bad(auto_change=_drop("nodeClassRef")), AUTO + ".nodeClassRef", "is required"),
+    ("no group", bad(auto_change=lambda a: a["nodeClassRef"].pop("group")), AUTO + ".nodeClassRef.group", "is required"),
+    ("empty kind", bad(auto_change=lambda a: a["nodeClassRef"].update(kind="")), AUTO + ".nodeClassRef.kind",
+     "at least 1 character"),
+    ("empty name", bad(auto_change=lambda a: a["nodeClassRef"].update(name="")), AUTO + ".nodeClassRef.name",
+     "at least 1 character"),
+    ("group with a slash", bad(auto_change=lambda a: a["nodeClassRef"].update(group="karpenter.sh/v1")),
+     AUTO + ".nodeClassRef.group", "should match pattern"),
+    # requirements
+    *[(f"operator {op}", bad(requirements=[{"key": "kubernetes.io/os", "operator": op, "values": ["linux"]}]),
+       AUTO + ".requirements[0].operator", OPERATOR_MSG) for op in ("in", "Equals", "Matches", "")],
+    ("In without values", bad(requirements=[{"key": "kubernetes.io/os", "operator": "In", "values": []}]),
+     AUTO + ".requirements[0]", rules.IN_NEEDS_VALUES.message),
+    ("In with values unset", bad(requirements=[{"key": "kubernetes.io/os", "operator": "In"}]),
+     AUTO + ".requirements[0]", rules.IN_NEEDS_VALUES.message),
+    *[(f"{op} {values}", bad(requirements=[{"key": "example.com/cores", "operator": op, "values": values}]),
+       AUTO + ".requirements[0]", rules.NUMERIC_NEEDS_ONE_INTEGER.message)
+      for op, values in (("Gt", ["a"]), ("Lt", []), ("Gte", ["1", "2"]), ("Lte", ["-1"]), ("Gt", ["1.5"]))],
+    ("Exists with values", bad(requirements=[{"key": "example.com/x", "operator": "Exists", "values": ["a"]}]),
+     AUTO + ".requirements[0]", rules.EXISTS_TAKES_NO_VALUES.message),
+    ("minValues over values", bad(requirements=[{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"],
+                                                 "minValues": 2}]),
+     AUTO + ".requirements[0]", rules.MIN_VALUES_OVER_VALUES.message),
+    ("minValues over 50", bad(requirements=[{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"],
+                                             "minValues": 51}]),
+     AUTO + ".requirements[0].minValues", "less than or equal to 50"),
+    *[(f"restricted key {key}", bad(requirements=[{"key": key, "operator": "Exists"}]),
+       AUTO + ".requirements[0]", "Karpenter keeps for itself" if "karpenter" in key else "a pool cannot")
+      for key in ("karpenter.sh/foo", "sub.karpenter.sh/bar", "karpenter.sh")],
+    ("hostname key", bad(requirements=[{"key": "kubernetes.io/hostname", "operator": "Exists"}]),
+     AUTO + ".requirements[0]", "a pool cannot set or select it"),
+    ("nodepool key", bad(requirements=[{"key": "karpenter.sh/nodepool", "operator": "Exists"}]),
+     AUTO + ".requirements[0]", "set by Karpenter"),
+    ("bad key", bad(requirements=[{"key": "Bad Key", "operator": "Exists"}]),
+     AUTO + ".requirements[0]", "is not a valid key"),
+    ("bad value", bad(requirements=[{"key": "example.com/x", "operator": "In", "values": ["-x-"]}]),
+     AUTO + ".requirements[0]", "is not a valid label value"),
+    ("capacity type", bad(requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In",
+                                         "values": ["cheap"]}]),
+     AUTO + ".requirements[0]", "takes on-demand, spot, reserved"),
+    ("101 requirements", bad(requirements=[{"key": f"example.com/k{i}", "operator": "Exists"} for i in range(101)]),
+     AUTO + ".requirements", "at most 100 items"),
+    # limits
+    *[(f"limit {value!r}", bad(limits={"cpu": value}), AUTO + ".limits", "is not a quantity")
+      for value in ("lots", "1x", "4 cores", "")],
+    ("limit negative", bad(limits={"memory": -1}), AUTO + ".limits", "memory"),
+    ("limit unknown resource", bad(limits={"gpus": 4}), AUTO + ".limits", "not a resource a node offers"),
+    ("limit quota name", bad(limits={"requests.cpu": 4}), AUTO + ".limits", "not a resource a node offers"),
+    # durations
+    *[(f"consolidateAfter {value!r}", bad(consolidateAfter=value), AUTO + ".consolidateAfter", "is not a duration")
+      for value in ("5 minutes", "1d", "30", "-30s", "never", "1.5h")],
+    *[(f"expireAfter {value!r}", bad(expireAfter=value), AUTO + ".expireAfter", "is not a duration")
+      for value in ("720", "30d", "forever", "1h 30m")],
+    # other CRD bounds
+    ("weight 0", bad(weight=0), AUTO + ".weight", "greater than or equal to 1"),
+    ("weight 101", bad(weight=101), AUTO + ".weight", "less than or equal to 100"),
+    ("consolidation policy", bad(consolidation="Always"), AUTO + ".consolidation", "WhenEmpty"),
+    ("unknown key", bad(maxNodes=3), AUTO + ".maxNodes", ""),
+    ("template label in karpenter.sh", bad(pool_change=_set("labels", {"karpenter.sh/team": "a"})),
+     POOL + ".labels.karpenter.sh/team", "Karpenter keeps for itself"),
+    ("template label hostname", bad(pool_change=_set("labels", {"kubernetes.io/hostname": "a"})),
+     POOL + ".labels.kubernetes.io/hostname", "a pool cannot set or select it"),
+    ("template label in the node class domain", bad(pool_change=_set("labels", {"karpenter.kwok.sh/x": "a"})),
+     POOL + ".labels.karpenter.kwok.sh/x", "node class"),
+    ("taint twice", bad(pool_change=_set("taints", [{"key": "a/b", "value": "1", "effect": "NoSchedule"},
+                                                    {"key": "a/b", "value": "2", "effect": "NoSchedule"}])),
+     POOL + ".taints", 'two taints with key "a/b"'),
+]
+
+
+@pytest.mark.parametrize("config,path,fragment", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_a_bad_autoscale_is_a_config_error_through_both_doors(tmp_path, capsys, config, path, fragment):
+    text = program_text(config)
+    lines = [line[4:] for line in text.splitlines()[1:]]
+    assert any(line.startswith(path + ": ") and fragment in line for line in lines), (path, fragment, text)
+    assert validate_text(tmp_path, config, capsys) == text
+    assert expected_text(lines) == text
