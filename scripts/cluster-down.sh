@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Stop every process scripts/cluster-up.sh (and scripts/scheduler-process.sh) started for a
-# state dir:  scripts/cluster-down.sh <state-dir>
+# Stop every process scripts/cluster-up.sh (and scripts/scheduler-process.sh,
+# scripts/karpenter-process.sh) started for a state dir:  scripts/cluster-down.sh <state-dir>
 # Reads <state-dir>/pids ("<component> <pid>" lines) and stops the components in tiers
-# (kwok, schedulers and controller-manager; then kube-apiserver; then etcd): SIGTERM to
-# each process group, up to KNS_CLUSTER_GRACE seconds (default 10), then SIGKILL. A pid is only signalled while its command line
-# still names the state dir, so a recycled pid is never hit. Idempotent: a missing state
-# dir or pids file, or processes already gone, are not errors. The state dir is kept (logs).
+# (kwok, schedulers, Karpenter and controller-manager; then kube-apiserver; then etcd):
+# SIGTERM to each process group, up to KNS_CLUSTER_GRACE seconds (default 10), then
+# SIGKILL. A pid is only signalled while its command line still names the state dir (or its
+# environment has KNS_CLUSTER_STATE=<state-dir>), so a recycled pid is never hit.
+# Idempotent: a missing state dir or pids file, or processes already gone, are not errors.
+# The state dir is kept (logs).
 set -euo pipefail
 
 log() { printf 'cluster-down: %s\n' "$*" >&2; }
@@ -19,8 +21,11 @@ state=$(cd "$1" && pwd)
 pids_file=$state/pids
 grace=${KNS_CLUSTER_GRACE:-10}
 
-ours() { # pid: alive and started for this state dir
-  kill -0 "$1" 2>/dev/null && tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline" | grep -qF "$state/"
+ours() { # pid: alive and started for this state dir (its command line names it, or, for
+  # a process configured through its environment such as karpenter-kwok, KNS_CLUSTER_STATE)
+  kill -0 "$1" 2>/dev/null || return 1
+  tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline" | grep -qF "$state/" ||
+    grep -qxzF "KNS_CLUSTER_STATE=$state" "/proc/$1/environ" 2>/dev/null
 }
 
 # Pids of half-started components (cluster-up writes .pid.<name> before recording them).
@@ -85,7 +90,7 @@ stop() { # "name pid"...
   return 0
 }
 
-# Clients first (kwok, schedulers, controller-manager), then the API server, then etcd: an
+# Clients first (kwok, schedulers, Karpenter, controller-manager), then the API server, then etcd: an
 # API server whose etcd is gone takes long to stop.
 clients=() apiservers=() etcds=()
 for e in "${entries[@]}"; do

@@ -11,10 +11,16 @@
 #   <state-dir>/logs/<component>.log
 #   <state-dir>/cluster.env         ports and paths (shell-sourceable)
 #   <state-dir>/<component>.kubeconfig  the identities of the components
+#   <state-dir>/kwok-stages.yaml    the stages kwok plays (below)
 # --nodes registers fake nodes (scripts/cluster-nodes.sh) and waits for them to be Ready;
 # --scheduler-config starts one more kube-scheduler with that KubeSchedulerConfiguration
 # (scripts/scheduler-process.sh); both can also be run later on their own.
 # Stop everything with scripts/cluster-down.sh <state-dir>.
+#
+# kwok's stages: the module's (../share/kwok-stages.yaml beside the bin dir), with its
+# pod-complete stage kept off pods that have a `kns-wait` init container, plus
+# scripts/kwok/pod-complete-primed.yaml, which completes those at their workload's start
+# time (docs/testing.md). KNS_KWOK_STAGES=<file> replaces all of them (used as is).
 #
 # KNS_CLUSTER_TIMEOUT (default 180) is the seconds allowed for each readiness wait.
 set -euo pipefail
@@ -52,23 +58,60 @@ pki=$state/pki
 # --- 0. A fresh state dir ----------------------------------------------------------------
 if [[ -s $pids_file ]]; then
   while read -r name pid _; do
-    if [[ -n ${pid:-} ]] && kill -0 "$pid" 2>/dev/null && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF "$state/"; then
+    # Ours: the command line names the state dir, or (karpenter-kwok) the environment does.
+    if [[ -n ${pid:-} ]] && kill -0 "$pid" 2>/dev/null &&
+      { tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF "$state/" ||
+        grep -qxzF "KNS_CLUSTER_STATE=$state" "/proc/$pid/environ" 2>/dev/null; }; then
       die "$name (pid $pid) of a cluster in $state is still running: run scripts/cluster-down.sh $state first"
     fi
   done <"$pids_file"
 fi
-rm -rf "$state/etcd" "$pki" "$logs" "$pids_file" "$state"/*.kubeconfig "$state/kubeconfig" "$state/cluster.env" "$state/schedulers"
+rm -rf "$state/etcd" "$pki" "$logs" "$pids_file" "$state"/*.kubeconfig "$state/kubeconfig" "$state/cluster.env" "$state/schedulers" \
+  "$state/kwok-stages.yaml"
 mkdir -p "$logs" "$pki/apiserver" "$pki/kube-controller-manager" "$pki/kube-scheduler"
 chmod 700 "$pki"
 
 bin=${KNS_CLUSTER_BIN:-$(bash "$script_dir/cluster-build.sh")}
 [[ -n $bin && -d $bin ]] || die "no bin dir from scripts/cluster-build.sh"
 bin=$(cd "$bin" && pwd)
-stages=${KNS_KWOK_STAGES:-$(dirname "$bin")/share/kwok-stages.yaml}
+module_stages=${KNS_KWOK_STAGES:-$(dirname "$bin")/share/kwok-stages.yaml}
+primed_stage=$script_dir/kwok/pod-complete-primed.yaml
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl; do
   [[ -x $bin/$b ]] || die "$bin/$b is missing (run scripts/cluster-build.sh)"
 done
-[[ -r $stages ]] || die "kwok stages $stages are missing (run scripts/cluster-build.sh)"
+[[ -r $module_stages ]] || die "kwok stages $module_stages are missing (run scripts/cluster-build.sh)"
+[[ -n ${KNS_KWOK_STAGES:-} || -r $primed_stage ]] || die "cannot read $primed_stage"
+
+# The stages kwok plays. The module's pod-complete completes every running Job pod at once;
+# a primed pod (init container kns-wait) completes at its start time instead: add a
+# requirement to pod-complete's selector, before its first one and with the same
+# indentation (kwok's NotIn also matches a pod without init containers), then the primed
+# stage.
+stages=$state/kwok-stages.yaml
+if [[ -n ${KNS_KWOK_STAGES:-} ]]; then
+  cp "$module_stages" "$stages"
+else
+  {
+    awk '
+      /^---[[:space:]]*$/ { in_stage = 0; in_exprs = 0 }
+      /^[[:space:]]*name:[[:space:]]*["\047]?pod-complete["\047]?[[:space:]]*$/ && !done { in_stage = 1 }
+      in_stage && /^[[:space:]]*matchExpressions:[[:space:]]*$/ { in_exprs = 1; print; next }
+      in_exprs && /^[[:space:]]*- / {
+        match($0, /^[[:space:]]*/)
+        pad = substr($0, 1, RLENGTH)
+        print pad "- key: \047.spec.initContainers.[].name\047"
+        print pad "  operator: \047NotIn\047"
+        print pad "  values:"
+        print pad "  - \047kns-wait\047"
+        in_stage = 0; in_exprs = 0; done = 1
+      }
+      { print }
+      END { if (!done) exit 3 }
+    ' "$module_stages" || die "no pod-complete stage with a selector in $module_stages"
+    printf -- '---\n# %s (scripts/cluster-up.sh)\n' "scripts/kwok/pod-complete-primed.yaml"
+    sed '/^---[[:space:]]*$/d' "$primed_stage"
+  } >"$stages"
+fi
 
 # On failure: the tail of the failing component's log, then stop whatever was started.
 started=0 failed_component=
