@@ -61,24 +61,7 @@ done
 
 if ((${#missing[@]} == 0)); then
   log "cached k8s v$KUBERNETES_VERSION, etcd v$ETCD_VERSION, kwok v$KWOK_VERSION, karpenter v$KARPENTER_VERSION in $bin_dir"
-  # --- Karpenter's kwok cloud provider -------------------------------------------------------
-if need karpenter-kwok; then
-  # The module is its own main module (its replace directives apply): build inside a copy.
-  cp -r "$karpenter_dir" "$work/karpenter"
-  chmod -R u+w "$work/karpenter"
-  go_build "$work/karpenter" "$bin_dir/karpenter-kwok" "" "-s -w" ./kwok
-  rm -rf "$karpenter_share"
-  mkdir -p "$karpenter_share/crds"
-  for crd in "${karpenter_crds[@]}"; do
-    [[ -r $karpenter_dir/$crd ]] || die "$KARPENTER_MOD@v$KARPENTER_VERSION has no $crd"
-    cp "$karpenter_dir/$crd" "$karpenter_share/crds/"
-  done
-  chmod -R u+w "$karpenter_share"
-  printf '%s\n' "$KARPENTER_VERSION" >"$karpenter_share/version"
-  log "wrote the Karpenter CRDs to $karpenter_share/crds"
-fi
-
-printf '%s\n' "$bin_dir"
+  printf '%s\n' "$bin_dir"
   exit 0
 fi
 
