@@ -55,6 +55,8 @@ def entry_facts(cfg: PlatformConfig, plan: WorkloadPlan, now: Optional[datetime]
         "namespace": plan.namespace,
         "objects": [f"{m['kind']}/{name}" for name, m in plan.objects.items()],
         "nodePool": plan.pool.name if plan.pool else None,
+        "nodePoolAutoscale": ({"nodePool": plan.pool.name, "limits": dict(plan.pool.autoscale.limits)}
+                              if plan.pool is not None and plan.pool.autoscale is not None else None),
         "schedulerName": (pod or {}).get("schedulerName", plan.scheduler_name),
         "profileRules": list(rules),
         "podSecurity": plan.pod_security,
@@ -130,6 +132,16 @@ def _table(rows: list[list[str]], indent: str = "    ") -> list[str]:
     return [indent + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
 
 
+def _pool(facts: dict[str, Any]) -> str:
+    if not facts["nodePool"]:
+        return "- (any node)"
+    auto = facts["nodePoolAutoscale"]
+    if auto is None:
+        return f"{facts['nodePool']} (static)"
+    limits = _amounts(auto["limits"]) if auto["limits"] else "no limits"
+    return f"{facts['nodePool']} (autoscaled: Karpenter NodePool {auto['nodePool']}, {limits})"
+
+
 def render_entry(facts: dict[str, Any]) -> list[str]:
     lines = [f"{facts['name']}  ({facts['kind']}{', type namespace' if facts['type'] == 'namespace' else ''}; "
              f"{facts['configPath']})"]
@@ -140,7 +152,7 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
         ["namespace", facts["namespace"]],
         ["objects", ", ".join(facts["objects"]) or "- (no workload: type namespace)"],
         ["user", owner],
-        ["node pool", facts["nodePool"] or "- (any node)"],
+        ["node pool", _pool(facts)],
         ["scheduler", facts["schedulerName"] or "- (default-scheduler)"],
         ["profile rules", ", ".join(facts["profileRules"]) or "- (no rule matches)"],
         ["Pod Security", facts["podSecurity"]],

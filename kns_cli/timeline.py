@@ -70,11 +70,17 @@ def _local(moment: datetime, zone: str) -> str:
     return moment.astimezone(cron.zone(zone)).strftime("%a %Y-%m-%d %H:%M %Z")
 
 
+def _autoscaled(plan: WorkloadPlan) -> bool:
+    return plan.pool is not None and plan.pool.autoscale is not None
+
+
 def _describe(plan: WorkloadPlan) -> str:
     entry = plan.entry
     text = f"cron {entry.schedule} in {entry.time_zone}"
     if plan.primers is not None:
         text += f" \u00b7 warm-up {plan.primers.lead} min"
+    if _autoscaled(plan):
+        text += f" \u00b7 autoscaled pool {plan.pool.name}"
     return text
 
 
@@ -157,12 +163,18 @@ def _row(index: int, row: Row, scale: Scale) -> list[str]:
         if run.primer is not None:
             left = scale.x(run.primer)
             clipped = run.primer < scale.start
+            # On an autoscaled pool Karpenter adds a node for the primed pod and keeps it to the start.
+            warm = _autoscaled(plan)
+            kind = f'class="warmup warm-capacity" data-pool={quoteattr(plan.pool.name)}' if warm else 'class="warmup"'
+            fill, stroke = ("#4caf7a", "#2e7d4f") if warm else ("#f4a259", "#d9822b")
+            held = f" (warm capacity held on autoscaled pool {escape(plan.pool.name)})" if warm else ""
             out.append(
-                f'<rect class="warmup" data-primer="{run.primer.isoformat()}" data-start="{run.start.isoformat()}" '
+                f'<rect {kind} data-primer="{run.primer.isoformat()}" data-start="{run.start.isoformat()}" '
                 f'data-clipped="{"true" if clipped else "false"}" x="{number(left)}" y="{number(middle - BAR_HEIGHT / 2)}" '
-                f'width="{number(x - left)}" height="{BAR_HEIGHT}" fill="#f4a259" fill-opacity="0.55" '
-                f'stroke="#d9822b" stroke-width="0.5">'
-                f"<title>{name}: warm-up from {escape(_local(run.primer, plan.entry.time_zone))} ({utc_label(run.primer)})</title></rect>"
+                f'width="{number(x - left)}" height="{BAR_HEIGHT}" fill="{fill}" fill-opacity="0.55" '
+                f'stroke="{stroke}" stroke-width="0.5">'
+                f"<title>{name}: warm-up from {escape(_local(run.primer, plan.entry.time_zone))} ({utc_label(run.primer)})"
+                f"{held}</title></rect>"
             )
         out.append(
             f'<line class="run" data-start="{run.start.isoformat()}" x1="{number(x)}" y1="{number(middle - 14)}" '
@@ -188,6 +200,9 @@ def _legend(y: float) -> list[str]:
         f'<rect x="{x + 100}" y="{y - 9}" width="36" height="14" fill="#f4a259" fill-opacity="0.55" '
         f'stroke="#d9822b" stroke-width="0.5"/>',
         f'<text x="{x + 144}" y="{y + 2}">warm-up: the primer CronJob fires, the pod holds its node until the start</text>',
+        f'<rect x="{x + 620}" y="{y - 9}" width="36" height="14" fill="#4caf7a" fill-opacity="0.55" '
+        f'stroke="#2e7d4f" stroke-width="0.5"/>',
+        f'<text x="{x + 664}" y="{y + 2}">warm capacity: Karpenter holds a node for it</text>',
         "</g>",
     ]
 

@@ -214,6 +214,40 @@ def gpu_pods_tolerate_gpu_taint(resources: Iterable[Resource], config: Mapping[s
     return found
 
 
+def _has_noschedule_taint(taints: list[Any], key: str) -> bool:
+    return any(_mapping(t).get("key") == key and _mapping(t).get("effect") == "NoSchedule" for t in taints)
+
+
+def gpu_pools_are_tainted(resources: Iterable[Resource], config: Mapping[str, Any]) -> list[Violation]:
+    """A GPU pool's nodes carry the GPU taint, so that only pods asking for GPUs land there:
+    a static pool's node patch labelled with a GPU resource, and a Karpenter NodePool whose
+    node template is labelled with one or whose limits count one (docs/autoscaling.md)."""
+    taints = dict(config.get("gpuTaints") or DEFAULT_GPU_TAINTS)
+    found = []
+    for resource in resources:
+        props = _mapping(resource.props)
+        if resource.kind == "NodePatch":
+            labels = _mapping(_mapping(props.get("metadata")).get("labels"))
+            node_taints = _sequence(_mapping(props.get("spec")).get("taints"))
+            gpus = {name for name in taints if name in labels}
+        elif resource.kind == "NodePool" and resource.type.startswith("kubernetes:karpenter.sh/"):
+            template = _mapping(_mapping(props.get("spec")).get("template"))
+            labels = _mapping(_mapping(template.get("metadata")).get("labels"))
+            node_taints = _sequence(_mapping(template.get("spec")).get("taints"))
+            limits = _mapping(_mapping(props.get("spec")).get("limits"))
+            gpus = {name for name in taints if name in labels or name in limits}
+        else:
+            continue
+        for name in sorted(gpus):
+            if not _has_noschedule_taint(node_taints, taints[name]):
+                found.append(Violation(
+                    resource.urn,
+                    f"{resource.label}: a {name} pool's nodes must carry the '{taints[name]}' NoSchedule taint, "
+                    "or pods that need no GPU fill them",
+                ))
+    return found
+
+
 def _privileged_features(spec: Mapping[str, Any]) -> list[str]:
     features = [f"{field}: true" for field in ("hostNetwork", "hostPID", "hostIPC") if spec.get(field) is True]
     for where, container in containers(spec):

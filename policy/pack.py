@@ -84,6 +84,13 @@ POLICIES = [
         {"gpuTaints": {"type": "object", "additionalProperties": {"type": "string"},
                        "default": dict(kns_rules.DEFAULT_GPU_TAINTS)}},
     ),
+    resource_policy(
+        "gpu-pools-are-tainted",
+        "GPU node pools, static or autoscaled (Karpenter NodePools), taint their nodes for GPU pods only.",
+        kns_rules.gpu_pools_are_tainted,
+        {"gpuTaints": {"type": "object", "additionalProperties": {"type": "string"},
+                       "default": dict(kns_rules.DEFAULT_GPU_TAINTS)}},
+    ),
     stack_policy(
         "cluster-admin-only-kns",
         "cluster-admin is bound only to the KNS scheduler's ServiceAccount.",

@@ -220,6 +220,9 @@ def test_explain_facts_are_the_plan_objects():
         pod = plan.pod_spec
         assert facts["namespace"] == plan.namespace
         assert facts["nodePool"] == (plan.pool.name if plan.pool else None)
+        autoscale = plan.pool.autoscale if plan.pool else None
+        assert facts["nodePoolAutoscale"] == (
+            {"nodePool": plan.pool.name, "limits": autoscale.limits} if autoscale else None)
         assert facts["schedulerName"] == plan.scheduler_name
         assert facts["podSecurity"] == plan.pod_security
         assert facts["limitRange"] == plan.limit_range and facts["quota"] == plan.quota
@@ -276,12 +279,20 @@ def test_explain_requests_after_a_profile(tmp_path):
 def test_explain_text_names_every_fact(capsys):
     code, out, err = main(capsys, "explain", "weekly-finetune", "--now", "2026-03-01T00:00Z")
     assert code == 0, err
-    for expected in ("namespace:      kns-weekly-finetune", "node pool:      a100", "scheduler:      kns-packing",
+    for expected in ("namespace:      kns-weekly-finetune", "node pool:      a100 (static)", "scheduler:      kns-packing",
                      "Pod Security:   baseline", "tolerations:    nvidia.com/gpu=present:NoSchedule",
                      "node selector:  kns.io/pool=a100", "schedule:  0 0 * * 1  (America/New_York)",
                      "warm-up:   20 min; primer 40 23 * * 0",
                      "2026-03-02T00:00:00-05:00  2026-03-01T23:40:00-05:00"):
         assert expected in out
+
+
+def test_explain_shows_an_autoscaled_pool_as_such(capsys):
+    code, out, err = main(capsys, "explain", "nightly-report", "--now", "2026-03-01T00:00Z")
+    assert code == 0, err
+    assert "node pool:      burst (autoscaled: Karpenter NodePool burst, cpu=256 memory=1Ti)" in out
+    code, out, err = main(capsys, "explain", "weekly-finetune", "--now", "2026-03-01T00:00Z")
+    assert "node pool:      a100 (static)" in out
 
 
 def test_explain_unknown_entry(capsys):
@@ -319,6 +330,7 @@ def test_timeline_rows_markers_and_warm_up_bars():
     schedules = [p for p in plans if p.is_schedule]
     assert [r.get("data-entry") for r in rows] == [p.entry.name for p in schedules]
     seconds = hours * 3600
+    warm_bars = 0
     for row, plan in zip(rows, schedules):
         assert row.get("data-time-zone") == plan.entry.time_zone
         markers = row.findall(f"{SVG}line[@class='run']")
@@ -328,7 +340,14 @@ def test_timeline_rows_markers_and_warm_up_bars():
             at = datetime.fromisoformat(marker.get("data-start"))
             x = timeline.PLOT_LEFT + (at - start).total_seconds() / seconds * timeline.PLOT_WIDTH
             assert float(marker.get("x1")) == pytest.approx(x, abs=0.006)
-        bars = row.findall(f"{SVG}rect[@class='warmup']")
+        bars = [r for r in row.findall(f"{SVG}rect") if "warmup" in (r.get("class") or "").split()]
+        warm = [b for b in bars if "warm-capacity" in b.get("class").split()]
+        # warm capacity held exactly where the pool is autoscaled (Karpenter adds the node)
+        autoscaled = plan.pool is not None and plan.pool.autoscale is not None
+        assert len(warm) == (len(bars) if autoscaled else 0)
+        warm_bars += len(warm)
+        assert all(b.get("data-pool") == plan.pool.name and "warm capacity held" in b.find(f"{SVG}title").text
+                   for b in warm)
         if plan.primers is None:
             assert bars == []
             continue
@@ -338,6 +357,7 @@ def test_timeline_rows_markers_and_warm_up_bars():
             lead = plan.primers.lead * 60 / seconds * timeline.PLOT_WIDTH
             assert float(bar.get("width")) == pytest.approx(lead, abs=0.011)
             assert float(bar.get("x")) + float(bar.get("width")) == pytest.approx(float(marker.get("x1")), abs=0.011)
+    assert warm_bars >= 1  # the dev stack's nightly-report runs on the autoscaled pool burst
     title = svg.find(f"{SVG}text[@class='title']").text
     assert title == "kns timeline: stack dev, 2026-03-02 00:00 UTC to 2026-03-02 12:00 UTC (12 h)"
     ticks = svg.findall(f".//{SVG}line[@class='tick']")

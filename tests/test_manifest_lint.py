@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kns_testing import apiserver
 from kns_testing.program import PROJECT_FILES, ROOT, engine_project
 
 PASSPHRASE = "kns-dev-local"  # the dev stack's committed encryptionsalt belongs to it
@@ -63,6 +64,7 @@ ANNOTATED_EXCEPTIONS: dict[str, str] = {
 class Linters:
     bin: Path
     schemas: Path
+    crd_schemas: Path
 
     @property
     def kubeconform(self) -> str:
@@ -74,15 +76,38 @@ class Linters:
 
 
 @pytest.fixture(scope="module")
-def linters() -> Linters:
+def linters(tmp_path_factory) -> Linters:
     build = subprocess.run(["bash", str(ROOT / "scripts" / "linters.sh")], capture_output=True, text=True, timeout=3600)
     assert build.returncode == 0, f"scripts/linters.sh failed:\n{build.stderr[-3000:]}"
     lines = build.stdout.splitlines()
     assert len(lines) == 2, f"scripts/linters.sh must print the bin dir and the schema dir:\n{build.stdout}"
-    found = Linters(Path(lines[0]), Path(lines[1]))
+    found = Linters(Path(lines[0]), Path(lines[1]), crd_schemas(tmp_path_factory.mktemp("crd-schemas")))
     assert Path(found.kubeconform).is_file() and Path(found.kube_score).is_file(), found
     assert (found.schemas / "deployment-apps-v1.json").is_file() and (found.schemas / "namespace-v1.json").is_file()
     return found
+
+
+def _strict(schema: Any) -> Any:
+    """A CRD's structural schema made strict as kubeconform's own schemas are: an object
+    with properties and no additionalProperties of its own takes no unknown field."""
+    if isinstance(schema, dict):
+        out = {k: _strict(v) for k, v in schema.items()}
+        if out.get("type") == "object" and "properties" in out and "additionalProperties" not in out:
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [_strict(v) for v in schema]
+    return schema
+
+
+def crd_schemas(directory: Path) -> Path:
+    """kubeconform schemas for the CRD kinds the program emits (the Karpenter NodePool, from
+    the CRD of the pinned Karpenter module), named as kubeconform looks them up."""
+    schema = _strict(apiserver.crd_schema("karpenter.sh", "v1", "NodePool"))
+    schema["properties"]["apiVersion"] = {"enum": ["karpenter.sh/v1"]}
+    schema["properties"]["kind"] = {"enum": ["NodePool"]}
+    (directory / "nodepool-karpenter-v1.json").write_text(json.dumps(schema))
+    return directory
 
 
 # ---- running the linters -------------------------------------------------------------------
@@ -93,7 +118,8 @@ def kubeconform(linters: Linters, *paths: Path) -> tuple[subprocess.CompletedPro
     done = subprocess.run(
         [linters.kubeconform, "-strict", "-summary", "-output", "json",
          "-kubernetes-version", KUBERNETES_VERSION,
-         "-schema-location", f"{linters.schemas}/{{{{.ResourceKind}}}}{{{{.KindSuffix}}}}.json", *map(str, paths)],
+         "-schema-location", f"{linters.schemas}/{{{{.ResourceKind}}}}{{{{.KindSuffix}}}}.json",
+         "-schema-location", f"{linters.crd_schemas}/{{{{.ResourceKind}}}}{{{{.KindSuffix}}}}.json", *map(str, paths)],
         capture_output=True, text=True, timeout=300)
     report = json.loads(done.stdout)
     findings = []

@@ -14,7 +14,7 @@ from pulumi_policy.policy import PolicyResource, PolicyResourceOptions
 from policy import kns_rules
 from policy.kns_rules import Resource
 from policy.pack import POLICIES
-from kns_testing.program import PROJECT_FILES, ROOT, engine_project
+from kns_testing.program import PROJECT_FILES, ROOT, engine_project, run_program
 
 STACK = "urn:pulumi:dev::kns-platform::"
 
@@ -173,6 +173,64 @@ def test_gpu_taints_are_configurable_and_cpu_pods_are_left_alone():
     assert kns_rules.gpu_pods_tolerate_gpu_taint([job()], {}) == []
 
 
+# --- gpu-pools-are-tainted --------------------------------------------------------------
+
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+
+
+def node_patch(labels, taints):
+    return kns_rules.Resource("kubernetes:core/v1:NodePatch", urn("kns:cluster:NodePool$kubernetes:core/v1:NodePatch",
+                                                                  "a100.gpu-1"),
+                              {"metadata": {"name": "gpu-1", "labels": labels}, "spec": {"taints": taints}})
+
+
+def karpenter_pool(labels, taints, limits=None):
+    spec = {"template": {"metadata": {"labels": labels},
+                         "spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "n"}, "requirements": [],
+                                  "taints": taints}}}
+    if limits:
+        spec["limits"] = limits
+    return kns_rules.Resource("kubernetes:karpenter.sh/v1:NodePool",
+                              urn("kns:cluster:NodePool$kubernetes:karpenter.sh/v1:NodePool", "h100"),
+                              {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "h100"},
+                               "spec": spec})
+
+
+def test_gpu_pools_static_and_autoscaled_with_the_taint_pass():
+    labels = {"kns.io/pool": "x", "nvidia.com/gpu": "present"}
+    assert kns_rules.gpu_pools_are_tainted([node_patch(labels, [GPU_TAINT]),
+                                            karpenter_pool(labels, [GPU_TAINT])], {}) == []
+    # pools without GPUs need no taint
+    assert kns_rules.gpu_pools_are_tainted([node_patch({"kns.io/pool": "c"}, []),
+                                            karpenter_pool({"kns.io/pool": "c"}, [], {"cpu": "64"})], {}) == []
+
+
+def test_a_gpu_pool_without_the_gpu_taint_is_refused_static_or_autoscaled():
+    labels = {"kns.io/pool": "x", "nvidia.com/gpu": "present"}
+    wrong = [{**GPU_TAINT, "effect": "PreferNoSchedule"}]
+    for taints in ([], wrong, [{"key": "other", "effect": "NoSchedule"}]):
+        found = messages(kns_rules.gpu_pools_are_tainted(
+            [node_patch(labels, taints), karpenter_pool(labels, taints),
+             karpenter_pool({"kns.io/pool": "x"}, taints, {"nvidia.com/gpu": "16"})], {}))
+        message = "a nvidia.com/gpu pool's nodes must carry the 'nvidia.com/gpu' NoSchedule taint, or pods that need no GPU fill them"
+        assert found == [f"NodePatch gpu-1: {message}", f"NodePool h100: {message}", f"NodePool h100: {message}"], taints
+
+
+def test_the_program_tolerates_no_untainted_gpu_pool_and_overrides_are_caught():
+    """Through the real program: its GPU pools pass; a NodePool stripped of the taint does not."""
+    from tests.test_autoscale import CONFIG
+
+    done = run_program(CONFIG)
+    resources = [kns_rules.Resource(r.type, urn(r.type, r.name), r.inputs) for r in done.resources]
+    pools = [r for r in resources if r.kind == "NodePool"]
+    assert len(pools) == 3 and kns_rules.gpu_pools_are_tainted(resources, {}) == []
+    h100 = next(r for r in pools if r.props["metadata"]["name"] == "h100")
+    stripped = copy.deepcopy(dict(h100.props))
+    stripped["spec"]["template"]["spec"]["taints"] = []
+    found = kns_rules.gpu_pools_are_tainted([kns_rules.Resource(h100.type, h100.urn, stripped)], {})
+    assert [v.message.split(":")[0] for v in found] == ["NodePool h100"]
+
+
 # --- privileged-only-where-allowed ------------------------------------------------------
 
 PRIVILEGED = container(limits=LIMITS, securityContext={"privileged": True})
@@ -282,7 +340,7 @@ def test_stack_policies_report_through_the_engine_callback():
 
 def test_every_policy_is_mandatory_and_documented():
     assert {p.name for p in POLICIES} == {"containers-have-limits", "privileged-only-where-allowed", "allowed-registries",
-                                         "gpu-pods-tolerate-gpu-taint", "cluster-admin-only-kns"}
+                                         "gpu-pods-tolerate-gpu-taint", "gpu-pools-are-tainted", "cluster-admin-only-kns"}
     assert all(p.enforcement_level.value == "mandatory" for p in POLICIES)
     page = (ROOT / "docs" / "policy.md").read_text()
     assert all(f"`{p.name}`" in page for p in POLICIES)

@@ -64,7 +64,8 @@ def test_dev_stack_registers_what_its_config_describes():
     counts = Counter(r.type for r in run.resources)
     entries = 3 + 2 + 2  # stack jobs and schedules, plus jobs/research.yaml
     assert counts[PROVIDER] == 1
-    assert counts[PATCH] == sum(len(p["nodes"]) for p in cfg["nodePools"])
+    assert counts[PATCH] == sum(len(p.get("nodes") or []) for p in cfg["nodePools"])
+    assert counts["kubernetes:karpenter.sh/v1:NodePool"] == sum(1 for p in cfg["nodePools"] if "autoscale" in p) == 1
     for kind in (LR, QUOTA):
         assert counts[kind] == entries
     # plus the system namespace; the packing scheduler's account, lease Role and two
@@ -76,7 +77,7 @@ def test_dev_stack_registers_what_its_config_describes():
     assert counts["kns:scheduling:PackingScheduler"] == 1 and counts["kns:scheduling:KnsScheduler"] == 1
     assert counts["kubernetes:apps/v1:Deployment"] == 2
     assert counts[JOB] == 4 and counts[CRON] == 3
-    assert counts["kns:cluster:KnsCluster"] == 1 and counts["kns:cluster:NodePool"] == 3
+    assert counts["kns:cluster:KnsCluster"] == 1 and counts["kns:cluster:NodePool"] == len(cfg["nodePools"]) == 4
     assert counts["kns:workload:JobNamespace"] == entries
 
 
