@@ -113,11 +113,17 @@ def check_workloads(
     credentials: Mapping[str, Any],
     paths: Mapping[str, str],
     problems: Problems,
+    broken_pools: frozenset[str] | set[str] = frozenset(),
 ) -> None:
-    """Each entry's pool exists and can run it, and its credential sets exist."""
+    """Each entry's pool exists and can run it, and its credential sets exist. An entry on a
+    pool that is named but invalid (`broken_pools`) points at that pool's problems."""
     by_name = {p.name: p for p in pools}
     for entry in workloads:
         path = paths[entry.name]
+        if entry.pool in broken_pools:
+            problems.add(path + ".pool", _broken(entry.pool))
+            _check_credentials(entry, credentials, path, problems)
+            continue
         if entry.pool is not None and entry.pool not in by_name:
             known = ", ".join(sorted(by_name)) or "none are defined"
             problems.add(path + ".pool", f'no node pool named "{entry.pool}" (pools: {known})')
@@ -150,13 +156,20 @@ def _check_credentials(entry: Workload, credentials: Mapping[str, Any], path: st
             owner.setdefault(file_name, name)
 
 
-def check_raw_references(unchecked: list[tuple[str, dict]], pools: list[NodePool], problems: Problems) -> None:
+def _broken(pool: str) -> str:
+    return f'node pool "{pool}" is invalid (its problems are listed under kns:nodePools[{pool}])'
+
+
+def check_raw_references(unchecked: list[tuple[str, dict]], pools: list[NodePool], problems: Problems,
+                         broken_pools: frozenset[str] | set[str] = frozenset()) -> None:
     """Entries that failed validation still get their pool reference checked, so one
     run reports every problem."""
     known = {p.name for p in pools}
     for path, item in unchecked:
         pool = item.get("pool")
-        if isinstance(pool, str) and pool not in known:
+        if isinstance(pool, str) and pool in broken_pools:
+            problems.add(path + ".pool", _broken(pool))
+        elif isinstance(pool, str) and pool not in known:
             listed = ", ".join(sorted(known)) or "none are defined"
             problems.add(path + ".pool", f'no node pool named "{pool}" (pools: {listed})')
 

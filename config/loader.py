@@ -129,11 +129,14 @@ def check_config(
             if profile is not None:
                 profiles.append((str(rule), profile))
 
-    pools = [
-        p
-        for i, item in enumerate(_list(raw, "nodePools", problems))
-        if (p := problems.validate(NodePool, item, _entry_path("kns:nodePools", item, i))) is not None
-    ]
+    pools: list[NodePool] = []
+    broken_pools: set[str] = set()  # named but invalid: their own problems say why
+    for i, item in enumerate(_list(raw, "nodePools", problems)):
+        pool = problems.validate(NodePool, item, _entry_path("kns:nodePools", item, i))
+        if pool is not None:
+            pools.append(pool)
+        elif isinstance(item, dict) and isinstance(item.get("name"), str):
+            broken_pools.add(item["name"])
 
     paths: dict[str, str] = {}
     entries: list[tuple[str, Any, type[Workload]]] = []
@@ -189,8 +192,8 @@ def check_config(
     checks.check_credential_sets(credentials, problems)
     jobs = checks.apply_profiles(jobs, profiles, paths, problems)  # type: ignore[assignment]
     schedules = checks.apply_profiles(schedules, profiles, paths, problems)  # type: ignore[assignment]
-    checks.check_workloads(jobs + schedules, pools, credentials, paths, problems)
-    checks.check_raw_references(unchecked, pools, problems)
+    checks.check_workloads(jobs + schedules, pools, credentials, paths, problems, broken_pools)
+    checks.check_raw_references(unchecked, pools, problems, broken_pools)
     if cluster is not None:
         checks.check_namespaces(jobs + schedules, cluster, paths, problems)
         checks.check_dynamic_labels(jobs + schedules, cluster.name, stack, paths, problems)

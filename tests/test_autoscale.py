@@ -329,3 +329,17 @@ def test_a_bad_autoscale_is_a_config_error_through_both_doors(tmp_path, capsys, 
     assert any(line.startswith(path + ": ") and fragment in line for line in lines), (path, fragment, text)
     assert validate_text(tmp_path, config, capsys) == text
     assert expected_text(lines) == text
+
+
+def test_an_entry_on_an_invalid_pool_points_at_the_pool_not_at_an_unknown_one(tmp_path, capsys):
+    config = bad(consolidateAfter="5 minutes")
+    config["jobs"] = [{"name": "j", "image": "busybox:1.37", "pool": "p"},
+                      {"name": "k", "image": "busybox:1.37", "pool": "nowhere"}]
+    text = program_text(config)
+    lines = [line[4:] for line in text.splitlines()[1:]]
+    assert lines == [
+        f'{AUTO}.consolidateAfter: "5 minutes" is {rules.DURATION_OR_NEVER.message}',
+        'kns:jobs[j].pool: node pool "p" is invalid (its problems are listed under kns:nodePools[p])',
+        'kns:jobs[k].pool: no node pool named "nowhere" (pools: none are defined)',
+    ]
+    assert validate_text(tmp_path, config, capsys) == text

@@ -1,6 +1,7 @@
 """End to end on a real control plane: etcd, kube-apiserver, kube-controller-manager, the
 default kube-scheduler, the packing scheduler (as a process, with exactly the configuration
-the program generated) and kwok simulating the nodes of the `local` stack's pools."""
+the program generated), kwok simulating the nodes of the `local` stack's static pools, and
+Karpenter (its kwok cloud provider, as a process) creating the nodes of its autoscaled ones."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import threading
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import yaml
@@ -25,6 +27,10 @@ NODES = (
     + [(f"cpu-node-{i}", 16, 0) for i in range(1, 3)]
 )
 PASSPHRASE = "kns-local-e2e"
+# How long past `consolidateAfter` Karpenter may take to remove an empty node: its
+# disruption loop runs every 10 s and validates a decision for up to 15 s more
+# (docs/autoscaling.md), plus a scheduling round on a loaded machine.
+CONSOLIDATION_SLACK = 90
 
 
 class Watch:
@@ -57,7 +63,15 @@ class Watch:
                 with self._lock:
                     self.events.append((event["type"], event["object"]))
 
-    def of(self, namespace: str, name: str) -> list[tuple[str, dict]]:
+    def all(self) -> list[tuple[str, dict]]:
+        with self._lock:
+            return list(self.events)
+
+    def names(self, where) -> set[str]:
+        """The names of objects that matched `where` in any recorded version."""
+        return {obj["metadata"]["name"] for _, obj in self.all() if where(obj)}
+
+    def of(self, namespace: Optional[str], name: str) -> list[tuple[str, dict]]:
         with self._lock:
             return [(kind, obj) for kind, obj in self.events
                     if obj["metadata"].get("namespace") == namespace and obj["metadata"]["name"] == name]
@@ -86,6 +100,8 @@ def cluster(tmp_path_factory):
             return len(ready) == len(NODES)
 
         live.wait(all_ready, 120, message="kwok nodes Ready")
+        script("karpenter-process.sh", str(state), "--instance-types",
+               str(ROOT / "tests" / "fixtures" / "kwok-instance-types.json"), timeout=600)
         yield live
     finally:
         script("cluster-down.sh", str(state), timeout=300)
@@ -132,7 +148,29 @@ def jobs(cluster):
 
 
 @pytest.fixture(scope="session")
-def stack(cluster, jobs, tmp_path_factory):
+def nodes(cluster):
+    """Every Node change from before the first `up` (Karpenter's nodes come and go)."""
+    watch = Watch(cluster, "nodes")
+    yield watch
+    watch.stop()
+
+
+@pytest.fixture(scope="session")
+def pods(cluster):
+    watch = Watch(cluster, "pods")
+    yield watch
+    watch.stop()
+
+
+@pytest.fixture(scope="session")
+def nodeclaims(cluster):
+    watch = Watch(cluster, "nodeclaims.karpenter.sh")
+    yield watch
+    watch.stop()
+
+
+@pytest.fixture(scope="session")
+def stack(cluster, jobs, nodes, pods, nodeclaims, tmp_path_factory):
     bin_dir = script("toolchain.sh")
     root = tmp_path_factory.mktemp("local") / "kns-platform"
     env = engine_project(root, bin_dir, PASSPHRASE, base_env=cluster.env)
@@ -329,14 +367,180 @@ def test_rbac_matrix(stack, cluster):
     assert len(results) >= 20 and not wrong, wrong
 
 
+# ---- autoscaled pools (Karpenter) --------------------------------------------------------
+
+
+def pool_node_names(nodes: Watch, pool: str) -> set[str]:
+    return nodes.names(lambda n: (n["metadata"].get("labels") or {}).get("kns.io/pool") == pool)
+
+
+def bound_pod(cluster, namespace: str, timeout: float = 240) -> dict:
+    return cluster.wait(lambda: next((p for p in pods_of(cluster, namespace) if p["spec"].get("nodeName")), None),
+                        timeout, every=2, message=f"a pod of {namespace} bound to a node")
+
+
+def pending_then_provisioned(cluster, pod: dict) -> list[str]:
+    """The reasons of the pod's first FailedScheduling (from its scheduler), Nominated (from
+    Karpenter) and Scheduled events, in the order they happened."""
+    namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    scheduler = pod["spec"]["schedulerName"]
+    events = [e for e in cluster.get("events", "-n", namespace)["items"] if e["involvedObject"].get("name") == name]
+
+    def source(event: dict) -> str:
+        return event.get("reportingComponent") or (event.get("source") or {}).get("component", "")
+
+    def first(reason: str, reporter: str):
+        times = [e.get("eventTime") or e.get("firstTimestamp") for e in events
+                 if e["reason"] == reason and source(e).startswith(reporter)]
+        return min(times) if times else None
+
+    found = {"FailedScheduling": first("FailedScheduling", scheduler), "Nominated": first("Nominated", "karpenter"),
+             "Scheduled": first("Scheduled", scheduler)}
+    assert all(found.values()), (found, [(e["reason"], source(e), e["message"][:120]) for e in events])
+    return sorted(found, key=lambda reason: found[reason])
+
+
+def versions(watch: Watch, name: str) -> list[dict]:
+    return [obj for _, obj in watch.of(None, name)]
+
+
+def test_a_job_on_an_empty_autoscaled_pool_waits_for_karpenter_and_lands_on_its_templated_node(
+        stack, cluster, nodes, pods, nodeclaims):
+    pool = stack.entry("kns:nodePools", "burst")
+    pod = bound_pod(cluster, "kns-burst-job")
+    node_name = pod["spec"]["nodeName"]
+    cluster.wait(lambda: [v for v in versions(nodes, node_name) if not any(
+        t["key"] == "karpenter.sh/unregistered" for t in v["spec"].get("taints", []))], 60,
+        message="the node watch saw the node registered")
+    cluster.wait(lambda: [o for _, o in nodeclaims.all() if o.get("status", {}).get("nodeName") == node_name], 60,
+                 message="the NodeClaim watch saw the node's claim")
+    # it was pending first (its scheduler found no node), Karpenter nominated a new node, then
+    # the scheduler bound it: the pod's events, which the API server keeps
+    assert pending_then_provisioned(cluster, pod) == ["FailedScheduling", "Nominated", "Scheduled"]
+    # the node is Karpenter's, made for this pool after the pod existed
+    claims = [obj for _, obj in nodeclaims.all() if obj.get("status", {}).get("nodeName") == node_name]
+    assert claims and claims[0]["metadata"]["labels"]["karpenter.sh/nodepool"] == "burst"
+    seen = versions(nodes, node_name)
+    assert seen and server_time(seen[0]["metadata"]["creationTimestamp"]) >= server_time(
+        pod["metadata"]["creationTimestamp"])
+    # labelled from the NodePool template in every version from its creation, tainted by the
+    # time Karpenter lifts its own `unregistered` taint (before any pod can land), and never
+    # written by the program (a static pool's nodes are patched by pulumi)
+    registered = 0
+    for version in seen:
+        labels = version["metadata"]["labels"]
+        assert labels["kns.io/pool"] == "burst" and labels["kns.io/cluster"] == "kns-local", labels
+        taints = version["spec"].get("taints", [])
+        if not any(t["key"] == "karpenter.sh/unregistered" for t in taints):
+            registered += 1
+            assert {"key": "kns.io/burst", "value": "true", "effect": "NoSchedule"} in taints, version
+        assert not [m for m in version["metadata"].get("managedFields", []) if "pulumi" in m["manager"]], version
+    assert registered, seen
+    assert pool["autoscale"]["nodeClassRef"]["kind"] == "KWOKNodeClass"
+    # nothing of another pool ever ran on an autoscaled pool's node
+    for autoscaled in ("burst", "spare", "warm", "capped", "h100"):
+        names = pool_node_names(nodes, autoscaled)
+        strays = {(obj["metadata"]["namespace"], obj["metadata"]["name"]) for _, obj in pods.all()
+                  if obj["spec"].get("nodeName") in names
+                  and (obj["spec"].get("nodeSelector") or {}).get("kns.io/pool") != autoscaled}
+        assert not strays, (autoscaled, strays)
+
+
+def test_both_schedulers_get_nodes_from_karpenter(stack, cluster, nodes):
+    placed = {}
+    for namespace, pool in (("kns-burst-job", "burst"), ("kns-burst-default", "spare")):
+        pod = bound_pod(cluster, namespace)
+        placed[pod["spec"]["schedulerName"]] = pod["spec"]["nodeName"]
+        # each pod is alone on its empty pool: its scheduler's Unschedulable verdict is what made Karpenter act
+        assert pending_then_provisioned(cluster, pod) == ["FailedScheduling", "Nominated", "Scheduled"]
+        assert pod["spec"]["nodeName"] in pool_node_names(nodes, pool), (pod["spec"]["nodeName"], pool)
+    assert set(placed) == {"kns-packing", "default-scheduler"}
+
+
+def test_a_gpu_job_on_an_empty_autoscaled_gpu_pool_gets_a_gpu_node(stack, cluster, nodes):
+    pod = bound_pod(cluster, "kns-gpu-burst-job")
+    node = cluster.wait(lambda: next((v for v in versions(nodes, pod["spec"]["nodeName"])
+                                      if "nvidia.com/gpu" in v.get("status", {}).get("allocatable", {})), None),
+                        60, message="the node watch saw its GPUs")
+    assert node["metadata"]["labels"]["kns.io/pool"] == "h100"
+    assert node["metadata"]["labels"]["nvidia.com/gpu"] == "present"
+    assert {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"} in node["spec"]["taints"]
+    assert int(node["status"]["allocatable"]["nvidia.com/gpu"]) >= 2
+
+
+def test_autoscaled_pools_consolidate_back_to_zero_once_their_pods_are_done(stack, cluster, nodes, pods):
+    for pool, namespaces in (("burst", ("kns-burst-job",)), ("spare", ("kns-burst-default",)),
+                             ("h100", ("kns-gpu-burst-job",))):
+        after = parse_duration(stack.entry("kns:nodePools", pool)["autoscale"]["consolidateAfter"])
+        names = pool_node_names(nodes, pool)
+        assert names, pool
+        finished = []
+        for namespace in namespaces:
+            done = cluster.wait(lambda ns=namespace: [p for p in pods_of(cluster, ns) if p["status"].get("phase") == "Succeeded"],
+                                240, every=2, message=f"{namespace} pod completed")
+            finished += [server_time(s["state"]["terminated"]["finishedAt"]) for p in done
+                         for s in p["status"]["containerStatuses"]]
+        last = max(finished)
+        left = (last + timedelta(seconds=after + CONSOLIDATION_SLACK) - datetime.now(timezone.utc)).total_seconds()
+        cluster.wait(lambda: not [n for n in cluster.get("nodes", "-l", f"kns.io/pool={pool}")["items"]],
+                     max(left, 0) + 30, every=2, message=f"pool {pool} back to zero nodes")
+        for name in names:
+            deleted = [server_time(obj["metadata"]["deletionTimestamp"]) for _, obj in nodes.of(None, name)
+                       if obj["metadata"].get("deletionTimestamp")]
+            assert deleted, name
+            assert min(deleted) <= last + timedelta(seconds=after + CONSOLIDATION_SLACK), (pool, name, last, deleted)
+
+
+def parse_duration(text: str) -> int:
+    units = {"s": 1, "m": 60, "h": 3600}
+    total, number = 0, ""
+    for char in text:
+        if char.isdigit():
+            number += char
+        else:
+            total, number = total + int(number) * units[char], ""
+    return total
+
+
+def test_limits_hold_a_burst_over_the_limit_leaves_the_excess_pending(stack, cluster, nodes):
+    limit = int(stack.entry("kns:nodePools", "capped")["autoscale"]["limits"]["cpu"])
+    cluster.kubectl("create", "namespace", "capped-probe")
+    names = [f"burst-{i}" for i in range(7)]
+    cluster.apply(*({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": n, "namespace": "capped-probe"},
+                     "spec": {"nodeSelector": {"kns.io/pool": "capped"},
+                              "tolerations": [{"key": "kns.io/capped", "operator": "Exists"}],
+                              "containers": [{"name": "c", "image": "busybox",
+                                              "resources": {"requests": {"cpu": "1500m", "memory": "1Gi"}}}]}}
+                    for n in names))
+
+    def over_limit():
+        events = cluster.get("events", "-n", "capped-probe")["items"]
+        return [e for e in events if e["reason"] == "FailedScheduling" and "limit" in e["message"]
+                and e["message"].startswith("Failed to schedule pod")]
+
+    # Karpenter says so on the excess pods; what it launched is within the limit
+    told = cluster.wait(over_limit, 240, every=2, message="Karpenter refusing to exceed the pool's limit")
+    pending = {e["involvedObject"]["name"] for e in told}
+    placed = [p for p in pods_of(cluster, "capped-probe") if p["spec"].get("nodeName")]
+    claims = [c for c in cluster.get("nodeclaims")["items"] if c["metadata"]["labels"]["karpenter.sh/nodepool"] == "capped"]
+    instance_cpu = 4  # c-4x-amd64-linux, the pool's one instance type
+    assert claims and len(claims) * instance_cpu <= limit, claims
+    assert pending and not pending & {p["metadata"]["name"] for p in placed}
+    assert len(placed) <= (limit // instance_cpu) * 2 < len(names)  # two 1.5-CPU pods fit on a 4-CPU node
+    still = [p for p in pods_of(cluster, "capped-probe") if not p["spec"].get("nodeName")]
+    assert len(still) >= len(names) - (limit // instance_cpu) * 2
+    cluster.kubectl("delete", "namespace", "capped-probe", "--wait=false")
+
+
 # ---- a prescaled schedule ----------------------------------------------------------------
 
 
-def test_the_primer_job_is_named_for_the_minute_the_wait_expects(stack, cluster):
-    # The controller does not run a time that passed before the CronJob existed, so the
-    # primer minute must come after this `up` has finished: three times as far away as the
-    # last `up` took on this machine (at least two minutes), and a new minute if even that
-    # was not enough.
+@pytest.fixture(scope="module")
+def primed(stack):
+    """The `primed` schedule, on the empty autoscaled pool `warm`, whose primer fires after
+    this `up` has finished: three times as far away as the last `up` took on this machine
+    (at least two minutes), and a new minute if even that was not enough (the controller
+    does not run a time that passed before the CronJob existed)."""
     for _ in range(3):
         lead = max(120, math.ceil(3 * stack.up_seconds))
         start = (datetime.now(timezone.utc) + timedelta(seconds=lead + 60)).replace(second=0, microsecond=0)
@@ -345,16 +549,19 @@ def test_the_primer_job_is_named_for_the_minute_the_wait_expects(stack, cluster)
         def set_schedule(config, start=start):
             schedules = [s for s in config.get("kns:schedules", []) if s["name"] != "primed"]
             config["kns:schedules"] = schedules + [{
-                "name": "primed", "user": "bob", "image": "busybox:1.37", "cpu": "100m", "memory": 64,
+                "name": "primed", "user": "bob", "image": "busybox:1.37", "cpu": "1", "memory": 512, "pool": "warm",
                 "schedule": f"{start.minute} {start.hour} * * *", "timeZone": "Etc/UTC", "warmUpMinutes": 1,
             }]
 
         stack.edit(set_schedule)
         stack.up()
         if datetime.now(timezone.utc) < primer:
-            break
-    else:
-        pytest.fail(f"three `pulumi up` runs each outlasted three times the one before ({stack.up_seconds:.0f}s)")
+            return start, primer
+    pytest.fail(f"three `pulumi up` runs each outlasted three times the one before ({stack.up_seconds:.0f}s)")
+
+
+def test_the_primer_job_is_named_for_the_minute_the_wait_expects(stack, cluster, primed):
+    start, primer = primed
     cron = cluster.get("cronjob", "primed", "-n", "kns-primed")
     assert cron["spec"]["schedule"] == f"{primer.minute} {primer.hour} * * *"
     # A Job, once created, stays: the schedule has no TTL and the next run is a day away.
@@ -366,6 +573,44 @@ def test_the_primer_job_is_named_for_the_minute_the_wait_expects(stack, cluster)
     pod_labels = cluster.wait(lambda: [p["metadata"]["labels"] for p in pods_of(cluster, "kns-primed")], 120,
                               message="primer pod")
     assert pod_labels[0]["batch.kubernetes.io/job-name"] == name  # what the wait reads
+
+
+def test_a_prescaled_schedule_warms_its_empty_autoscaled_pool_before_the_start(stack, cluster, nodes, pods, primed):
+    start, primer = primed
+    # the run: its pod completes at the start (kwok's stage for primed pods, docs/testing.md)
+    done = cluster.wait(lambda: [p for p in pods_of(cluster, "kns-primed") if p["status"].get("phase") == "Succeeded"],
+                        (start - datetime.now(timezone.utc)).total_seconds() + 180, every=2,
+                        message="the primed run completed")
+    (pod,) = done
+    name = pod["metadata"]["name"]
+    node_name = pod["spec"]["nodeName"]
+    assert node_name in pool_node_names(nodes, "warm")
+    # the pool had no node before the primer; its node was made for the primer, before the start
+    created = {n: server_time(versions(nodes, n)[0]["metadata"]["creationTimestamp"])
+               for n in pool_node_names(nodes, "warm")}
+    assert all(primer <= at for at in created.values()), (primer, created)
+    assert created[node_name] < start, (created, start)
+    conditions = {c["type"]: c for c in pod["status"]["conditions"]}
+    bound = server_time(conditions["PodScheduled"]["lastTransitionTime"])
+    running = [server_time(c["lastTransitionTime"]) for _, obj in pods.of("kns-primed", name)
+               for c in obj["status"].get("conditions", []) if c["type"] == "Ready" and c["status"] == "True"]
+    assert primer <= bound < start and running and min(running) < start, (bound, running, start)
+    # the pod that ran at the start is the one that held the node from the primer on: one pod,
+    # bound once, finished no earlier than the start
+    assert [n for n in {obj["spec"].get("nodeName") for _, obj in pods.of("kns-primed", name)} if n] == [node_name]
+    finished = max(server_time(s["state"]["terminated"]["finishedAt"]) for s in pod["status"]["containerStatuses"])
+    assert finished >= start, (finished, start)
+    assert len(pods_of(cluster, "kns-primed")) == 1
+    # not consolidated while the pod waited, and back to zero once it is done
+    deletions = [server_time(obj["metadata"]["deletionTimestamp"]) for _, obj in nodes.of(None, node_name)
+                 if obj["metadata"].get("deletionTimestamp")]
+    assert all(d >= finished for d in deletions), (deletions, finished)
+    after = parse_duration(stack.entry("kns:nodePools", "warm")["autoscale"]["consolidateAfter"])
+    left = (finished + timedelta(seconds=after + CONSOLIDATION_SLACK) - datetime.now(timezone.utc)).total_seconds()
+    cluster.wait(lambda: not cluster.get("nodes", "-l", "kns.io/pool=warm")["items"], max(left, 0) + 30, every=2,
+                 message="pool warm back to zero nodes")
+    template = cluster.get("cronjob", "primed", "-n", "kns-primed")["spec"]["jobTemplate"]["spec"]["template"]
+    assert template["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
 
 
 # ---- destroy -------------------------------------------------------------------------------
@@ -386,3 +631,4 @@ def test_destroy_removes_everything_including_node_labels_and_taints(stack, clus
                                                                              "node-role.jarvice.io/jarvice-vcluster")]
     bindings = cluster.get("clusterrolebindings")["items"]
     assert not [b for b in bindings if b["metadata"]["name"].startswith(("kns-packing", "kns-scheduler"))]
+    assert cluster.get("nodepools.karpenter.sh")["items"] == []
