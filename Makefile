@@ -40,6 +40,7 @@ bench: venv system-deps
 	cd bench && ../$(PY) engine_preview.py
 	cd bench && ../$(PY) prescale_accuracy.py
 	cd bench && ../$(PY) binpacking.py
+	cd bench && ../$(PY) autoscale_warmup.py
 
 clean:
 	rm -rf build .pytest_cache

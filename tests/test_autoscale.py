@@ -343,3 +343,21 @@ def test_an_entry_on_an_invalid_pool_points_at_the_pool_not_at_an_unknown_one(tm
         'kns:jobs[k].pool: no node pool named "nowhere" (pools: none are defined)',
     ]
     assert validate_text(tmp_path, config, capsys) == text
+
+
+def test_the_kwok_stage_for_primed_pods_reads_what_the_wait_container_carries():
+    """scripts/kwok/pod-complete-primed.yaml models the wait for the e2e tests: it must name
+    the wait container and the environment plan/wait.py gives it."""
+    import yaml as yaml_
+
+    from kns_testing.program import ROOT
+    from plan import wait
+
+    stage = yaml_.safe_load((ROOT / "scripts" / "kwok" / "pod-complete-primed.yaml").read_text())
+    selector = stage["spec"]["selector"]["matchExpressions"]
+    assert {"key": ".spec.initContainers.[].name", "operator": "In", "values": [wait.NAME]} in selector
+    container = wait.wait_container(5, "Europe/Paris")
+    env = {e["name"] for e in container["env"]}
+    expression = stage["spec"]["delay"]["durationFrom"]["expressionFrom"]
+    assert {"KNS_LEAD_SECONDS", "KNS_TZ_OFFSETS"} <= env
+    assert all(f'"{name}"' in expression for name in ("KNS_LEAD_SECONDS", "KNS_TZ_OFFSETS", wait.NAME))

@@ -5,6 +5,7 @@ Karpenter (its kwok cloud provider, as a process) creating the nodes of its auto
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import subprocess
@@ -17,6 +18,7 @@ from typing import Optional
 import pytest
 import yaml
 
+from kns_testing import apiserver
 from kns_testing.cluster import Cluster, node_manifest, script
 from kns_testing.program import ROOT, engine_project
 
@@ -400,6 +402,16 @@ def pending_then_provisioned(cluster, pod: dict) -> list[str]:
     return sorted(found, key=lambda reason: found[reason])
 
 
+def registered_version(cluster, nodes: Watch, name: str) -> dict:
+    """The first version of a Karpenter node without Karpenter's own `unregistered` taint
+    (from then on pods can land on it), once the node watch has seen it."""
+    def registered(version: dict) -> bool:
+        return not any(t["key"] == "karpenter.sh/unregistered" for t in version["spec"].get("taints", []))
+
+    return cluster.wait(lambda: next((v for v in versions(nodes, name) if registered(v)), None), 60,
+                        message=f"the node watch saw {name} registered")
+
+
 def versions(watch: Watch, name: str) -> list[dict]:
     return [obj for _, obj in watch.of(None, name)]
 
@@ -409,9 +421,7 @@ def test_a_job_on_an_empty_autoscaled_pool_waits_for_karpenter_and_lands_on_its_
     pool = stack.entry("kns:nodePools", "burst")
     pod = bound_pod(cluster, "kns-burst-job")
     node_name = pod["spec"]["nodeName"]
-    cluster.wait(lambda: [v for v in versions(nodes, node_name) if not any(
-        t["key"] == "karpenter.sh/unregistered" for t in v["spec"].get("taints", []))], 60,
-        message="the node watch saw the node registered")
+    registered_version(cluster, nodes, node_name)
     cluster.wait(lambda: [o for _, o in nodeclaims.all() if o.get("status", {}).get("nodeName") == node_name], 60,
                  message="the NodeClaim watch saw the node's claim")
     # it was pending first (its scheduler found no node), Karpenter nominated a new node, then
@@ -459,9 +469,7 @@ def test_both_schedulers_get_nodes_from_karpenter(stack, cluster, nodes):
 
 def test_a_gpu_job_on_an_empty_autoscaled_gpu_pool_gets_a_gpu_node(stack, cluster, nodes):
     pod = bound_pod(cluster, "kns-gpu-burst-job")
-    node = cluster.wait(lambda: next((v for v in versions(nodes, pod["spec"]["nodeName"])
-                                      if "nvidia.com/gpu" in v.get("status", {}).get("allocatable", {})), None),
-                        60, message="the node watch saw its GPUs")
+    node = registered_version(cluster, nodes, pod["spec"]["nodeName"])
     assert node["metadata"]["labels"]["kns.io/pool"] == "h100"
     assert node["metadata"]["labels"]["nvidia.com/gpu"] == "present"
     assert {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"} in node["spec"]["taints"]
@@ -513,22 +521,28 @@ def test_limits_hold_a_burst_over_the_limit_leaves_the_excess_pending(stack, clu
                                               "resources": {"requests": {"cpu": "1500m", "memory": "1Gi"}}}]}}
                     for n in names))
 
-    def over_limit():
-        events = cluster.get("events", "-n", "capped-probe")["items"]
-        return [e for e in events if e["reason"] == "FailedScheduling" and "limit" in e["message"]
-                and e["message"].startswith("Failed to schedule pod")]
+    instance_cpu = 4  # c-4x-amd64-linux, the pool's one instance type: two 1.5-CPU pods per node
 
-    # Karpenter says so on the excess pods; what it launched is within the limit
-    told = cluster.wait(over_limit, 240, every=2, message="Karpenter refusing to exceed the pool's limit")
-    pending = {e["involvedObject"]["name"] for e in told}
-    placed = [p for p in pods_of(cluster, "capped-probe") if p["spec"].get("nodeName")]
-    claims = [c for c in cluster.get("nodeclaims")["items"] if c["metadata"]["labels"]["karpenter.sh/nodepool"] == "capped"]
-    instance_cpu = 4  # c-4x-amd64-linux, the pool's one instance type
-    assert claims and len(claims) * instance_cpu <= limit, claims
-    assert pending and not pending & {p["metadata"]["name"] for p in placed}
-    assert len(placed) <= (limit // instance_cpu) * 2 < len(names)  # two 1.5-CPU pods fit on a 4-CPU node
-    still = [p for p in pods_of(cluster, "capped-probe") if not p["spec"].get("nodeName")]
-    assert len(still) >= len(names) - (limit // instance_cpu) * 2
+    def claims() -> list[dict]:
+        return [c for c in cluster.get("nodeclaims")["items"] if c["metadata"]["labels"]["karpenter.sh/nodepool"] == "capped"]
+
+    def settled():
+        """Every node Karpenter made is full and every pod still pending has been told by
+        Karpenter that the limit stops it (it dedupes that event per pod for minutes, so its
+        time says nothing): nothing more will be launched."""
+        made = claims()
+        pods = pods_of(cluster, "capped-probe")
+        bound = [p for p in pods if p["spec"].get("nodeName")]
+        pending = {p["metadata"]["name"] for p in pods if not p["spec"].get("nodeName")}
+        told = {e["involvedObject"]["name"] for e in cluster.get("events", "-n", "capped-probe")["items"]
+                if e["reason"] == "FailedScheduling" and e["message"].startswith("Failed to schedule pod")
+                and "limit" in e["message"]}
+        full = made and len(bound) == 2 * len(made)
+        return (made, pending) if full and pending and pending <= told else None
+
+    made, pending = cluster.wait(settled, 300, every=3, message="Karpenter stopped at the pool's limit")
+    assert len(made) * instance_cpu <= limit, made
+    assert len(pending) >= len(names) - 2 * len(made) >= len(names) - 2 * (limit // instance_cpu) > 0
     cluster.kubectl("delete", "namespace", "capped-probe", "--wait=false")
 
 
@@ -611,6 +625,75 @@ def test_a_prescaled_schedule_warms_its_empty_autoscaled_pool_before_the_start(s
                  message="pool warm back to zero nodes")
     template = cluster.get("cronjob", "primed", "-n", "kns-primed")["spec"]["jobTemplate"]["spec"]["template"]
     assert template["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
+
+
+# ---- the NodePool CRD agrees with the program's checks ------------------------------------
+
+CRD_REFUSES = {
+    # what the v1 NodePool CRD's schema and CEL rules refuse, applied to a NodePool the program
+    # emitted; tests/test_autoscale.py shows the program refuses the config of each
+    "operator": lambda s: s["template"]["spec"]["requirements"].append({"key": "a/b", "operator": "Equals", "values": ["x"]}),
+    "In without values": lambda s: s["template"]["spec"]["requirements"].append({"key": "a/b", "operator": "In", "values": []}),
+    "Gt not a number": lambda s: s["template"]["spec"]["requirements"].append({"key": "a/b", "operator": "Gt", "values": ["x"]}),
+    "Gte two values": lambda s: s["template"]["spec"]["requirements"].append({"key": "a/b", "operator": "Gte", "values": ["1", "2"]}),
+    "minValues over values": lambda s: s["template"]["spec"]["requirements"].append(
+        {"key": "a/b", "operator": "In", "values": ["x"], "minValues": 2}),
+    "minValues over 50": lambda s: s["template"]["spec"]["requirements"].append(
+        {"key": "a/b", "operator": "In", "values": ["x"], "minValues": 51}),
+    "karpenter.sh requirement": lambda s: s["template"]["spec"]["requirements"].append({"key": "karpenter.sh/x", "operator": "Exists"}),
+    "hostname requirement": lambda s: s["template"]["spec"]["requirements"].append(
+        {"key": "kubernetes.io/hostname", "operator": "Exists"}),
+    "nodepool requirement": lambda s: s["template"]["spec"]["requirements"].append(
+        {"key": "karpenter.sh/nodepool", "operator": "Exists"}),
+    "101 requirements": lambda s: s["template"]["spec"]["requirements"].extend(
+        {"key": f"a/k{i}", "operator": "Exists"} for i in range(101)),
+    "karpenter.sh label": lambda s: s["template"]["metadata"]["labels"].update({"karpenter.sh/team": "a"}),
+    "hostname label": lambda s: s["template"]["metadata"]["labels"].update({"kubernetes.io/hostname": "a"}),
+    "empty group": lambda s: s["template"]["spec"]["nodeClassRef"].update(group=""),
+    "group with a slash": lambda s: s["template"]["spec"]["nodeClassRef"].update(group="a/b"),
+    "no nodeClassRef": lambda s: s["template"]["spec"].pop("nodeClassRef"),
+    "consolidateAfter": lambda s: s["disruption"].update(consolidateAfter="5 minutes"),
+    "expireAfter": lambda s: s["template"]["spec"].update(expireAfter="1d"),
+    "consolidation policy": lambda s: s["disruption"].update(consolidationPolicy="Always"),
+    "limit": lambda s: s.update(limits={"cpu": "lots"}),
+    "weight 0": lambda s: s.update(weight=0),
+    "weight 101": lambda s: s.update(weight=101),
+}
+
+
+def dry_run(cluster, manifest: dict) -> subprocess.CompletedProcess:
+    return cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(manifest), check=False)
+
+
+def test_the_api_server_with_the_crd_refuses_what_the_program_refuses_and_takes_what_it_emits(stack, cluster):
+    from hypothesis import HealthCheck, given, settings
+
+    from kns_testing.program import run_program
+    from tests.test_autoscale import autoscaled_pool
+
+    emitted = cluster.get("nodepool", "burst")
+    base = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "crd-probe"},
+            "spec": copy.deepcopy(emitted["spec"])}
+    assert dry_run(cluster, base).returncode == 0
+    accepted = []
+    for case, change in CRD_REFUSES.items():
+        manifest = copy.deepcopy(base)
+        change(manifest["spec"])
+        if dry_run(cluster, manifest).returncode == 0:
+            accepted.append(case)
+    assert not accepted, accepted
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(pool=autoscaled_pool())
+    def every_emitted_nodepool_is_accepted(pool):
+        done = run_program({"cluster": {"name": "kns-local", "renderDir": "out"}, "nodePools": [pool]})
+        (registered,) = done.of_type("kubernetes:karpenter.sh/v1:NodePool")
+        manifest = apiserver.manifest(registered)  # as the provider sends it
+        manifest["metadata"] = {**manifest["metadata"], "name": "crd-probe"}
+        refused = dry_run(cluster, manifest)
+        assert refused.returncode == 0, (manifest, refused.stderr)
+
+    every_emitted_nodepool_is_accepted()
 
 
 # ---- destroy -------------------------------------------------------------------------------
