@@ -51,12 +51,17 @@ def _quantity(kind: Kind, allow_zero: bool = False) -> BeforeValidator:
 
 def _resource_map(value: object) -> object:
     """Normalise a {resource name: quantity} map; the kind comes from each key."""
+    return _quantities(value, names.resource_name_problem)
+
+
+def _quantities(value: object, name_problem) -> object:
+    """Normalise a {name: quantity} map whose names `name_problem` accepts, every problem at once."""
     if not isinstance(value, dict):
         return value
     out: dict[str, str] = {}
     problems = []
     for key, raw in value.items():
-        problem = names.resource_name_problem(str(key))
+        problem = name_problem(str(key))
         if problem:
             problems.append(problem)
             continue
@@ -185,22 +190,8 @@ class GpuSpec(Model):
 
 
 def _limits(value: object) -> object:
-    """A NodePool's limits: resources a node offers, each a quantity (every problem at once)."""
-    if not isinstance(value, dict):
-        return value
-    out: dict[str, str] = {}
-    problems = []
-    for key, raw in value.items():
-        problem = karpenter.limit_name_problem(str(key))
-        try:
-            out[str(key)] = normalise(raw, kind_for_resource(str(key)), allow_zero=True)
-        except QuantityError as exc:
-            problem = "; ".join(filter(None, (problem, f"{key}: {exc}")))
-        if problem:
-            problems.append(problem)
-    if problems:
-        raise ValueError("; ".join(problems))
-    return out
+    """A NodePool's limits: resources a node offers, each a quantity."""
+    return _quantities(value, karpenter.limit_name_problem)
 
 
 Limits = Annotated[dict[str, str], BeforeValidator(_limits)]

@@ -57,6 +57,9 @@ def stack_policy(name: str, description: str, rule: Rule, schema: dict) -> Stack
 
 
 _STRINGS = {"type": "array", "items": {"type": "string"}}
+# Extended resource -> the taint key of its pools: read by both GPU rules.
+_GPU_TAINTS = {"type": "object", "additionalProperties": {"type": "string"},
+               "default": dict(kns_rules.DEFAULT_GPU_TAINTS)}
 
 POLICIES = [
     resource_policy(
@@ -81,15 +84,13 @@ POLICIES = [
         "gpu-pods-tolerate-gpu-taint",
         "Pods that request a GPU tolerate the GPU pools' taint.",
         kns_rules.gpu_pods_tolerate_gpu_taint,
-        {"gpuTaints": {"type": "object", "additionalProperties": {"type": "string"},
-                       "default": dict(kns_rules.DEFAULT_GPU_TAINTS)}},
+        {"gpuTaints": _GPU_TAINTS},
     ),
     resource_policy(
         "gpu-pools-are-tainted",
         "GPU node pools, static or autoscaled (Karpenter NodePools), taint their nodes for GPU pods only.",
         kns_rules.gpu_pools_are_tainted,
-        {"gpuTaints": {"type": "object", "additionalProperties": {"type": "string"},
-                       "default": dict(kns_rules.DEFAULT_GPU_TAINTS)}},
+        {"gpuTaints": _GPU_TAINTS},
     ),
     stack_policy(
         "cluster-admin-only-kns",

@@ -83,6 +83,13 @@ class Watch:
         self._process.wait(timeout=30)
 
 
+def watching(cluster: Cluster, kind: str):
+    """A fixture's body: a `Watch` of `kind` for the session."""
+    watch = Watch(cluster, kind)
+    yield watch
+    watch.stop()
+
+
 def server_time(stamp: str) -> datetime:
     return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
 
@@ -144,31 +151,23 @@ class Stack:
 @pytest.fixture(scope="session")
 def jobs(cluster):
     """Every Job change from before the first `up` on (the short-TTL Job is gone soon)."""
-    watch = Watch(cluster, "jobs.batch")
-    yield watch
-    watch.stop()
+    yield from watching(cluster, "jobs.batch")
 
 
 @pytest.fixture(scope="session")
 def nodes(cluster):
     """Every Node change from before the first `up` (Karpenter's nodes come and go)."""
-    watch = Watch(cluster, "nodes")
-    yield watch
-    watch.stop()
+    yield from watching(cluster, "nodes")
 
 
 @pytest.fixture(scope="session")
 def pods(cluster):
-    watch = Watch(cluster, "pods")
-    yield watch
-    watch.stop()
+    yield from watching(cluster, "pods")
 
 
 @pytest.fixture(scope="session")
 def nodeclaims(cluster):
-    watch = Watch(cluster, "nodeclaims.karpenter.sh")
-    yield watch
-    watch.stop()
+    yield from watching(cluster, "nodeclaims.karpenter.sh")
 
 
 @pytest.fixture(scope="session")
