@@ -24,6 +24,13 @@ def duration_or_never_problem(value: str) -> Optional[str]:
     return None if _DURATION_OR_NEVER.match(value) else f'"{value}" is {rules.DURATION_OR_NEVER.message}'
 
 
+def group_problem(group: str) -> Optional[str]:
+    """Why `group` is not an API group as a nodeClassRef names it (the CRD refuses "/")."""
+    if "/" in group:
+        return f'"{group}" is not an API group: the group alone, without "/" or a version (karpenter.k8s.aws)'
+    return None
+
+
 def _domain(key: str) -> str:
     """The part of a label key before its first "/" (the whole key when it has none), as
     the CRD's rules read it."""

@@ -203,7 +203,7 @@ class NodeClassRef(Model):
     """The cloud's node class the NodePool's nodes are made from (EC2NodeClass, AKSNodeClass,
     KWOKNodeClass, ...): the program checks the reference is complete, not that it exists."""
 
-    group: Annotated[NonEmpty, Field(pattern=r"^[^/]*$")]
+    group: Annotated[NonEmpty, _check(karpenter.group_problem)]
     kind: NonEmpty
     name: NonEmpty
 

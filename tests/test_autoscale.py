@@ -259,7 +259,7 @@ CASES = [
     ("empty name", bad(auto_change=lambda a: a["nodeClassRef"].update(name="")), AUTO + ".nodeClassRef.name",
      "at least 1 character"),
     ("group with a slash", bad(auto_change=lambda a: a["nodeClassRef"].update(group="karpenter.sh/v1")),
-     AUTO + ".nodeClassRef.group", "should match pattern"),
+     AUTO + ".nodeClassRef.group", "is not an API group"),
     # requirements
     *[(f"operator {op}", bad(requirements=[{"key": "kubernetes.io/os", "operator": op, "values": ["linux"]}]),
        AUTO + ".requirements[0].operator", OPERATOR_MSG) for op in ("in", "Equals", "Matches", "")],

@@ -164,6 +164,7 @@ def _after_validators() -> dict[Callable, Callable[[dict[str, Any]], dict[str, A
         "description": "A string (numbers and booleans are written as text) or {valueFrom: {...}}.",
     }
     path = models.JsonOverride.model_fields["path"].metadata[0].func
+    karpenter_group = next(m.func for m in models.NodeClassRef.model_fields["group"].metadata if hasattr(m, "func"))
     return {
         _func(models.EntryName): lambda s: s | {
             "pattern": DNS_LABEL, "maxLength": names.MAX_ENTRY_NAME,
@@ -197,6 +198,10 @@ def _after_validators() -> dict[Callable, Callable[[dict[str, Any]], dict[str, A
             'not a host file such as `localtime` or `posix/...`.',
         },
         _func(models.EnvValue): lambda s: env_value,
+        karpenter_group: lambda s: s | {
+            "pattern": r"^[^/]*$", "patternErrorMessage": 'the API group alone, without "/" or a version',
+            "description": "The node class's API group (`karpenter.k8s.aws`, `karpenter.azure.com`, `karpenter.kwok.sh`).",
+        },
         _func(models.DurationOrNever): lambda s: s | {
             "pattern": rules.DURATION_OR_NEVER.pattern, "patternErrorMessage": rules.DURATION_OR_NEVER.message,
             "description": 'A duration as Karpenter reads it (`"30s"`, `"10m"`, `"1h30m"`), or `"Never"`.',
