@@ -547,6 +547,9 @@ def test_limits_hold_a_burst_over_the_limit_leaves_the_excess_pending(stack, clu
 
 # ---- a prescaled schedule ----------------------------------------------------------------
 
+# Two minutes: Karpenter's node must be up well within the warm-up even on a loaded machine.
+WARM_UP = 2
+
 
 @pytest.fixture(scope="module")
 def primed(stack):
@@ -556,14 +559,14 @@ def primed(stack):
     does not run a time that passed before the CronJob existed)."""
     for _ in range(3):
         lead = max(120, math.ceil(3 * stack.up_seconds))
-        start = (datetime.now(timezone.utc) + timedelta(seconds=lead + 60)).replace(second=0, microsecond=0)
-        primer = start - timedelta(minutes=1)
+        start = (datetime.now(timezone.utc) + timedelta(minutes=WARM_UP, seconds=lead)).replace(second=0, microsecond=0)
+        primer = start - timedelta(minutes=WARM_UP)
 
         def set_schedule(config, start=start):
             schedules = [s for s in config.get("kns:schedules", []) if s["name"] != "primed"]
             config["kns:schedules"] = schedules + [{
                 "name": "primed", "user": "bob", "image": "busybox:1.37", "cpu": "1", "memory": 512, "pool": "warm",
-                "schedule": f"{start.minute} {start.hour} * * *", "timeZone": "Etc/UTC", "warmUpMinutes": 1,
+                "schedule": f"{start.minute} {start.hour} * * *", "timeZone": "Etc/UTC", "warmUpMinutes": WARM_UP,
             }]
 
         stack.edit(set_schedule)
