@@ -205,7 +205,9 @@ if provider_installed; then
   log "cached kubernetes provider v$PULUMI_KUBERNETES_VERSION in $plugin_dir"
 else
   log "installing kubernetes provider v$PULUMI_KUBERNETES_VERSION into $pulumi_home/plugins ..."
-  "$bin_dir/pulumi" plugin install resource kubernetes "v$PULUMI_KUBERNETES_VERSION" --file "$provider_cache" >&2
+  # The CLI finds its home from the account database, not $HOME: name the one checked here.
+  PULUMI_HOME=$pulumi_home "$bin_dir/pulumi" plugin install resource kubernetes "v$PULUMI_KUBERNETES_VERSION" \
+    --file "$provider_cache" >&2
   provider_installed || die "pulumi plugin install did not produce $plugin_dir/pulumi-resource-kubernetes"
 fi
 
