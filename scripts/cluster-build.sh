@@ -4,14 +4,20 @@
 # kube-scheduler and kubectl (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server/v3) and
 # kwok (sigs.k8s.io/kwok), plus the kwok stage documents the cluster scripts use, and
 # Karpenter's kwok cloud provider (sigs.k8s.io/karpenter, main package ./kwok) with the
-# CRDs of the same module (NodePool, NodeClaim, KWOKNodeClass): docs/testing.md.
+# CRDs of the same module (NodePool, NodeClaim, KWOKNodeClass), and Kueue's manager
+# (sigs.k8s.io/kueue, main package ./cmd/kueue) with its CRDs and webhook manifests:
+# docs/testing.md.
 #
 # Versions come from versions.env at the repository root (KNS_VERSIONS_FILE overrides the
-# path); KNS_KUBERNETES_VERSION, KNS_ETCD_VERSION and KNS_KWOK_VERSION override single
-# versions (for a module proxy that refuses a pinned one). Binaries are cached under
+# path); KNS_KUBERNETES_VERSION, KNS_ETCD_VERSION, KNS_KWOK_VERSION, KNS_KARPENTER_VERSION
+# and KNS_KUEUE_VERSION override single versions (for a module proxy that refuses a pinned
+# one). Binaries are cached under
 #   ${KNS_TOOLS_DIR:-$HOME/.cache/kns-platform/tools}/k8s-<ver>-etcd-<ver>-kwok-<ver>/bin
 # (kwok stages in ../share/kwok-stages.yaml; karpenter-kwok beside the others, its CRDs and
-# version stamp in ../share/karpenter/) and only what is missing is rebuilt.
+# version stamp in ../share/karpenter/; kueue likewise, its CRDs, version stamp,
+# webhook-manifests.yaml (the module's config/components/webhook/manifests.yaml) and
+# crd-patches/ (the conversion-webhook patches of config/components/crd) in
+# ../share/kueue/) and only what is missing is rebuilt.
 #
 # Progress goes to stderr; the only thing printed on stdout is the absolute bin directory:
 #   PATH="$(scripts/cluster-build.sh):$PATH"
@@ -28,7 +34,8 @@ KUBERNETES_VERSION=${KNS_KUBERNETES_VERSION:-${KUBERNETES_VERSION:-}}
 ETCD_VERSION=${KNS_ETCD_VERSION:-${ETCD_VERSION:-}}
 KWOK_VERSION=${KNS_KWOK_VERSION:-${KWOK_VERSION:-}}
 KARPENTER_VERSION=${KNS_KARPENTER_VERSION:-${KARPENTER_VERSION:-}}
-for var in KUBERNETES_VERSION ETCD_VERSION KWOK_VERSION KARPENTER_VERSION; do
+KUEUE_VERSION=${KNS_KUEUE_VERSION:-${KUEUE_VERSION:-}}
+for var in KUBERNETES_VERSION ETCD_VERSION KWOK_VERSION KARPENTER_VERSION KUEUE_VERSION; do
   [[ ${!var} =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "$var must be set (x.y.z) in $versions_file or KNS_$var (got '${!var}')"
 done
 k8s_major=${KUBERNETES_VERSION%%.*}
@@ -40,11 +47,13 @@ key_dir=$tools_root/k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSIO
 bin_dir=$key_dir/bin
 stages_file=$key_dir/share/kwok-stages.yaml
 karpenter_share=$key_dir/share/karpenter
+kueue_share=$key_dir/share/kueue
 
 K8S_MOD=k8s.io/kubernetes
 ETCD_MOD=go.etcd.io/etcd/server/v3
 KWOK_MOD=sigs.k8s.io/kwok
 KARPENTER_MOD=sigs.k8s.io/karpenter
+KUEUE_MOD=sigs.k8s.io/kueue
 # CRDs the kwok provider needs, from the module (charts/crds carries kwok's label rules).
 karpenter_crds=(kwok/charts/crds/karpenter.sh_nodepools.yaml kwok/charts/crds/karpenter.sh_nodeclaims.yaml
   kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml)
@@ -58,9 +67,12 @@ done
 # The binary's name carries no version: a stamp says which one was built.
 [[ -x $bin_dir/karpenter-kwok && $(cat "$karpenter_share/version" 2>/dev/null) == "$KARPENTER_VERSION" ]] ||
   missing+=(karpenter-kwok)
+# The stamp is written last: it vouches for the CRDs and webhook manifests beside it too.
+[[ -x $bin_dir/kueue && $(cat "$kueue_share/version" 2>/dev/null) == "$KUEUE_VERSION" ]] ||
+  missing+=(kueue)
 
 if ((${#missing[@]} == 0)); then
-  log "cached k8s v$KUBERNETES_VERSION, etcd v$ETCD_VERSION, kwok v$KWOK_VERSION, karpenter v$KARPENTER_VERSION in $bin_dir"
+  log "cached k8s v$KUBERNETES_VERSION, etcd v$ETCD_VERSION, kwok v$KWOK_VERSION, karpenter v$KARPENTER_VERSION, kueue v$KUEUE_VERSION in $bin_dir"
   printf '%s\n' "$bin_dir"
   exit 0
 fi
@@ -94,6 +106,11 @@ if need karpenter-kwok; then
   mod_download "$KARPENTER_MOD" "v$KARPENTER_VERSION" ||
     die "cannot download $KARPENTER_MOD@v$KARPENTER_VERSION from the Go module proxy (try KNS_KARPENTER_VERSION=<another 1.x.y>)"
   karpenter_dir=$MOD_DIR
+fi
+if need kueue; then
+  mod_download "$KUEUE_MOD" "v$KUEUE_VERSION" ||
+    die "cannot download $KUEUE_MOD@v$KUEUE_VERSION from the Go module proxy (try KNS_KUEUE_VERSION=<another 0.x.y>)"
+  kueue_dir=$MOD_DIR kueue_commit=$MOD_HASH
 fi
 
 # --- Kubernetes: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl ------
@@ -174,6 +191,36 @@ if need karpenter-kwok; then
   chmod -R u+w "$karpenter_share"
   printf '%s\n' "$KARPENTER_VERSION" >"$karpenter_share/version"
   log "wrote the Karpenter CRDs to $karpenter_share/crds"
+fi
+
+# --- Kueue's manager -----------------------------------------------------------------------
+if need kueue; then
+  # Built inside a copy of the module: its own go.mod and go.sum apply (from a wrapper
+  # module the checksum of sigs.k8s.io/scheduler-library is missing). The version variables
+  # are the ones upstream's Makefile stamps.
+  kueue_webhooks=config/components/webhook/manifests.yaml
+  [[ -r $kueue_dir/$kueue_webhooks ]] || die "$KUEUE_MOD@v$KUEUE_VERSION has no $kueue_webhooks"
+  compgen -G "$kueue_dir/config/components/crd/bases/*.yaml" >/dev/null ||
+    die "$KUEUE_MOD@v$KUEUE_VERSION has no config/components/crd/bases/*.yaml"
+  cp -r "$kueue_dir" "$work/kueue"
+  chmod -R u+w "$work/kueue"
+  [[ $kueue_commit != - ]] || kueue_commit=
+  kueue_ldflags="-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=v$KUEUE_VERSION"
+  kueue_ldflags+=" -X sigs.k8s.io/kueue/pkg/version.GitCommit=$kueue_commit"
+  kueue_ldflags+=" -X sigs.k8s.io/kueue/pkg/version.BuildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  go_build "$work/kueue" "$bin_dir/kueue" "" "$kueue_ldflags" ./cmd/kueue
+  rm -rf "$kueue_share"
+  mkdir -p "$kueue_share/crds"
+  cp "$kueue_dir"/config/components/crd/bases/*.yaml "$kueue_share/crds/"
+  cp "$kueue_dir/$kueue_webhooks" "$kueue_share/webhook-manifests.yaml"
+  # Which CRDs upstream serves through the conversion webhook: crd/kustomization.yaml's
+  # patches (scripts/kueue-process.sh reads them).
+  mkdir -p "$kueue_share/crd-patches"
+  cp "$kueue_dir/config/components/crd/kustomization.yaml" "$kueue_share/crd-patches/"
+  cp "$kueue_dir"/config/components/crd/patches/webhook_in_*.yaml "$kueue_share/crd-patches/"
+  chmod -R u+w "$kueue_share"
+  printf '%s\n' "$KUEUE_VERSION" >"$kueue_share/version"
+  log "wrote the Kueue CRDs and webhook manifests to $kueue_share"
 fi
 
 printf '%s\n' "$bin_dir"

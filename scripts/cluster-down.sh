@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Stop every process scripts/cluster-up.sh (and scripts/scheduler-process.sh,
-# scripts/karpenter-process.sh) started for a state dir:  scripts/cluster-down.sh <state-dir>
+# scripts/karpenter-process.sh, scripts/kueue-process.sh) started for a state dir:
+#   scripts/cluster-down.sh <state-dir>
 # Reads <state-dir>/pids ("<component> <pid>" lines) and stops the components in tiers
-# (kwok, schedulers, Karpenter and controller-manager; then kube-apiserver; then etcd):
+# (kwok, schedulers, Karpenter, Kueue and controller-manager; then kube-apiserver; then etcd):
 # SIGTERM to each process group, up to KNS_CLUSTER_GRACE seconds (default 10), then
 # SIGKILL. A pid is only signalled while its command line still names the state dir (or its
 # environment has KNS_CLUSTER_STATE=<state-dir>), so a recycled pid is never hit.
@@ -90,7 +91,7 @@ stop() { # "name pid"...
   return 0
 }
 
-# Clients first (kwok, schedulers, Karpenter, controller-manager), then the API server, then etcd: an
+# Clients first (kwok, schedulers, Karpenter, Kueue, controller-manager), then the API server, then etcd: an
 # API server whose etcd is gone takes long to stop.
 clients=() apiservers=() etcds=()
 for e in "${entries[@]}"; do
