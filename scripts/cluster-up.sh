@@ -18,9 +18,11 @@
 # Stop everything with scripts/cluster-down.sh <state-dir>.
 #
 # kwok's stages: the module's (../share/kwok-stages.yaml beside the bin dir), with its
-# pod-complete stage kept off pods that have a `kns-wait` init container, plus
-# scripts/kwok/pod-complete-primed.yaml, which completes those at their workload's start
-# time (docs/testing.md). KNS_KWOK_STAGES=<file> replaces all of them (used as is).
+# pod-complete stage kept off pods that have a `kns-wait` init container or the annotation
+# kwok.x-k8s.io/run-for, plus scripts/kwok/pod-complete-primed.yaml, which completes the
+# former at their workload's start time, and scripts/kwok/pod-complete-after.yaml, which
+# completes the latter that long after they started running (docs/testing.md).
+# KNS_KWOK_STAGES=<file> replaces all of them (used as is).
 #
 # KNS_CLUSTER_TIMEOUT (default 180) is the seconds allowed for each readiness wait.
 set -euo pipefail
@@ -76,17 +78,21 @@ bin=${KNS_CLUSTER_BIN:-$(bash "$script_dir/cluster-build.sh")}
 bin=$(cd "$bin" && pwd)
 module_stages=${KNS_KWOK_STAGES:-$(dirname "$bin")/share/kwok-stages.yaml}
 primed_stage=$script_dir/kwok/pod-complete-primed.yaml
+after_stage=$script_dir/kwok/pod-complete-after.yaml
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl; do
   [[ -x $bin/$b ]] || die "$bin/$b is missing (run scripts/cluster-build.sh)"
 done
 [[ -r $module_stages ]] || die "kwok stages $module_stages are missing (run scripts/cluster-build.sh)"
-[[ -n ${KNS_KWOK_STAGES:-} || -r $primed_stage ]] || die "cannot read $primed_stage"
+for f in "$primed_stage" "$after_stage"; do
+  [[ -n ${KNS_KWOK_STAGES:-} || -r $f ]] || die "cannot read $f"
+done
 
 # The stages kwok plays. The module's pod-complete completes every running Job pod at once;
-# a primed pod (init container kns-wait) completes at its start time instead: add a
-# requirement to pod-complete's selector, before its first one and with the same
-# indentation (kwok's NotIn also matches a pod without init containers), then the primed
-# stage.
+# a primed pod (init container kns-wait) completes at its start time instead, and a pod
+# annotated kwok.x-k8s.io/run-for that long after it started running: add two
+# requirements to pod-complete's selector, before its first one and with the same
+# indentation (kwok's NotIn also matches a pod without init containers; its DoesNotExist
+# an empty annotation too), then the primed and the run-for stages.
 stages=$state/kwok-stages.yaml
 if [[ -n ${KNS_KWOK_STAGES:-} ]]; then
   cp "$module_stages" "$stages"
@@ -103,13 +109,17 @@ else
         print pad "  operator: \047NotIn\047"
         print pad "  values:"
         print pad "  - \047kns-wait\047"
+        print pad "- key: \047.metadata.annotations[\"kwok.x-k8s.io/run-for\"]\047"
+        print pad "  operator: \047DoesNotExist\047"
         in_stage = 0; in_exprs = 0; done = 1
       }
       { print }
       END { if (!done) exit 3 }
     ' "$module_stages" || die "no pod-complete stage with a selector in $module_stages"
-    printf -- '---\n# %s (scripts/cluster-up.sh)\n' "scripts/kwok/pod-complete-primed.yaml"
-    sed '/^---[[:space:]]*$/d' "$primed_stage"
+    for f in "$primed_stage" "$after_stage"; do
+      printf -- '---\n# scripts/kwok/%s (scripts/cluster-up.sh)\n' "${f##*/}"
+      sed '/^---[[:space:]]*$/d' "$f"
+    done
   } >"$stages"
 fi
 
