@@ -59,11 +59,11 @@ kubeconfig=$state/kubeconfig
   die "$state has no running cluster (run scripts/cluster-up.sh $state)"
 # shellcheck source=/dev/null
 bin=${KNS_CLUSTER_BIN:-$(. "$state/cluster.env" && printf '%s' "$KNS_CLUSTER_BIN")}
-[[ -x $bin/kueue ]] || die "no kueue in $bin (run scripts/cluster-build.sh)"
+[[ -x $bin/kueue ]] || die "no kueue in $bin (run KNS_BUILD_KUEUE=1 scripts/cluster-build.sh)"
 [[ -x $bin/kubectl ]] || die "no kubectl in $bin"
 share=$(cd "$bin/../share/kueue" 2>/dev/null && pwd) || die "no $bin/../share/kueue (run scripts/cluster-build.sh)"
 [[ -d $share/crds && -r $share/webhook-manifests.yaml ]] ||
-  die "no Kueue CRDs or webhook manifests in $share (run scripts/cluster-build.sh)"
+  die "no Kueue CRDs or webhook manifests in $share (run KNS_BUILD_KUEUE=1 scripts/cluster-build.sh)"
 timeout=${KNS_CLUSTER_TIMEOUT:-180}
 for tool in curl openssl setsid; do
   command -v "$tool" >/dev/null 2>&1 || die "'$tool' is not on PATH"
