@@ -67,12 +67,10 @@ PY
 fi
 
 component=karpenter
-pids_file=$state/pids
-while read -r n pid _; do
-  if [[ $n == "$component" ]] && kill -0 "$pid" 2>/dev/null; then
-    die "$component is already running (pid $pid)"
-  fi
-done <"$pids_file"
+KNS_SCRIPT=karpenter-process
+# shellcheck source=lib/process.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/process.sh"
+process_not_running
 kubectl=("$bin/kubectl" --kubeconfig="$kubeconfig")
 
 # --- CRDs and the node class -------------------------------------------------------------
@@ -102,10 +100,6 @@ for _ in range(2):
     s.bind(("", 0))
     socks.append(s)
 print(*(s.getsockname()[1] for s in socks))')
-mkdir -p "$state/logs"
-log_file=$state/logs/$component.log
-pid_tmp=$state/.pid.$component
-rm -f "$pid_tmp"
 args=(
   --disable-leader-election=true
   --metrics-port="$metrics_port" --health-probe-port="$health_port"
@@ -113,29 +107,9 @@ args=(
 )
 [[ -n $instance_types ]] && args+=(--instance-types-file-path="$instance_types")
 log "starting $component (health on :$health_port, metrics on :$metrics_port${instance_types:+, instance types $instance_types})"
-# KUBECONFIG is how it finds the API server (it has no --kubeconfig flag);
-# KNS_CLUSTER_STATE lets cluster-down.sh tell it is ours.
-# shellcheck disable=SC2016 # $$, $0 and $@ are the inner shell's
-KUBECONFIG=$kubeconfig KNS_CLUSTER_STATE=$state setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pid_tmp" \
-  "$bin/karpenter-kwok" "${args[@]}" >"$log_file" 2>&1 </dev/null &
-for _ in $(seq 50); do [[ -s $pid_tmp ]] && break; sleep 0.1; done
-[[ -s $pid_tmp ]] || die "$component did not start"
-pid=$(cat "$pid_tmp")
-printf '%s %s\n' "$component" "$pid" >>"$pids_file"
-rm -f "$pid_tmp"
-
-fail() {
-  printf 'karpenter-process: last lines of %s:\n' "$log_file" >&2
-  tail -n 40 "$log_file" | sed 's/^/  | /' >&2
-  kill -KILL -- "-$pid" 2>/dev/null || true
-  die "$*"
-}
-deadline=$((SECONDS + timeout))
-until curl -sf "http://127.0.0.1:$health_port/readyz" >/dev/null 2>&1; do
-  kill -0 "$pid" 2>/dev/null || fail "$component exited"
-  ((SECONDS < deadline)) || fail "$component did not become ready in ${timeout}s"
-  sleep 0.5
-done
+# KUBECONFIG is how it finds the API server (it has no --kubeconfig flag).
+process_start KUBECONFIG="$kubeconfig" -- "$bin/karpenter-kwok" "${args[@]}"
+process_ready "http://127.0.0.1:$health_port/readyz"
 if err=$(grep -m1 'failed constructing instance types' "$log_file"); then
   kill -KILL -- "-$pid" 2>/dev/null || true
   printf '  | %s\n' "$err" >&2

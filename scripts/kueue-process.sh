@@ -72,12 +72,10 @@ done
 . "$(dirname "${BASH_SOURCE[0]}")/lib/python.sh"
 
 component=kueue
-pids_file=$state/pids
-while read -r n pid _; do
-  if [[ $n == "$component" ]] && kill -0 "$pid" 2>/dev/null; then
-    die "$component is already running (pid $pid)"
-  fi
-done <"$pids_file"
+KNS_SCRIPT=kueue-process
+# shellcheck source=lib/process.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/process.sh"
+process_not_running
 kubectl=("$bin/kubectl" --kubeconfig="$kubeconfig")
 dir=$state/kueue
 rm -rf "$dir"
@@ -196,9 +194,6 @@ EOF
 log "${#crds[@]} CRDs established; namespace kueue-system"
 
 # --- The manager -------------------------------------------------------------------------------
-log_file=$state/logs/$component.log
-pid_tmp=$state/.pid.$component
-rm -f "$pid_tmp"
 gates=VisibilityOnDemand=false${KNS_KUEUE_FEATURE_GATES:+,$KNS_KUEUE_FEATURE_GATES}
 cmd=("$bin/kueue" --config="$dir/config.yaml" --kubeconfig="$kubeconfig" --feature-gates="$gates")
 [[ -n ${KNS_KUEUE_LOG_LEVEL:-} ]] && cmd+=(--zap-log-level="$KNS_KUEUE_LOG_LEVEL")
@@ -226,30 +221,9 @@ else
   log "metrics certificate: copied to $metrics_path (on the host)"
 fi
 log "starting $component (webhooks on 127.0.0.1:$webhook_port, health on 127.0.0.1:$health_port, frameworks $frameworks)"
-# KNS_CLUSTER_STATE lets cluster-down.sh tell it is ours (its command line names the state
-# dir as well).
-# shellcheck disable=SC2016 # $$, $0 and $@ are the inner shell's
-KNS_CLUSTER_STATE=$state setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pid_tmp" \
-  "${cmd[@]}" >"$log_file" 2>&1 </dev/null &
-for _ in $(seq 50); do [[ -s $pid_tmp ]] && break; sleep 0.1; done
-[[ -s $pid_tmp ]] || die "$component did not start"
-pid=$(cat "$pid_tmp")
-printf '%s %s\n' "$component" "$pid" >>"$pids_file"
-rm -f "$pid_tmp"
-
-fail() {
-  printf 'kueue-process: last lines of %s:\n' "$log_file" >&2
-  tail -n 40 "$log_file" | sed 's/^/  | /' >&2
-  kill -KILL -- "-$pid" 2>/dev/null || true
-  die "$*"
-}
 start=$SECONDS
-deadline=$((SECONDS + timeout))
-until curl -sf "http://127.0.0.1:$health_port/readyz" >/dev/null 2>&1; do
-  kill -0 "$pid" 2>/dev/null || fail "$component exited"
-  ((SECONDS < deadline)) || fail "$component did not become ready in ${timeout}s"
-  sleep 0.5
-done
+process_start -- "${cmd[@]}"
+process_ready "http://127.0.0.1:$health_port/readyz"
 log "$component ready in $((SECONDS - start))s (pid $pid)"
 
 # --- Its webhooks --------------------------------------------------------------------------------
@@ -300,9 +274,9 @@ with open(out, "w") as f:
     yaml.safe_dump_all(docs, f, sort_keys=False)
 print("kueue-process: %d webhooks to register" % kept, file=sys.stderr)
 PY
-  fail "could not prepare the webhook configurations"
+  process_fail "could not prepare the webhook configurations"
 "${kubectl[@]}" apply --server-side --force-conflicts -f "$dir/webhooks.yaml" >/dev/null ||
-  fail "the webhook configurations were refused"
+  process_fail "the webhook configurations were refused"
 
 # The API server reaches them: a Job with the queue label, created as a dry run, comes back
 # suspended from the mutating webhook (with batch/job; else a ResourceFlavor dry run passes
@@ -338,8 +312,8 @@ EOF
   }
 fi
 until probe; do
-  kill -0 "$pid" 2>/dev/null || fail "$component exited"
-  ((SECONDS < deadline)) || fail "the API server got no answer from the Kueue webhooks in ${timeout}s"
+  kill -0 "$pid" 2>/dev/null || process_fail "$component exited"
+  ((SECONDS < deadline)) || process_fail "the API server got no answer from the Kueue webhooks in ${timeout}s"
   sleep 0.5
 done
 printf 'KNS_KUEUE_WEBHOOK_PORT=%s\nKNS_KUEUE_HEALTH_PORT=%s\n' "$webhook_port" "$health_port" >>"$state/cluster.env"
