@@ -21,7 +21,7 @@ from typing import Any, Iterable
 import yaml
 from jsonschema import Draft4Validator, FormatChecker
 
-from .program import ROOT, Registered
+from .program import ROOT, Registered, pinned_versions
 
 _LABEL = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -55,9 +55,7 @@ def schema_dir() -> Path:
 def karpenter_dir() -> Path:
     """The Karpenter module at the pinned KARPENTER_VERSION (versions.env), from the Go module
     proxy: its CRDs are the schema of the NodePools the program emits."""
-    pinned = dict(line.split("=", 1) for line in (ROOT / "versions.env").read_text().splitlines()
-                  if "=" in line and not line.startswith("#"))
-    module = f"sigs.k8s.io/karpenter@v{pinned['KARPENTER_VERSION']}"
+    module = f"sigs.k8s.io/karpenter@v{pinned_versions()['KARPENTER_VERSION']}"
     done = subprocess.run(["go", "mod", "download", "-json", module], capture_output=True, text=True, timeout=1800,
                           cwd=ROOT / "scripts", env={**os.environ, "GOFLAGS": "-mod=mod", "GOWORK": "off"})
     assert done.returncode == 0, f"go mod download {module} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"

@@ -122,6 +122,16 @@ def run_program(
     return Run(mocks.resources, outputs)
 
 
+def pinned_versions() -> dict[str, str]:
+    """versions.env, the one place tool versions are pinned: name -> version."""
+    out = {}
+    for line in (ROOT / "versions.env").read_text().splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            out[key.strip()] = value.strip()
+    return out
+
+
 PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "config", "plan", "components", "jobs")
 
 

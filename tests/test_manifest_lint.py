@@ -22,11 +22,10 @@ import pytest
 import yaml
 
 from kns_testing import apiserver
-from kns_testing.program import PROJECT_FILES, ROOT, engine_project
+from kns_testing.program import PROJECT_FILES, ROOT, engine_project, pinned_versions
 
 PASSPHRASE = "kns-dev-local"  # the dev stack's committed encryptionsalt belongs to it
-KUBERNETES_VERSION = next(line.split("=", 1)[1] for line in (ROOT / "versions.env").read_text().splitlines()
-                          if line.startswith("KUBERNETES_VERSION="))
+KUBERNETES_VERSION = pinned_versions()["KUBERNETES_VERSION"]
 KUBE_SCORE_K8S = "v" + ".".join(KUBERNETES_VERSION.split(".")[:2])  # kube-score wants vN.NN
 
 # kube-score checks off for every object, and why. Prefer a `kube-score/ignore` annotation
@@ -207,8 +206,7 @@ def rendered(request, toolchain, tmp_path_factory) -> Path:
 
 
 def test_the_linters_are_the_pinned_versions(linters):
-    versions = dict(line.split("=", 1) for line in (ROOT / "versions.env").read_text().splitlines()
-                    if line and not line.startswith("#"))
+    versions = pinned_versions()
     done = subprocess.run([linters.kube_score, "version"], capture_output=True, text=True, timeout=60)
     assert done.stdout.startswith(f"kube-score version: {versions['KUBE_SCORE_VERSION']},"), done.stdout
     done = subprocess.run([linters.kubeconform, "-v"], capture_output=True, text=True, timeout=60)

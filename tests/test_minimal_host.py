@@ -9,8 +9,7 @@ import re
 import shutil
 import subprocess
 
-from kns_testing.program import ROOT
-from tests.test_versions import read_versions
+from kns_testing.program import ROOT, pinned_versions
 
 HOST = ROOT / "scripts" / "minimal-host"
 # Pure module mode, as scripts/lib/gomod.sh builds: no workspace, no toolchain download,
@@ -38,4 +37,4 @@ def test_it_is_built_against_the_pinned_sdk():
     required = re.search(r"^require github\.com/pulumi/pulumi/sdk/v3 v(\S+)$|^\tgithub\.com/pulumi/pulumi/sdk/v3 v(\S+)$",
                          (HOST / "go.mod").read_text(), re.MULTILINE)
     assert required, "scripts/minimal-host/go.mod does not require github.com/pulumi/pulumi/sdk/v3"
-    assert (required[1] or required[2]) == read_versions()["PULUMI_VERSION"]
+    assert (required[1] or required[2]) == pinned_versions()["PULUMI_VERSION"]

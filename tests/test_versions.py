@@ -4,16 +4,7 @@ from __future__ import annotations
 
 import re
 
-from kns_testing.program import ROOT
-
-
-def read_versions() -> dict[str, str]:
-    out = {}
-    for line in (ROOT / "versions.env").read_text().splitlines():
-        if line and not line.startswith("#"):
-            key, _, value = line.partition("=")
-            out[key.strip()] = value.strip()
-    return out
+from kns_testing.program import ROOT, pinned_versions
 
 
 def read_pins() -> dict[str, str]:
@@ -39,7 +30,7 @@ def test_the_lock_covers_every_installed_package():
 
 
 def test_sdk_pins_match_the_engine_versions():
-    versions, pins = read_versions(), read_pins()
+    versions, pins = pinned_versions(), read_pins()
     assert pins["pulumi"] == versions["PULUMI_VERSION"]
     assert pins["pulumi-kubernetes"] == versions["PULUMI_KUBERNETES_VERSION"]
 

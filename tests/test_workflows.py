@@ -22,7 +22,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from kns_testing.program import ROOT
+from kns_testing.program import ROOT, pinned_versions
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 PREVIEW = WORKFLOWS / "preview.yml"
@@ -71,8 +71,7 @@ def lint(actionlint: str, *files: Path) -> subprocess.CompletedProcess:
 
 
 def test_actionlint_is_the_pinned_version(actionlint):
-    versions = dict(line.split("=", 1) for line in (ROOT / "versions.env").read_text().splitlines()
-                    if line and not line.startswith("#"))
+    versions = pinned_versions()
     done = subprocess.run([actionlint, "-version"], capture_output=True, text=True, timeout=60)
     assert done.stdout.splitlines()[0] == f"v{versions['ACTIONLINT_VERSION']}"
 
