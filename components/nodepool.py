@@ -20,7 +20,7 @@ import pulumi_kubernetes as k8s
 
 from config import resolve
 from config.models import NodePool as NodePoolModel
-from plan.nodepools import nodepool_manifest
+from plan.nodepools import autoscale_summary, nodepool_manifest
 
 TYPE = "kns:cluster:NodePool"
 
@@ -58,7 +58,7 @@ class NodePool(pulumi.ComponentResource):
                 spec=manifest["spec"],
                 opts=pulumi.ResourceOptions(parent=self),
             )
-            outputs["autoscale"] = {"nodePool": self.node_pool.metadata["name"], "limits": dict(pool.autoscale.limits)}
+            outputs["autoscale"] = autoscale_summary(pool)
         self.patches = [
             k8s.core.v1.NodePatch(
                 patch_name(pool.name, node),

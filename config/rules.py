@@ -57,42 +57,6 @@ MOUNT_PATH_NEEDS_CREDENTIALS = Rule("credentialsMountPath is set but credentials
 GPU_RESOURCE_NEEDS_GPUS = Rule("gpuResource is set but gpus is 0")
 WARM_UP_OR_PRIMER = Rule("set warmUpMinutes or primerSchedule, not both")
 
-# ---- autoscaled pools: the Karpenter NodePool (karpenter.sh/v1) -------------------------
-# What the v1 NodePool CRD's schema and CEL rules, and Karpenter's own runtime validation,
-# refuse (docs/autoscaling.md); read by config/karpenter.py and tools/schema.py.
-
-NODES_OR_AUTOSCALE = Rule("a pool has nodes (a static pool) or autoscale (a Karpenter NodePool): exactly one")
-DURATION_OR_NEVER = Rule('not a duration (numbers with a unit s, m or h: "30s", "720h") or "Never"',
-                         pattern=r"^(([0-9]+(s|m|h))+|Never)$")
-REQUIREMENT_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
-NUMERIC_OPERATORS = ("Gt", "Lt", "Gte", "Lte")
-IN_NEEDS_VALUES = Rule("operator In needs at least one value")
-NUMERIC_NEEDS_ONE_INTEGER = Rule("operators Gt, Lt, Gte and Lte need exactly one value, a whole number of 0 or more")
-EXISTS_TAKES_NO_VALUES = Rule("operators Exists and DoesNotExist take no values")
-MIN_VALUES_OVER_VALUES = Rule("minValues is more than the number of values")
-NODEPOOL_LIMIT = Rule("not a resource a node offers (cpu, memory, ephemeral-storage, pods, nodes, "
-                      "hugepages-<size>, or an extended resource domain/name)",
-                      pattern=r"^(cpu|memory|ephemeral-storage|pods|nodes|hugepages-[^/]+|[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-                              r"(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")
-MAX_REQUIREMENTS = 100
-MAX_TEMPLATE_LABELS = 100
-MIN_VALUES_MAX = 50
-WEIGHT_MIN, WEIGHT_MAX = 1, 100
-# Label keys Karpenter keeps for itself: the karpenter.sh domain (but for the two it lets a
-# pool select on), and the hostname a node only gets when it exists.
-KARPENTER_DOMAIN = "karpenter.sh"
-KARPENTER_SELECTABLE = ("karpenter.sh/capacity-type", "karpenter.sh/nodepool")
-KARPENTER_NODEPOOL_LABEL = "karpenter.sh/nodepool"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
-CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
-CAPACITY_TYPES = ("on-demand", "spot", "reserved")
-# The label each cloud's Karpenter provider puts the instance's GPU count in, by node class
-# group; a GPU pool's perNode becomes a requirement on it (docs/autoscaling.md).
-GPU_COUNT_LABELS = {
-    "karpenter.k8s.aws": "karpenter.k8s.aws/instance-gpu-count",
-    "karpenter.azure.com": "karpenter.azure.com/sku-gpu-count",
-}
-
 # ---- pods (config/podspec.py) ----------------------------------------------------------
 
 _PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
@@ -123,3 +87,39 @@ EXACT_RESOURCE = Rule("extended resources and hugepages are requested exactly: r
 CORE_RESOURCE = Rule("extraResources is for other extended resources")
 RESERVED_NAME = Rule("the names the program gives are reserved: choose another")
 DERIVED_NAME = Rule("names the program derives from the entries are reserved: rename one of the two")
+
+
+# ---- autoscaled pools: the Karpenter NodePool (karpenter.sh/v1) -------------------------
+# What the v1 NodePool CRD's schema and CEL rules, and Karpenter's own runtime validation,
+# refuse (docs/autoscaling.md); read by config/karpenter.py and tools/schema.py.
+
+NODES_OR_AUTOSCALE = Rule("a pool has nodes (a static pool) or autoscale (a Karpenter NodePool): exactly one")
+DURATION_OR_NEVER = Rule('not a duration (numbers with a unit s, m or h: "30s", "720h") or "Never"',
+                         pattern=r"^(([0-9]+(s|m|h))+|Never)$")
+REQUIREMENT_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
+NUMERIC_OPERATORS = ("Gt", "Lt", "Gte", "Lte")
+IN_NEEDS_VALUES = Rule("operator In needs at least one value")
+NUMERIC_NEEDS_ONE_INTEGER = Rule("operators Gt, Lt, Gte and Lte need exactly one value, a whole number of 0 or more")
+EXISTS_TAKES_NO_VALUES = Rule("operators Exists and DoesNotExist take no values")
+MIN_VALUES_OVER_VALUES = Rule("minValues is more than the number of values")
+NODEPOOL_LIMIT = Rule("not a resource a node offers (cpu, memory, ephemeral-storage, pods, nodes, "
+                      "hugepages-<size>, or an extended resource domain/name)",
+                      pattern=rf"^(cpu|memory|ephemeral-storage|pods|nodes|hugepages-[^/]+|{EXTENDED_RESOURCE.pattern[1:-1]})$")
+MAX_REQUIREMENTS = 100
+MAX_TEMPLATE_LABELS = 100
+MIN_VALUES_MAX = 50
+WEIGHT_MIN, WEIGHT_MAX = 1, 100
+# Label keys Karpenter keeps for itself: the karpenter.sh domain (but for the two it lets a
+# pool select on), and the hostname a node only gets when it exists.
+KARPENTER_DOMAIN = "karpenter.sh"
+KARPENTER_SELECTABLE = ("karpenter.sh/capacity-type", "karpenter.sh/nodepool")
+KARPENTER_NODEPOOL_LABEL = "karpenter.sh/nodepool"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
+CAPACITY_TYPES = ("on-demand", "spot", "reserved")
+# The label each cloud's Karpenter provider puts the instance's GPU count in, by node class
+# group; a GPU pool's perNode becomes a requirement on it (docs/autoscaling.md).
+GPU_COUNT_LABELS = {
+    "karpenter.k8s.aws": "karpenter.k8s.aws/instance-gpu-count",
+    "karpenter.azure.com": "karpenter.azure.com/sku-gpu-count",
+}

@@ -16,6 +16,7 @@ from config import resolve
 from config.loader import PlatformConfig
 from plan import wait
 from plan.model import WorkloadPlan
+from plan.nodepools import autoscale_summary
 
 from . import runs as runs_module
 
@@ -55,8 +56,7 @@ def entry_facts(cfg: PlatformConfig, plan: WorkloadPlan, now: Optional[datetime]
         "namespace": plan.namespace,
         "objects": [f"{m['kind']}/{name}" for name, m in plan.objects.items()],
         "nodePool": plan.pool.name if plan.pool else None,
-        "nodePoolAutoscale": ({"nodePool": plan.pool.name, "limits": dict(plan.pool.autoscale.limits)}
-                              if plan.pool is not None and plan.pool.autoscale is not None else None),
+        "nodePoolAutoscale": autoscale_summary(plan.pool) if plan.pool else None,
         "schedulerName": (pod or {}).get("schedulerName", plan.scheduler_name),
         "profileRules": list(rules),
         "podSecurity": plan.pod_security,

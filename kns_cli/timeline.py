@@ -70,16 +70,12 @@ def _local(moment: datetime, zone: str) -> str:
     return moment.astimezone(cron.zone(zone)).strftime("%a %Y-%m-%d %H:%M %Z")
 
 
-def _autoscaled(plan: WorkloadPlan) -> bool:
-    return plan.pool is not None and plan.pool.autoscale is not None
-
-
 def _describe(plan: WorkloadPlan) -> str:
     entry = plan.entry
     text = f"cron {entry.schedule} in {entry.time_zone}"
     if plan.primers is not None:
         text += f" \u00b7 warm-up {plan.primers.lead} min"
-    if _autoscaled(plan):
+    if plan.on_autoscaled_pool:
         text += f" \u00b7 autoscaled pool {plan.pool.name}"
     return text
 
@@ -164,7 +160,7 @@ def _row(index: int, row: Row, scale: Scale) -> list[str]:
             left = scale.x(run.primer)
             clipped = run.primer < scale.start
             # On an autoscaled pool Karpenter adds a node for the primed pod and keeps it to the start.
-            warm = _autoscaled(plan)
+            warm = plan.on_autoscaled_pool
             kind = f'class="warmup warm-capacity" data-pool={quoteattr(plan.pool.name)}' if warm else 'class="warmup"'
             fill, stroke = ("#4caf7a", "#2e7d4f") if warm else ("#f4a259", "#d9822b")
             held = f" (warm capacity held on autoscaled pool {escape(plan.pool.name)})" if warm else ""

@@ -78,7 +78,7 @@ def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
     labels = {**entry.labels, **resolve.dynamic_labels(entry, cfg.cluster.name, cfg.stack), **_pod_labels(plan)}
     metadata: dict[str, Any] = {"labels": labels}
     annotations = dict(entry.annotations)
-    if plan.pool is not None and plan.pool.autoscale is not None:
+    if plan.on_autoscaled_pool:
         # Karpenter must not move a pod it provisioned for: a primed pod holds its warm node
         # until the start, a batch pod until it ends (docs/autoscaling.md).
         annotations.update(nodepools.DO_NOT_DISRUPT)

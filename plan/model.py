@@ -39,6 +39,11 @@ class WorkloadPlan:
         return isinstance(self.entry, Schedule)
 
     @property
+    def on_autoscaled_pool(self) -> bool:
+        """Its pool is a Karpenter NodePool (docs/autoscaling.md)."""
+        return self.pool is not None and self.pool.autoscale is not None
+
+    @property
     def pod_spec(self) -> Optional[dict[str, Any]]:
         """The pod spec the entry runs, as finally built (its Job's, or its first CronJob's:
         primer CronJobs share the template); None for `type: namespace`."""

@@ -8,7 +8,7 @@ workload's pod targets it with the same selector and tolerations as a static poo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from config import resolve, rules
 from config.models import NodePool
@@ -18,6 +18,14 @@ API_VERSION = "karpenter.sh/v1"
 KIND = "NodePool"
 # On the pods of an autoscaled pool: Karpenter neither consolidates nor drifts their node away.
 DO_NOT_DISRUPT = {"karpenter.sh/do-not-disrupt": "true"}
+
+
+def autoscale_summary(pool: NodePool) -> Optional[dict[str, Any]]:
+    """`{nodePool, limits}` of an autoscaled pool, as the stack outputs and `./kns explain`
+    show it; None for a static pool."""
+    if pool.autoscale is None:
+        return None
+    return {"nodePool": pool.name, "limits": dict(pool.autoscale.limits)}
 
 
 def gpu_requirement(pool: NodePool) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from config.loader import PlatformConfig
 from config.models import NodePool, Schedule
 
 from .model import WorkloadPlan
+from .nodepools import autoscale_summary
 from .schedulers import KNS_ACCOUNT
 
 
@@ -38,8 +39,9 @@ def pool_output(pool: NodePool) -> dict[str, Any]:
     """`nodePools.<name>`: a static pool's nodes; an autoscaled one has none yet, and its
     NodePool and limits instead."""
     out: dict[str, Any] = {"nodes": pool.static_nodes, "taints": resolve.pool_taints(pool)}
-    if pool.autoscale is not None:
-        out["autoscale"] = {"nodePool": pool.name, "limits": dict(pool.autoscale.limits)}
+    summary = autoscale_summary(pool)
+    if summary is not None:
+        out["autoscale"] = summary
     return out
 
 
