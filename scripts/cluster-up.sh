@@ -176,14 +176,9 @@ wait_for() { # name description command...
 }
 
 # --- 1. Ports, keys, tokens ----------------------------------------------------------------
-read -r etcd_port etcd_peer_port api_port kcm_port sched_port kwok_port < <(python3 -c '
-import socket
-socks = []
-for _ in range(6):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(*(s.getsockname()[1] for s in socks))')
+# shellcheck source=lib/ports.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/ports.sh"
+read -r etcd_port etcd_peer_port api_port kcm_port sched_port kwok_port < <(free_ports 6)
 
 openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
 openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null

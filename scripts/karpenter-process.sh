@@ -92,14 +92,9 @@ log "CRDs established; KWOKNodeClass default applied"
 
 # --- karpenter-kwok ------------------------------------------------------------------------
 # It binds ":<port>" (all interfaces): check the ports are free there, not just on loopback.
-read -r metrics_port health_port < <(python3 -c '
-import socket
-socks = []
-for _ in range(2):
-    s = socket.socket()
-    s.bind(("", 0))
-    socks.append(s)
-print(*(s.getsockname()[1] for s in socks))')
+# shellcheck source=lib/ports.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/ports.sh"
+read -r metrics_port health_port < <(free_ports 2 "")
 args=(
   --disable-leader-election=true
   --metrics-port="$metrics_port" --health-probe-port="$health_port"

@@ -104,14 +104,9 @@ case $mode in
 esac
 
 # --- Ports, certificate, configuration ---------------------------------------------------------
-read -r webhook_port health_port < <("$py" -c '
-import socket
-socks = []
-for _ in range(2):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(*(s.getsockname()[1] for s in socks))')
+# shellcheck source=lib/ports.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/ports.sh"
+read -r webhook_port health_port < <(free_ports 2)
 openssl req -x509 -newkey rsa:2048 -nodes -days 365 -subj /CN=kueue-webhook.127.0.0.1 \
   -addext subjectAltName=IP:127.0.0.1 -keyout "$dir/certs/tls.key" -out "$dir/certs/tls.crt" 2>/dev/null ||
   die "openssl could not make the webhook certificate"

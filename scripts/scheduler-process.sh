@@ -71,7 +71,9 @@ done <"$pids_file"
 final=$state/schedulers/$name.yaml
 mv -f "$tmp" "$final"
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# shellcheck source=lib/ports.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/ports.sh"
+port=$(free_ports 1)
 cert_dir=$state/pki/$component
 mkdir -p "$cert_dir"
 log_file=$state/logs/$component.log
