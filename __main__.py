@@ -13,13 +13,16 @@ from pulumi.runtime import config as runtime_config
 
 from components.cluster import KnsCluster, KnsClusterArgs
 from components.kns_scheduler import KnsScheduler, KnsSchedulerArgs
+from components.kueue import KueueInstall, KueueInstallArgs
 from components.nodepool import NodePool, NodePoolArgs
 from components.packing_scheduler import PackingScheduler, PackingSchedulerArgs
+from components.queues import Queues, QueuesArgs
 from components.system import SystemNamespace, SystemNamespaceArgs
 from components.workload import KnsWorkload, KnsWorkloadArgs
 from config import source
 from config.errors import ConfigError
 from config.loader import check_stack_config
+from plan import kueue_install, queues
 from plan.outputs import stack_outputs
 from plan.planner import plan_checked
 
@@ -67,8 +70,20 @@ if cfg.packing_scheduler.enabled or cfg.kns_scheduler.enabled:
             on_cluster,
         )
 
+queue_dependencies: list[pulumi.Resource] = []
+if cfg.queueing.enabled:
+    if cfg.queueing.install:
+        objects = kueue_install.install_objects(kueue_install.load(PROJECT_DIR), cfg.cluster.name, cfg.node_pools)
+        queue_dependencies.append(KueueInstall("kueue", KueueInstallArgs(objects), on_cluster))
+    if cfg.queues:
+        queue_dependencies.append(Queues("queues", QueuesArgs(
+            [queues.flavor_manifest(p, cfg.cluster.name) for p in queues.queued_pools(cfg)],
+            [queues.cluster_queue_manifest(q, cfg.cluster.name) for q in cfg.queues],
+            list(queue_dependencies)), on_cluster))
+
 for plan in plans:
-    KnsWorkload(plan.entry.name, KnsWorkloadArgs(plan), on_cluster)
+    local_queue = queues.local_queue_manifest(plan) if plan.entry.queue is not None else None
+    KnsWorkload(plan.entry.name, KnsWorkloadArgs(plan, local_queue, queue_dependencies), on_cluster)
 
 for key, value in stack_outputs(cfg, plans).items():
     pulumi.export(key, value)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Any, Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -19,6 +19,10 @@ SCHEDULE_TYPE = "kns:workload:Schedule"
 @dataclass
 class KnsWorkloadArgs:
     plan: WorkloadPlan
+    # A queued entry's LocalQueue `kns` (plan/queues.py), and what it waits for (Kueue's
+    # CRDs and the ClusterQueues).
+    local_queue: Optional[dict[str, Any]] = None
+    queue_dependencies: list[pulumi.Resource] = field(default_factory=list)
 
 
 class KnsWorkload(pulumi.ComponentResource):
@@ -29,13 +33,22 @@ class KnsWorkload(pulumi.ComponentResource):
         super().__init__(SCHEDULE_TYPE if plan.is_schedule else JOB_TYPE, name, None, opts)
         self.job_namespace = JobNamespace(name, JobNamespaceArgs(plan), pulumi.ResourceOptions(parent=self))
         self.namespace_name = plan.namespace
+        guards = list(self.job_namespace.guards)
+        self.local_queue: Optional[k8s.apiextensions.CustomResource] = None
+        if args.local_queue is not None:
+            queue = args.local_queue
+            self.local_queue = k8s.apiextensions.CustomResource(
+                f"{name}-queue", api_version=queue["apiVersion"], kind=queue["kind"], metadata=queue["metadata"],
+                spec=queue["spec"], opts=pulumi.ResourceOptions(
+                    parent=self, depends_on=[self.job_namespace.namespace, *args.queue_dependencies]))
+            guards.append(self.local_queue)
         resource = k8s.batch.v1.CronJob if plan.is_schedule else k8s.batch.v1.Job
         self.workloads: list[pulumi.CustomResource] = [
             resource(
                 object_name,
                 metadata=manifest["metadata"],
                 spec=manifest["spec"],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=self.job_namespace.guards),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=guards),
             )
             for object_name, manifest in plan.objects.items()
         ]

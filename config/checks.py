@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from . import kubeconfig, names, prescale, profile_rules, resolve, rules
 from .errors import Problems
-from .models import Cluster, NodePool, Profile, Schedule, Workload
+from .models import Cluster, NodePool, Profile, Queue, Queueing, Schedule, Workload
 from .rules import CREDENTIAL_FILE
 
 _CREDENTIAL_FILE = re.compile(CREDENTIAL_FILE.pattern)
@@ -78,6 +78,55 @@ def check_pools(pools: list[NodePool], cluster_name: str, problems: Problems) ->
                     f'node "{node}" is already in pool "{node_owner[node]}"; a node belongs to one pool',
                 )
             node_owner.setdefault(node, pool.name)
+
+
+def check_queues(queueing: Queueing, given: bool, queues: list[Queue], pools: list[NodePool],
+                 broken_pools: frozenset[str] | set[str], problems: Problems) -> None:
+    """Queues are for a stack with queueing on, their names are unique, and each pool of a
+    quota exists and can be a Kueue ResourceFlavor (at most 8 taints to tolerate)."""
+    if given and not queueing.enabled:
+        problems.add("kns:queues", rules.QUEUES_NEED_QUEUEING.message)
+    by_name = {p.name: p for p in pools}
+    seen: set[str] = set()
+    for queue in queues:
+        path = f"kns:queues[{queue.name}]"
+        if queue.name in seen:
+            problems.add(path + ".name", f'"{queue.name}" names another queue too; queue names are unique')
+        seen.add(queue.name)
+        for pool in queue.quota:
+            if pool in broken_pools:
+                problems.add(f"{path}.quota.{pool}", _broken(pool))
+            elif pool not in by_name:
+                known = ", ".join(sorted(by_name)) or "none are defined"
+                problems.add(f"{path}.quota.{pool}", f'no node pool named "{pool}" (pools: {known})')
+            elif len(resolve.pool_taints(by_name[pool])) > rules.MAX_FLAVOR_TOLERATIONS:
+                problems.add(f"{path}.quota.{pool}", f'pool "{pool}" has {len(resolve.pool_taints(by_name[pool]))} '
+                             f"taints (its role's included); a Kueue ResourceFlavor tolerates at most "
+                             f"{rules.MAX_FLAVOR_TOLERATIONS}")
+
+
+def check_queue_references(workloads: list[Workload], profiles: list[tuple[str, Profile]], queueing: Queueing,
+                           queue_names: set[str], broken_queues: set[str], paths: Mapping[str, str],
+                           problems: Problems) -> None:
+    """Each queue an entry or a profile rule names exists (and queueing is on). Run on the
+    entries before profiles fill in their queue, so a profile's bad queue is reported once,
+    at the rule."""
+    named = [(f"kns:profiles[{rule}].queue", p.queue) for rule, p in profiles if p.queue is not None]
+    named += [(f"{paths[e.name]}.queue", e.queue) for e in workloads if e.queue is not None]
+    for path, queue in named:
+        problem = _queue_problem(queue, queueing, queue_names, broken_queues)
+        if problem:
+            problems.add(path, problem)
+
+
+def _queue_problem(queue: str, queueing: Queueing, queue_names: set[str], broken_queues: set[str]) -> str | None:
+    if not queueing.enabled:
+        return f'names queue "{queue}" but {rules.QUEUES_NEED_QUEUEING.message}'
+    if queue in broken_queues:
+        return f'queue "{queue}" is invalid (its problems are listed under kns:queues[{queue}])'
+    if queue not in queue_names:
+        return f'no queue named "{queue}" (queues: {", ".join(sorted(queue_names)) or "none are defined"})'
+    return None
 
 
 def check_credential_sets(credentials: Mapping[str, Any], problems: Problems) -> None:
@@ -161,11 +210,17 @@ def _broken(pool: str) -> str:
 
 
 def check_raw_references(unchecked: list[tuple[str, dict]], pools: list[NodePool], problems: Problems,
-                         broken_pools: frozenset[str] | set[str] = frozenset()) -> None:
-    """Entries that failed validation still get their pool reference checked, so one
-    run reports every problem."""
+                         broken_pools: frozenset[str] | set[str] = frozenset(),
+                         queues: tuple[Queueing, set[str], set[str]] | None = None) -> None:
+    """Entries that failed validation still get their pool and queue references checked,
+    so one run reports every problem. `queues`: queueing, the queue names, the invalid ones."""
     known = {p.name for p in pools}
     for path, item in unchecked:
+        queue = item.get("queue")
+        if isinstance(queue, str) and queues is not None:
+            problem = _queue_problem(queue, *queues)
+            if problem:
+                problems.add(path + ".queue", problem)
         pool = item.get("pool")
         if isinstance(pool, str) and pool in broken_pools:
             problems.add(path + ".pool", _broken(pool))

@@ -26,6 +26,8 @@ from .models import (
     NodePool,
     PackingScheduler,
     Profile,
+    Queue,
+    Queueing,
     Schedule,
     Workload,
 )
@@ -50,6 +52,8 @@ class PlatformConfig:
     paths: dict[str, str] = field(default_factory=dict)
     stack: str = "dev"
     primers: dict[str, Primers] = field(default_factory=dict)
+    queueing: Queueing = field(default_factory=Queueing)
+    queues: list[Queue] = field(default_factory=list)
 
     @property
     def workloads(self) -> list[Workload]:
@@ -138,6 +142,18 @@ def check_config(
         elif isinstance(item, dict) and isinstance(item.get("name"), str):
             broken_pools.add(item["name"])
 
+    queueing = problems.validate(Queueing, raw.get("queueing") or {}, "kns:queueing") or Queueing()
+    queues: list[Queue] = []
+    broken_queues: set[str] = set()
+    raw_queues = _list(raw, "queues", problems)
+    for i, item in enumerate(raw_queues):
+        queue = problems.validate(Queue, item, _entry_path("kns:queues", item, i))
+        if queue is not None:
+            queues.append(queue)
+        elif isinstance(item, dict) and isinstance(item.get("name"), str):
+            broken_queues.add(item["name"])
+    queue_names = {q.name for q in queues}
+
     paths: dict[str, str] = {}
     entries: list[tuple[str, Any, type[Workload]]] = []
     for kind, model in (("jobs", Job), ("schedules", Schedule)):
@@ -190,10 +206,12 @@ def check_config(
         checks.check_cluster(cluster, project_dir, environ, problems, sealed)
     checks.check_pools(pools, cluster.name if cluster is not None else "", problems)
     checks.check_credential_sets(credentials, problems)
+    checks.check_queues(queueing, bool(raw_queues), queues, pools, broken_pools, problems)
+    checks.check_queue_references(jobs + schedules, profiles, queueing, queue_names, broken_queues, paths, problems)
     jobs = checks.apply_profiles(jobs, profiles, paths, problems)  # type: ignore[assignment]
     schedules = checks.apply_profiles(schedules, profiles, paths, problems)  # type: ignore[assignment]
     checks.check_workloads(jobs + schedules, pools, credentials, paths, problems, broken_pools)
-    checks.check_raw_references(unchecked, pools, problems, broken_pools)
+    checks.check_raw_references(unchecked, pools, problems, broken_pools, (queueing, queue_names, broken_queues))
     if cluster is not None:
         checks.check_namespaces(jobs + schedules, cluster, paths, problems)
         checks.check_dynamic_labels(jobs + schedules, cluster.name, stack, paths, problems)
@@ -215,6 +233,8 @@ def check_config(
         paths=paths,
         stack=stack,
         primers=primers,
+        queueing=queueing,
+        queues=queues,
     )
     return Checked(config, problems)
 

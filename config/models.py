@@ -23,7 +23,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from . import cron, karpenter, names, podspec, rules
+from . import cron, karpenter, names, podspec, queues, rules
 from .quantity import MIB, Kind, QuantityError, kind_for_resource, normalise, parse
 
 
@@ -481,6 +481,7 @@ class Profile(Model):
     memory_request_ratio: Optional[Ratio] = None
     allow_privileged: Optional[bool] = None
     json_overrides: Optional[list[JsonOverride]] = None
+    queue: Optional[DnsLabel] = None
 
 
 # ---- 6. workloads -----------------------------------------------------------------------
@@ -589,6 +590,7 @@ class Workload(Model):
     completions: Optional[Int32] = Field(default=None, ge=1)
     limit_range: Optional[LimitRangeSpec] = None
     quota: Optional[ResourceMap] = None
+    queue: Optional[DnsLabel] = None
 
     @classmethod
     def key_problems(cls, raw: Any) -> list[str]:
@@ -695,3 +697,47 @@ class JobFile(Model):
 
     jobs: list[Any] = Field(default_factory=list)
     schedules: list[Any] = Field(default_factory=list)
+
+
+# ---- 11. queueing ------------------------------------------------------------------------
+
+
+def _queue_resources(value: object) -> object:
+    """A queue's {resource: quantity} for one pool: resources Kueue can hold, each a quantity."""
+    return _quantities(value, queues.resource_name_problem)
+
+
+QueueResources = Annotated[dict[str, str], BeforeValidator(_queue_resources)]
+PoolResources = dict[str, QueueResources]
+
+
+class Queueing(Model):
+    """`kns:queueing`: whether entries may be queued, and whether the program installs Kueue."""
+
+    enabled: bool = False
+    install: bool = True
+
+
+class QueuePreemption(Model):
+    """Kueue's preemption policy of a ClusterQueue (its own values)."""
+
+    within_cluster_queue: Literal[rules.WITHIN_CLUSTER_QUEUE] = "Never"  # type: ignore[valid-type]
+    reclaim_within_cohort: Literal[rules.RECLAIM_WITHIN_COHORT] = "Never"  # type: ignore[valid-type]
+
+
+class Queue(Model):
+    """One `kns:queues` entry: a Kueue ClusterQueue with a nominal quota per node pool
+    (docs/queueing.md)."""
+
+    name: DnsLabel
+    quota: PoolResources
+    cohort: Optional[DnsLabel] = None
+    borrowing_limit: Optional[PoolResources] = None
+    lending_limit: Optional[PoolResources] = None
+    preemption: QueuePreemption = Field(default_factory=QueuePreemption)
+    fair_sharing_weight: Optional[Annotated[float, Field(ge=0, allow_inf_nan=False)]] = None
+
+    @model_validator(mode="after")
+    def _limits(self) -> "Queue":
+        podspec.raise_if_any(queues.limit_problems(self.quota, self.cohort, self.borrowing_limit, self.lending_limit))
+        return self

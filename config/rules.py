@@ -123,3 +123,23 @@ GPU_COUNT_LABELS = {
     "karpenter.k8s.aws": "karpenter.k8s.aws/instance-gpu-count",
     "karpenter.azure.com": "karpenter.azure.com/sku-gpu-count",
 }
+
+
+# ---- queueing: Kueue (kueue.x-k8s.io/v1beta2) -------------------------------------------
+# What the ClusterQueue and ResourceFlavor CRDs and Kueue's webhooks refuse, and what the
+# program refuses because Kueue would never admit it (docs/queueing.md); read by
+# config/queues.py, plan/queues.py and tools/schema.py.
+
+QUEUE_RESOURCE = Rule("not a resource a queue can hold (cpu, memory, ephemeral-storage, pods, "
+                      "hugepages-<size>, or an extended resource domain/name)",
+                      pattern=rf"^(cpu|memory|ephemeral-storage|pods|hugepages-[^/]+|{EXTENDED_RESOURCE.pattern[1:-1]})$")
+QUEUES_NEED_QUEUEING = Rule("queueing is off: set kns:queueing.enabled: true to use queues (Kueue)")
+QUEUE_NEEDS_RESOURCE = Rule("the quota names no resource: give at least one pool a resource (cpu: 16)")
+LIMITS_NEED_COHORT = Rule("borrowingLimit and lendingLimit need a cohort: they bound what the queue "
+                          "borrows from and lends to the other queues of its cohort")
+LENDING_OVER_QUOTA = Rule("a queue lends at most its quota")
+WITHIN_CLUSTER_QUEUE = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
+RECLAIM_WITHIN_COHORT = ("Never", "LowerPriority", "Any")
+MAX_QUEUE_POOLS = 64  # flavors of one resource group
+MAX_QUEUE_RESOURCES = 64  # covered resources of one resource group
+MAX_FLAVOR_TOLERATIONS = 8

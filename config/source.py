@@ -19,8 +19,8 @@ from . import yamldoc
 from .errors import ConfigError, Problem
 
 NAMESPACE = "kns"
-OBJECT_KEYS = ("cluster", "packingScheduler", "knsScheduler", "profiles", "credentials")
-LIST_KEYS = ("nodePools", "jobs", "schedules", "jobFiles")
+OBJECT_KEYS = ("cluster", "packingScheduler", "knsScheduler", "profiles", "credentials", "queueing")
+LIST_KEYS = ("nodePools", "jobs", "schedules", "jobFiles", "queues")
 STRING_KEYS = ("keycloakClientSecret",)
 SECRET_KEYS = ("keycloakClientSecret", "credentials")
 KNOWN_KEYS = OBJECT_KEYS + LIST_KEYS + STRING_KEYS

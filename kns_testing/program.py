@@ -132,7 +132,7 @@ def pinned_versions() -> dict[str, str]:
     return out
 
 
-PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "config", "plan", "components", "jobs")
+PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "config", "plan", "components", "jobs", "vendor")
 
 
 def engine_project(root: Path, bin_dir: str, passphrase: str, base_env: Optional[dict[str, str]] = None,

@@ -173,8 +173,15 @@ def _job_spec(entry: Workload, template: dict[str, Any]) -> dict[str, Any]:
     ):
         if value is not None:
             spec[key] = value
+    if entry.queue is not None:
+        spec["suspend"] = True  # Kueue unsuspends the Job when its queue admits it
     spec["template"] = template
     return spec
+
+
+def _queue_label(entry: Workload) -> dict[str, str]:
+    """What sends a queued entry's Jobs to the LocalQueue of its namespace (docs/queueing.md)."""
+    return {names.QUEUE_LABEL: names.LOCAL_QUEUE} if entry.queue is not None else {}
 
 
 def lint_exceptions(template: dict[str, Any]) -> list[str]:
@@ -220,12 +227,9 @@ def job_manifest(plan: WorkloadPlan, template: dict[str, Any]) -> dict[str, Any]
     """A Job that `pulumi up` does not wait on, expiring `ttlHours` after it finishes."""
     spec = _job_spec(plan.entry, template)
     spec["ttlSecondsAfterFinished"] = _ttl_seconds(plan.entry)
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": _metadata(plan, {**SKIP_AWAIT, **_lint_annotation(plan.entry, template)}),
-        "spec": spec,
-    }
+    metadata = _metadata(plan, {**SKIP_AWAIT, **_lint_annotation(plan.entry, template)})
+    metadata["labels"].update(_queue_label(plan.entry))
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": spec}
 
 
 def cronjob_manifest(plan: WorkloadPlan, template: dict[str, Any]) -> dict[str, Any]:
@@ -240,7 +244,7 @@ def cronjob_manifest(plan: WorkloadPlan, template: dict[str, Any]) -> dict[str, 
         "successfulJobsHistoryLimit": entry.successful_jobs_history_limit,
         "failedJobsHistoryLimit": entry.failed_jobs_history_limit,
         "jobTemplate": {
-            "metadata": {"labels": _pod_labels(plan)},
+            "metadata": {"labels": {**_pod_labels(plan), **_queue_label(entry)}},
             "spec": _job_spec(entry, template),
         },
     }

@@ -134,8 +134,13 @@ def _before_validators() -> dict[Callable, dict[str, Any]]:
         "description": "The most the pool may grow to, summed over its nodes: resource name (`cpu`, `memory`, "
         "`nvidia.com/gpu`, `pods`, `nodes`, ...) to quantity; memory as a YAML number is MiB.",
     }
+    queue = resources | {
+        "propertyNames": {"pattern": rules.QUEUE_RESOURCE.pattern, "patternErrorMessage": rules.QUEUE_RESOURCE.message},
+        "description": "What the queue holds on this pool: resource name (`cpu`, `memory`, `nvidia.com/gpu`, "
+        "`pods`, ...) to quantity; memory as a YAML number is MiB. See docs/queueing.md.",
+    }
     return {_func(models.Cpu): cpu, _func(models.Bytes): size, _func(models.ResourceMap): resources,
-            _func(models.Limits): limits}
+            _func(models.Limits): limits, _func(models.QueueResources): queue}
 
 
 def _after_validators() -> dict[Callable, Callable[[dict[str, Any]], dict[str, Any]]]:
@@ -307,6 +312,10 @@ MODEL_HELP = {
     "GpuCounts": "GPUs per vendor.",
     "JsonOverride": "Set `value` at the JSON pointer `path` of the built object. See docs/options.md.",
     "Toleration": "A pod toleration, as in Kubernetes.",
+    "Queueing": "`kns:queueing`: queue entries through Kueue, and whether the program installs it. "
+    "See docs/queueing.md.",
+    "Queue": "A queue (a Kueue ClusterQueue): a quota per node pool, shared in a cohort. See docs/queueing.md.",
+    "QueuePreemption": "Kueue's preemption policy of the queue.",
     "Job": "An entry of `kns:jobs` (or of `jobs:` in a job file): a Job in its own namespace, "
     "or with `type: namespace` the namespace alone. See docs/workloads.md.",
     "Schedule": "An entry of `kns:schedules` (or of `schedules:` in a job file): a CronJob in its "
@@ -405,6 +414,10 @@ def _rules(cls: type[BaseModel]) -> list[dict[str, Any]]:
             {"if": _present(cls, "gpu_resource", {"type": "string", "minLength": 1}),
              "then": _needs(cls, "gpus", {"exclusiveMinimum": 0}, rules.GPU_RESOURCE_NEEDS_GPUS.message)},
         ]
+    if issubclass(cls, models.Queue):
+        found += [{"if": {"not": _present(cls, "cohort", NOT_NULL)},
+                   "then": _null(cls, limit, rules.LIMITS_NEED_COHORT.message)}
+                  for limit in ("borrowing_limit", "lending_limit")]
     if issubclass(cls, models.Schedule):
         found.append({"if": _present(cls, "warm_up_minutes", NOT_NULL),
                       "then": _null(cls, "primer_schedule", rules.WARM_UP_OR_PRIMER.message)})
@@ -621,6 +634,10 @@ def _config_keys() -> dict[str, dict[str, Any]]:
         },
         "nodePools": {"type": ["array", "null"], "items": _ref("NodePool"),
                       "description": "Node pools: labels and taints on existing nodes. See docs/node-pools.md."},
+        "queueing": _or_null(_ref("Queueing")) | {"description": MODEL_HELP["Queueing"]},
+        "queues": {"type": ["array", "null"], "items": _ref("Queue"),
+                   "description": "Queues: totals per node pool across the entries that name them, as Kueue "
+                   "ClusterQueues. See docs/queueing.md."},
         **{key: value for key, value in _entry_lists().items()},
         "jobFiles": {
             "type": ["array", "null"],
@@ -649,7 +666,7 @@ def stack_config_schema() -> dict[str, Any]:
     """The schema of a `Pulumi.<stack>.yaml` file: its `config:` `kns:` keys, with their models."""
     definitions = _definitions([
         models.Cluster, models.NodePool, models.PackingScheduler, models.KnsScheduler,
-        models.Profile, models.Job, models.Schedule,
+        models.Profile, models.Job, models.Schedule, models.Queueing, models.Queue,
     ])
     definitions[SECURE] = _secure_value()
     definitions[CREDENTIALS] = _credential_sets()

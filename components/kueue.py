@@ -1,0 +1,62 @@
+"""KueueInstall: Kueue's CRDs and controller, installed by the program
+(`kns:queueing.install: true`, docs/queueing.md).
+
+The objects are upstream's install manifests of the pinned version, vendored in the
+repository, as plan/kueue_install.py adapts them to the platform's system-namespace rules;
+nothing is downloaded when the program runs. Each is registered as its typed resource,
+named `<namespace>/<name>` or `<name>` (stable keys; the type tells kinds apart).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import pulumi
+
+TYPE = "kns:queueing:Kueue"
+# API group -> pulumi_kubernetes module, for the kinds upstream's install holds.
+MODULES = {
+    "": "core", "apps": "apps", "rbac.authorization.k8s.io": "rbac", "apiextensions.k8s.io": "apiextensions",
+    "admissionregistration.k8s.io": "admissionregistration", "apiregistration.k8s.io": "apiregistration",
+}
+# Top-level keys of those kinds, as the resource classes take them.
+ARGUMENTS = {"roleRef": "role_ref", "aggregationRule": "aggregation_rule", "stringData": "string_data"}
+
+
+@dataclass
+class KueueInstallArgs:
+    objects: list[dict[str, Any]]
+
+
+def resource_class(api_version: str, kind: str) -> type[pulumi.CustomResource]:
+    group, _, version = api_version.rpartition("/")
+    return getattr(importlib.import_module(f"pulumi_kubernetes.{MODULES[group]}.{version}"), kind)
+
+
+def resource_name(obj: dict[str, Any]) -> str:
+    metadata = obj["metadata"]
+    return f"{metadata['namespace']}/{metadata['name']}" if metadata.get("namespace") else metadata["name"]
+
+
+class KueueInstall(pulumi.ComponentResource):
+    def __init__(self, name: str, args: KueueInstallArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(TYPE, name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.resources = []
+        kinds: dict[str, int] = {}
+        for obj in args.objects:
+            fields = {ARGUMENTS.get(k, k): v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+            cls = resource_class(obj["apiVersion"], obj["kind"])
+            self.resources.append(cls(resource_name(obj), opts=child, **fields))
+            kinds[obj["kind"]] = kinds.get(obj["kind"], 0) + 1
+        self.register_outputs({"version": args.objects and _version(args.objects), "objects": kinds})
+
+
+def _version(objects: list[dict[str, Any]]) -> Optional[str]:
+    """The controller image's tag: the Kueue version installed."""
+    for obj in objects:
+        if obj["kind"] == "Deployment":
+            return obj["spec"]["template"]["spec"]["containers"][0]["image"].rpartition(":")[2]
+    return None

@@ -1,0 +1,40 @@
+"""Queues: one Kueue ResourceFlavor per node pool a queue names and one ClusterQueue per
+queue (docs/queueing.md). The objects are plan/queues.py's; this only registers them,
+flavors first, after Kueue's CRDs and controller when the program installs them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+TYPE = "kns:queueing:Queues"
+
+
+@dataclass
+class QueuesArgs:
+    flavors: list[dict[str, Any]]
+    cluster_queues: list[dict[str, Any]]
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
+
+
+def _register(manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+    return k8s.apiextensions.CustomResource(
+        f"{manifest['kind'].lower()}-{manifest['metadata']['name']}",
+        api_version=manifest["apiVersion"], kind=manifest["kind"], metadata=manifest["metadata"],
+        spec=manifest["spec"], opts=opts)
+
+
+class Queues(pulumi.ComponentResource):
+    def __init__(self, name: str, args: QueuesArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(TYPE, name, None, opts)
+        after_install = pulumi.ResourceOptions(parent=self, depends_on=args.depends_on)
+        self.flavors = [_register(m, after_install) for m in args.flavors]
+        after_flavors = pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, *self.flavors])
+        self.cluster_queues = [_register(m, after_flavors) for m in args.cluster_queues]
+        self.register_outputs({
+            "flavors": [m["metadata"]["name"] for m in args.flavors],
+            "clusterQueues": [m["metadata"]["name"] for m in args.cluster_queues],
+        })

@@ -1,0 +1,238 @@
+"""What queueing becomes (pure): Kueue's ResourceFlavors, ClusterQueues and LocalQueues, what
+each queued entry asks of its queue, and the entries Kueue could never admit
+(docs/queueing.md).
+
+Kueue admits a Job when its queue (with what the cohort lends) holds the Job's requests
+on one flavor, i.e. one pool: every pod's requests (LimitRange defaults filled in, init
+containers as the scheduler counts them) times the pods that run at once, and the pods
+themselves when the queue counts `pods`. A request the queue cannot hold on any pool the
+entry may use waits forever: that is a config error here, not a Workload pending in the
+cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Optional
+
+from config import names, queues as queue_rules, resolve
+from config.errors import Problem
+from config.loader import PlatformConfig
+from config.models import NodePool, Queue
+from config.quantity import kind_for_resource, parse, render
+
+from .model import WorkloadPlan
+
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+PODS = "pods"
+
+
+def _metadata(name: str, cluster: str) -> dict[str, Any]:
+    return {"name": name, "labels": {names.LABEL_CLUSTER: cluster, **names.MANAGED_BY}}
+
+
+def flavor_manifest(pool: NodePool, cluster: str) -> dict[str, Any]:
+    """The pool as a ResourceFlavor: Kueue puts its label and tolerations on the pods it
+    admits on it, so admission carries the placement."""
+    spec: dict[str, Any] = {"nodeLabels": {names.LABEL_POOL: pool.name}}
+    tolerations = resolve.tolerations_for(pool)
+    if tolerations:
+        spec["tolerations"] = tolerations
+    return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": _metadata(pool.name, cluster), "spec": spec}
+
+
+def cluster_queue_manifest(queue: Queue, cluster: str) -> dict[str, Any]:
+    """One resource group covering every resource the quota names, a flavor per pool in the
+    quota's order (a resource the pool leaves out is 0 there), for the platform's
+    namespaces."""
+    covered = queue_rules.covered_resources(queue.quota)
+    flavors = []
+    for pool, amounts in queue.quota.items():
+        resources = []
+        for resource in covered:
+            item = {"name": resource, "nominalQuota": amounts.get(resource, "0")}
+            for key, limits in (("borrowingLimit", queue.borrowing_limit), ("lendingLimit", queue.lending_limit)):
+                amount = (limits or {}).get(pool, {}).get(resource)
+                if amount is not None:
+                    item[key] = amount
+            resources.append(item)
+        flavors.append({"name": pool, "resources": resources})
+    spec: dict[str, Any] = {
+        "namespaceSelector": {"matchLabels": {names.LABEL_CLUSTER: cluster}},
+        "resourceGroups": [{"coveredResources": covered, "flavors": flavors}],
+        "preemption": {"withinClusterQueue": queue.preemption.within_cluster_queue,
+                       "reclaimWithinCohort": queue.preemption.reclaim_within_cohort},
+    }
+    if queue.cohort is not None:
+        spec["cohortName"] = queue.cohort
+    if queue.fair_sharing_weight is not None:
+        spec["fairSharing"] = {"weight": weight(queue.fair_sharing_weight)}
+    return {"apiVersion": API_VERSION, "kind": "ClusterQueue", "metadata": _metadata(queue.name, cluster), "spec": spec}
+
+
+def weight(value: float) -> str:
+    """A fair-sharing weight as a Kubernetes quantity ("1", "0.5")."""
+    return format(Decimal(str(value)).normalize(), "f")
+
+
+def local_queue_manifest(plan: WorkloadPlan) -> dict[str, Any]:
+    """The LocalQueue `kns` of a queued entry's namespace."""
+    assert plan.entry.queue is not None
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "LocalQueue",
+        "metadata": {"name": names.LOCAL_QUEUE, "namespace": plan.namespace, "labels": dict(plan.labels)},
+        "spec": {"clusterQueue": plan.entry.queue},
+    }
+
+
+def queued_pools(cfg: PlatformConfig) -> list[NodePool]:
+    """Every pool some queue names, once, in config order: one ResourceFlavor each."""
+    named = {pool for queue in cfg.queues for pool in queue.quota}
+    return [pool for pool in cfg.node_pools if pool.name in named]
+
+
+# ---- what an entry asks of its queue ------------------------------------------------------
+
+
+def pods_at_once(plan: WorkloadPlan) -> int:
+    """The pods of one of the entry's Jobs that Kueue admits together: parallelism, or fewer
+    completions."""
+    entry = plan.entry
+    count = entry.parallelism or 1
+    if entry.completions is not None:
+        count = min(count, entry.completions)
+    return count
+
+
+def workload_requests(plan: WorkloadPlan) -> dict[str, Decimal]:
+    """What one Job of the entry asks of its queue: the pod's requests as admission fills
+    them in, times the pods that run at once, and `pods` itself. Empty for an entry that
+    runs no pod (`type: namespace`)."""
+    spec = plan.pod_spec
+    if spec is None:
+        return {}
+    containers, init_containers = resolve.pod_spec_containers(spec)
+    per_pod = resolve.pod_usage(containers, init_containers, plan.limit_range)["requests"]
+    count = pods_at_once(plan)
+    out = {resource: parse(amount, kind_for_resource(resource)) * count
+           for resource, amount in per_pod.items() if parse(amount, kind_for_resource(resource)) > 0}
+    out[PODS] = Decimal(count)
+    return out
+
+
+def lendable(queue: Queue, pool: str, resource: str) -> Decimal:
+    """What a queue lends its cohort of one resource on one pool: its lending limit, or all
+    of its quota."""
+    limit = (queue.lending_limit or {}).get(pool, {}).get(resource)
+    if limit is not None:
+        return parse(limit, kind_for_resource(resource))
+    return queue_rules.nominal(queue.quota, pool, resource)
+
+
+def borrowable(queue: Queue, all_queues: list[Queue], pool: str, resource: str) -> Decimal:
+    """The most a queue can borrow of one resource on one pool: what the rest of its cohort
+    lends, within its own borrowing limit."""
+    if queue.cohort is None:
+        return Decimal(0)
+    lent = sum((lendable(other, pool, resource) for other in all_queues
+                if other.cohort == queue.cohort and other.name != queue.name), Decimal(0))
+    limit = (queue.borrowing_limit or {}).get(pool, {}).get(resource)
+    return lent if limit is None else min(lent, parse(limit, kind_for_resource(resource)))
+
+
+def _show(resource: str, amount: Decimal) -> str:
+    return render(amount, kind_for_resource(resource))
+
+
+def pools_of(plan: WorkloadPlan, queue: Queue) -> list[str]:
+    """The pools of the queue an entry's Jobs may be admitted on: its own pool, or any."""
+    return [plan.pool.name] if plan.pool is not None else list(queue.quota)
+
+
+def fit_reasons(plan: WorkloadPlan, queue: Queue, all_queues: list[Queue]) -> dict[str, list[str]]:
+    """Why the queue can never hold one of the entry's Jobs, per pool the entry may use
+    (an empty list: it fits there)."""
+    requests = workload_requests(plan)
+    covered = queue_rules.covered_resources(queue.quota)
+    out: dict[str, list[str]] = {}
+    for pool in pools_of(plan, queue):
+        if pool not in queue.quota:
+            out[pool] = [f'pool "{pool}" has no quota in it (its pools: {", ".join(queue.quota)})']
+            continue
+        reasons = []
+        for resource, amount in requests.items():
+            if resource == PODS and PODS not in covered:
+                continue  # Kueue counts pods only where the queue has a quota for them
+            nominal = queue_rules.nominal(queue.quota, pool, resource)
+            borrow = borrowable(queue, all_queues, pool, resource)
+            if amount > nominal + borrow:
+                named = "" if resource in queue.quota[pool] else f" ({resource} is not in its quota: name it there)"
+                reasons.append(f"{resource} {_show(resource, amount)} is more than pool \"{pool}\" can hold: quota "
+                               f"{_show(resource, nominal)} + borrowing {_show(resource, borrow)}{named}")
+        out[pool] = reasons
+    return out
+
+
+def fit_problems(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> list[Problem]:
+    """Every queued entry that its queue could never admit, under `<entry>.queue`."""
+    by_name = {q.name: q for q in cfg.queues}
+    problems = []
+    for plan in plans:
+        queue = by_name.get(plan.entry.queue or "")
+        if queue is None or plan.pod_spec is None:
+            continue
+        reasons = fit_reasons(plan, queue, cfg.queues)
+        if all(reasons.values()):
+            count = pods_at_once(plan)
+            what = "its pod" if count == 1 else f"its {count} pods at once"
+            listed = "; ".join(r for pool_reasons in reasons.values() for r in pool_reasons)
+            problems.append(Problem(f"{cfg.paths[plan.entry.name]}.queue",
+                                    f'queue "{queue.name}" can never admit {what} (Kueue would keep it waiting): {listed}'))
+    return problems
+
+
+# ---- the queues side by side (`./kns queues`) ---------------------------------------------
+
+
+@dataclass
+class Line:
+    """One resource of one pool of a queue: its quota, what borrowing adds, and what the
+    entries that may use it ask for (one Job each)."""
+
+    queue: str
+    pool: str
+    resource: str
+    quota: Decimal
+    borrowing: Decimal
+    requested: Decimal
+    entries: list[str]
+
+    @property
+    def over(self) -> bool:
+        return self.requested > self.quota + self.borrowing
+
+    def show(self, amount: Decimal) -> str:
+        return _show(self.resource, amount)
+
+
+def usage(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> list[Line]:
+    """Each queue's quota per pool and resource against the sum of the requests of the
+    entries that use it. An entry without a pool counts on every pool of its queue (Kueue
+    may admit it on any)."""
+    lines = []
+    for queue in cfg.queues:
+        users = [p for p in plans if p.entry.queue == queue.name and p.pod_spec is not None]
+        for pool in queue.quota:
+            for resource in queue_rules.covered_resources(queue.quota):
+                on_pool = [p for p in users if pool in pools_of(p, queue)]
+                requested = sum((workload_requests(p).get(resource, Decimal(0)) for p in on_pool), Decimal(0))
+                lines.append(Line(queue.name, pool, resource, queue_rules.nominal(queue.quota, pool, resource),
+                                  borrowable(queue, cfg.queues, pool, resource), requested,
+                                  [p.entry.name for p in on_pool if workload_requests(p).get(resource)]))
+    return lines
+
+
+def queue_of(cfg: PlatformConfig, plan: WorkloadPlan) -> Optional[Queue]:
+    return next((q for q in cfg.queues if q.name == plan.entry.queue), None)
