@@ -1,4 +1,4 @@
-"""The `kns` command line: validate, explain, timeline (all offline).
+"""The `kns` command line: validate, explain, queues, timeline (all offline).
 
 Exit status: 0 when the config is valid and the command did its job; 1 when the config
 is invalid (the program's own problem lines, as its RunError shows them, on stderr); 2
@@ -18,6 +18,7 @@ from typing import Optional, Sequence
 from config.errors import ConfigError, closest
 
 from . import explain as explain_module
+from . import queues as queues_module
 from . import timeline as timeline_module
 from .stack import ROOT, UsageError, check_stack, load_stack
 
@@ -77,6 +78,14 @@ def build_parser() -> argparse.ArgumentParser:
                          help="list the runs after this time (default: now); no offset means UTC")
     explain.set_defaults(run=run_explain)
 
+    queues = commands.add_parser(
+        "queues", parents=[common], help="each queue's quota per pool against what its entries ask",
+        description="Each Kueue queue's quota per node pool and resource, what borrowing adds, and the sum "
+        "of what the entries that use it ask (one Job each): an over-subscribed queue shows before "
+        "`pulumi up`. See docs/queueing.md.")
+    queues.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    queues.set_defaults(run=run_queues)
+
     timeline = commands.add_parser(
         "timeline", parents=[common], help="an SVG of every schedule's runs and warm-up windows",
         description="Write an SVG with one row per schedule: each run in the window as a marker, its "
@@ -128,6 +137,16 @@ def run_explain(args: argparse.Namespace) -> int:
         print(json.dumps(document, indent=2))
     else:
         sys.stdout.write(explain_module.render_text(document))
+    return 0
+
+
+def run_queues(args: argparse.Namespace) -> int:
+    cfg, plans = load_stack(args.project_dir, args.stack)
+    document = queues_module.report(cfg, plans)
+    if args.format == "json":
+        print(json.dumps(document, indent=2))
+    else:
+        sys.stdout.write(queues_module.render_text(document))
     return 0
 
 

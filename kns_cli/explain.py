@@ -14,7 +14,7 @@ from typing import Any, Iterable, Optional
 
 from config import resolve
 from config.loader import PlatformConfig
-from plan import wait
+from plan import queues, wait
 from plan.model import WorkloadPlan
 from plan.nodepools import autoscale_summary
 
@@ -23,8 +23,27 @@ from . import runs as runs_module
 NEXT_RUNS = 3
 
 
-def entry_facts(cfg: PlatformConfig, plan: WorkloadPlan, now: Optional[datetime] = None) -> dict[str, Any]:
-    """Everything `explain` shows about one entry, JSON-ready."""
+def queue_facts(cfg: PlatformConfig, plan: WorkloadPlan, lines: list[queues.Line]) -> Optional[dict[str, Any]]:
+    """The entry's queue: its quota on the pools the entry may use, what one of its Jobs
+    asks, and why a prescaled warm-up may start late (docs/queueing.md)."""
+    queue = queues.queue_of(cfg, plan)
+    if queue is None:
+        return None
+    pools = [p for p in queues.pools_of(plan, queue) if p in queue.quota] if plan.pod_spec is not None else list(queue.quota)
+    requests = queues.workload_requests(plan)
+    return {
+        "name": queue.name,
+        "cohort": queue.cohort,
+        "quota": {pool: dict(queue.quota[pool]) for pool in pools},
+        "requests": {r: queues.show(r, a) for r, a in requests.items()},
+        "warnings": queues.warnings(cfg, plan, lines),
+    }
+
+
+def entry_facts(cfg: PlatformConfig, plan: WorkloadPlan, now: Optional[datetime] = None,
+                lines: Optional[list[queues.Line]] = None) -> dict[str, Any]:
+    """Everything `explain` shows about one entry, JSON-ready. `lines`: the stack's queue
+    usage (plan/queues.py), for the queue warnings."""
     entry = plan.entry
     _, rules, _ = resolve.resolve_profile_sources(cfg.profiles, entry.user, entry.groups)
     pod = plan.pod_spec
@@ -67,6 +86,7 @@ def entry_facts(cfg: PlatformConfig, plan: WorkloadPlan, now: Optional[datetime]
         "quota": plan.quota,
         "tolerations": list((pod or {}).get("tolerations") or []),
         "nodeSelector": dict((pod or {}).get("nodeSelector") or {}),
+        "queue": queue_facts(cfg, plan, lines or []),
     }
     if plan.is_schedule:
         schedule = entry
@@ -100,10 +120,11 @@ def unknown_names(plans: list[WorkloadPlan], names: Iterable[str]) -> list[str]:
 def explain(cfg: PlatformConfig, plans: list[WorkloadPlan], names: Iterable[str] = (),
             now: Optional[datetime] = None) -> dict[str, Any]:
     """The JSON document of `kns explain --format json`."""
+    lines = queues.usage(cfg, plans)
     return {
         "stack": cfg.stack,
         "now": now.isoformat() if now else None,
-        "entries": [entry_facts(cfg, plan, now) for plan in select(plans, names)],
+        "entries": [entry_facts(cfg, plan, now, lines) for plan in select(plans, names)],
     }
 
 
@@ -161,7 +182,15 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
         ["tolerations", ", ".join(_toleration(t) for t in facts["tolerations"]) or "-"],
         ["node selector", _amounts(facts["nodeSelector"])],
     ]
+    queue = facts["queue"]
+    if queue is not None:
+        held = "; ".join(f"pool {pool}: {_amounts(amounts)}" for pool, amounts in queue["quota"].items())
+        cohort = f", cohort {queue['cohort']}" if queue["cohort"] else ""
+        field_rows.append(["queue", f"{queue['name']} (Kueue ClusterQueue{cohort}; {held or 'no quota on its pool'})"])
+        if queue["requests"]:
+            field_rows.append(["one Job asks", _amounts(queue["requests"])])
     lines += _table([[k + ":", v] for k, v in field_rows], "  ")
+    lines += [f"  warning: {w}" for w in (queue or {}).get("warnings", [])]
     if facts["containers"]:
         lines.append("  containers (after profiles and overrides):")
         rows = [["container", "requests", "limits"]]

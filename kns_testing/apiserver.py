@@ -72,10 +72,25 @@ def crd_schema(group: str, version: str, kind: str) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=None)
+def kueue_crd_schema(version: str, kind: str) -> dict[str, Any]:
+    """The openAPIV3Schema of a Kueue kind in the vendored install manifests (the CRDs the
+    program installs, and the pinned module's own)."""
+    from plan import kueue_install
+
+    for obj in kueue_install.load(ROOT):
+        if obj["kind"] == "CustomResourceDefinition" and obj["spec"]["names"]["kind"] == kind:
+            served = next(v for v in obj["spec"]["versions"] if v["name"] == version)
+            return served["schema"]["openAPIV3Schema"]
+    raise AssertionError(f"no Kueue CRD for {kind}")
+
+
+@lru_cache(maxsize=None)
 def _validator(api_version: str, kind: str) -> Draft4Validator:
     group, _, version = api_version.rpartition("/")
     if group == "karpenter.sh":
         return Draft4Validator(crd_schema(group, version, kind), format_checker=_FORMATS)
+    if group == "kueue.x-k8s.io":
+        return Draft4Validator(kueue_crd_schema(version, kind), format_checker=_FORMATS)
     suffix = f"-{group.split('.')[0]}-{version}" if group else f"-{version}"
     path = schema_dir() / f"{kind.lower()}{suffix}.json"
     assert path.is_file(), f"no schema for {api_version} {kind} ({path.name})"

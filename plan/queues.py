@@ -142,7 +142,7 @@ def borrowable(queue: Queue, all_queues: list[Queue], pool: str, resource: str) 
     return lent if limit is None else min(lent, parse(limit, kind_for_resource(resource)))
 
 
-def _show(resource: str, amount: Decimal) -> str:
+def show(resource: str, amount: Decimal) -> str:
     return render(amount, kind_for_resource(resource))
 
 
@@ -169,8 +169,8 @@ def fit_reasons(plan: WorkloadPlan, queue: Queue, all_queues: list[Queue]) -> di
             borrow = borrowable(queue, all_queues, pool, resource)
             if amount > nominal + borrow:
                 named = "" if resource in queue.quota[pool] else f" ({resource} is not in its quota: name it there)"
-                reasons.append(f"{resource} {_show(resource, amount)} is more than pool \"{pool}\" can hold: quota "
-                               f"{_show(resource, nominal)} + borrowing {_show(resource, borrow)}{named}")
+                reasons.append(f"{resource} {show(resource, amount)} is more than pool \"{pool}\" can hold: quota "
+                               f"{show(resource, nominal)} + borrowing {show(resource, borrow)}{named}")
         out[pool] = reasons
     return out
 
@@ -214,7 +214,7 @@ class Line:
         return self.requested > self.quota + self.borrowing
 
     def show(self, amount: Decimal) -> str:
-        return _show(self.resource, amount)
+        return show(self.resource, amount)
 
 
 def usage(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> list[Line]:
@@ -236,3 +236,26 @@ def usage(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> list[Line]:
 
 def queue_of(cfg: PlatformConfig, plan: WorkloadPlan) -> Optional[Queue]:
     return next((q for q in cfg.queues if q.name == plan.entry.queue), None)
+
+
+def warnings(cfg: PlatformConfig, plan: WorkloadPlan, lines: list[Line]) -> list[str]:
+    """Why a prescaled schedule's warm-up may start late because of its queue: its pod
+    fits only with quota borrowed from the cohort, or the entries of its queue ask more
+    than the queue holds on its pool (docs/queueing.md, "Prescaled schedules"). `lines`:
+    `usage` of the whole stack."""
+    queue = queue_of(cfg, plan)
+    if queue is None or plan.primers is None or plan.pod_spec is None:
+        return []
+    out = []
+    requests = workload_requests(plan)
+    counted = [r for r in requests if r != PODS or PODS in queue_rules.covered_resources(queue.quota)]
+    pools = [p for p in pools_of(plan, queue) if p in queue.quota]
+    if pools and not any(all(requests[r] <= queue_rules.nominal(queue.quota, p, r) for r in counted) for p in pools):
+        out.append(f'its pod fits queue "{queue.name}" only with quota borrowed from cohort "{queue.cohort}": '
+                   "when the cohort's other queues use theirs, the primer waits and the warm-up starts late")
+    for line in lines:
+        if line.queue == queue.name and line.pool in pools and line.over and plan.entry.name in line.entries:
+            out.append(f'queue "{queue.name}" is over-subscribed on pool "{line.pool}" ({line.resource}: '
+                       f"{line.show(line.requested)} asked, {line.show(line.quota + line.borrowing)} held with "
+                       "borrowing): if the others run at primer time, the warm-up starts late")
+    return out

@@ -1,0 +1,410 @@
+"""Queueing with Kueue (docs/queueing.md): ResourceFlavors, ClusterQueues and LocalQueues
+from `kns:queues`, queued Jobs and CronJob templates suspended and labelled, Kueue installed
+from the vendored manifests, `./kns explain` and `./kns queues`, and every bad queue a
+path-qualified config error through the program and `./kns validate` alike, nothing
+registered. The same objects meet the real API server and Kueue in tests/test_e2e_queueing.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from typing import Any
+
+import pytest
+
+from config import names
+from kns_cli import cli
+from kns_testing import apiserver
+from kns_testing.program import ROOT, pinned_versions, run_program
+from plan import kueue_install
+from tests.test_pod_classes import refused, write_project
+
+FLAVOR = "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor"
+CLUSTER_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
+LOCAL_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
+CRD = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+
+CONFIG: dict[str, Any] = {
+    "cluster": {"name": "kns-test", "renderDir": "out"},
+    "nodePools": [
+        {"name": "cpu", "role": "compute", "nodes": ["c1", "c2"]},
+        {"name": "a100", "role": "gpu", "gpu": {"vendor": "nvidia", "perNode": 8}, "nodes": ["g1"],
+         "taints": [{"key": "team", "value": "ml", "effect": "NoSchedule"}]},
+        {"name": "sys", "role": "system", "nodes": ["s1"], "taints": [{"key": "kns.io/system", "effect": "NoSchedule"}]},
+        {"name": "spare", "role": "compute", "nodes": ["x1"]},
+    ],
+    "queueing": {"enabled": True},
+    "queues": [
+        {"name": "batch", "cohort": "shared",
+         "quota": {"cpu": {"cpu": 16, "memory": "64Gi", "ephemeral-storage": "10Gi", "pods": 4},
+                   "a100": {"nvidia.com/gpu": 8, "cpu": 32, "memory": "256Gi", "pods": 8}},
+         "borrowingLimit": {"cpu": {"cpu": 8}},
+         "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
+         "fairSharingWeight": 0.5},
+        {"name": "adhoc", "cohort": "shared", "quota": {"cpu": {"cpu": 8, "memory": "32Gi"}},
+         "lendingLimit": {"cpu": {"cpu": 4}}},
+    ],
+    "profiles": {"@ml": {"queue": "batch"}},
+    "jobs": [
+        {"name": "etl", "user": "bob", "queue": "adhoc", "image": "busybox:1.37", "cpu": 4, "memory": 2048,
+         "pool": "cpu", "parallelism": 3, "completions": 2},
+        {"name": "train", "user": "ann", "groups": ["ml"], "image": "pytorch:2", "cpu": 8, "memory": "32Gi",
+         "gpus": 4, "pool": "a100"},
+        {"name": "sandbox", "user": "ann", "groups": ["ml"], "type": "namespace"},
+        {"name": "own-queue", "user": "ann", "groups": ["ml"], "queue": "adhoc", "image": "busybox:1.37", "cpu": 1,
+         "memory": 1024},
+    ],
+    "schedules": [
+        {"name": "warm", "user": "cid", "groups": ["ml"], "image": "busybox:1.37", "cpu": 2, "memory": 4096,
+         "pool": "cpu", "schedule": "0 6 * * *", "warmUpMinutes": 10},
+        {"name": "plain", "user": "cid", "groups": ["ml"], "image": "busybox:1.37", "cpu": 1, "memory": 1024,
+         "pool": "cpu", "schedule": "0 7 * * *"},
+    ],
+}
+
+
+def without_queueing(config: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(config)
+    for key in ("queueing", "queues"):
+        out.pop(key)
+    out["profiles"] = {}
+    out["jobs"] = [{k: v for k, v in j.items() if k != "queue"} for j in out["jobs"]]
+    return out
+
+
+@pytest.fixture(scope="module")
+def run():
+    return run_program(CONFIG)
+
+
+def of(run, type_: str) -> dict[str, dict[str, Any]]:
+    return {r.name: apiserver.manifest(r) for r in run.of_type(type_)}
+
+
+def test_one_flavor_per_pool_a_queue_names_carrying_its_label_and_taints(run):
+    flavors = of(run, FLAVOR)
+    assert set(flavors) == {"resourceflavor-cpu", "resourceflavor-a100"}  # not sys, not spare
+    a100 = flavors["resourceflavor-a100"]
+    assert a100["metadata"]["name"] == "a100" and a100["metadata"]["labels"]["kns.io/cluster"] == "kns-test"
+    assert a100["spec"]["nodeLabels"] == {"kns.io/pool": "a100"}
+    assert a100["spec"]["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+        {"key": "team", "operator": "Equal", "value": "ml", "effect": "NoSchedule"},
+    ]
+    assert "tolerations" not in flavors["resourceflavor-cpu"]["spec"]
+
+
+def test_a_cluster_queue_covers_every_resource_of_its_quota_on_every_pool(run):
+    batch = of(run, CLUSTER_QUEUE)["clusterqueue-batch"]["spec"]
+    (group,) = batch["resourceGroups"]
+    assert group["coveredResources"] == ["cpu", "memory", "ephemeral-storage", "pods", "nvidia.com/gpu"]
+    flavors = {f["name"]: {r["name"]: r for r in f["resources"]} for f in group["flavors"]}
+    assert list(flavors) == ["cpu", "a100"]
+    assert flavors["cpu"]["cpu"] == {"name": "cpu", "nominalQuota": "16", "borrowingLimit": "8"}
+    assert flavors["cpu"]["nvidia.com/gpu"]["nominalQuota"] == "0"  # left out: 0 there
+    assert flavors["a100"]["ephemeral-storage"]["nominalQuota"] == "0"
+    assert flavors["a100"]["memory"]["nominalQuota"] == "256Gi"
+    for flavor in group["flavors"]:  # Kueue wants each flavor's resources in coveredResources order
+        assert [r["name"] for r in flavor["resources"]] == group["coveredResources"]
+    assert batch["cohortName"] == "shared"
+    assert batch["preemption"] == {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}
+    assert batch["fairSharing"] == {"weight": "0.5"}
+    assert batch["namespaceSelector"] == {"matchLabels": {"kns.io/cluster": "kns-test"}}
+    adhoc = of(run, CLUSTER_QUEUE)["clusterqueue-adhoc"]["spec"]
+    assert adhoc["resourceGroups"][0]["flavors"][0]["resources"][0] == {
+        "name": "cpu", "nominalQuota": "8", "lendingLimit": "4"}
+    assert "fairSharing" not in adhoc
+
+
+def test_each_queued_entry_has_a_local_queue_and_its_jobs_wait_for_admission(run):
+    local = of(run, LOCAL_QUEUE)
+    expected = {"etl": "adhoc", "train": "batch", "sandbox": "batch", "own-queue": "adhoc", "warm": "batch",
+                "plain": "batch"}
+    assert {name.removesuffix("-queue"): m["spec"]["clusterQueue"] for name, m in local.items()} == expected
+    for name, manifest in local.items():
+        assert manifest["metadata"]["name"] == names.LOCAL_QUEUE
+        assert manifest["metadata"]["namespace"] == f"kns-{name.removesuffix('-queue')}"
+    for name in ("etl", "train", "own-queue"):
+        job = apiserver.manifest(run.named("kubernetes:batch/v1:Job", name))
+        assert job["metadata"]["labels"][names.QUEUE_LABEL] == "kns" and job["spec"]["suspend"] is True
+    cronjobs = of(run, "kubernetes:batch/v1:CronJob")
+    assert set(cronjobs) >= {"warm", "plain"}
+    for manifest in cronjobs.values():  # the primer CronJob too: its Job is the workload
+        template = manifest["spec"]["jobTemplate"]
+        assert template["metadata"]["labels"][names.QUEUE_LABEL] == "kns" and template["spec"]["suspend"] is True
+        assert manifest["spec"]["suspend"] is False  # the CronJob itself still fires
+
+
+def test_the_per_entry_quota_stays_beside_the_queue(run):
+    quota = apiserver.manifest(run.named("kubernetes:core/v1:ResourceQuota", "etl-quota"))
+    assert quota["spec"]["hard"]["requests.cpu"] == "12" and quota["spec"]["hard"]["pods"] == "3"
+
+
+def test_without_queueing_nothing_of_kueue_is_registered_and_jobs_run_at_once():
+    plain = run_program(without_queueing(CONFIG))
+    assert not [r for r in plain.resources if "kueue" in r.type or r.type.startswith("kns:queueing")]
+    job = apiserver.manifest(plain.named("kubernetes:batch/v1:Job", "etl"))
+    assert "suspend" not in job["spec"] and names.QUEUE_LABEL not in job["metadata"]["labels"]
+
+
+def test_the_profile_queue_is_ordered_and_the_entry_own_wins(tmp_path):
+    config = copy.deepcopy(CONFIG)
+    config["queueing"]["install"] = False
+    config["profiles"] = {"*": {"queue": "adhoc"}, "@ml": {"queue": "batch"}, "cid": {"defaultCpu": 1}}
+    config["jobs"][0].pop("queue")
+    done = run_program(config, stack="case", project_dir=write_project(tmp_path / "p", config))
+    local = of(done, LOCAL_QUEUE)
+    assert local["etl-queue"]["spec"]["clusterQueue"] == "adhoc"  # only "*" matches bob
+    assert local["train-queue"]["spec"]["clusterQueue"] == "batch"  # "@ml" comes later and wins
+    assert local["warm-queue"]["spec"]["clusterQueue"] == "batch"  # a later rule without queue keeps it
+    assert local["own-queue-queue"]["spec"]["clusterQueue"] == "adhoc"  # the entry's own wins over @ml
+    config["profiles"] = {"@ml": {"queue": "batch"}, "*": {"queue": "adhoc"}}
+    config["jobs"] = [j for j in config["jobs"] if j["name"] != "train"]  # adhoc has no GPU pool
+    config["schedules"] = [s for s in config["schedules"] if s["name"] != "warm"]  # nor ephemeral-storage
+    done = run_program(config, stack="case", project_dir=write_project(tmp_path / "q", config))
+    assert of(done, LOCAL_QUEUE)["plain-queue"]["spec"]["clusterQueue"] == "adhoc"  # now "*" is later
+
+
+def test_every_kueue_object_is_valid_against_the_pinned_crds(run):
+    kueue = [r for r in run.resources if r.type.startswith("kubernetes:kueue.x-k8s.io")]
+    assert len(kueue) == 2 + 2 + 6
+    assert apiserver.problems(kueue) == []
+
+
+def test_the_crd_check_can_fail(run):
+    broken = copy.deepcopy(of(run, CLUSTER_QUEUE)["clusterqueue-batch"])
+    broken["spec"]["preemption"]["withinClusterQueue"] = "Always"
+    broken["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "sixteen"
+    validator = apiserver._validator("kueue.x-k8s.io/v1beta2", "ClusterQueue")
+    assert len(list(validator.iter_errors(broken))) == 2
+
+
+# ---- Kueue installed by the program -------------------------------------------------------
+
+
+def test_install_registers_the_vendored_kueue_held_to_the_system_namespace_rules(run):
+    component = run.named("kns:queueing:Kueue", "kueue")
+    assert component is not None
+    crds = {apiserver.manifest(r)["metadata"]["name"] for r in run.of_type(CRD)}
+    assert {"clusterqueues.kueue.x-k8s.io", "localqueues.kueue.x-k8s.io", "resourceflavors.kueue.x-k8s.io",
+            "workloads.kueue.x-k8s.io"} <= crds and len(crds) == 11
+    namespace = apiserver.manifest(run.named("kubernetes:core/v1:Namespace", "kueue-system"))
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    deployment = apiserver.manifest(run.named(DEPLOYMENT, "kueue-system/kueue-controller-manager"))
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["image"] == f"registry.k8s.io/kueue/kueue:v{pinned_versions()['KUEUE_VERSION']}"
+    security = container["securityContext"]
+    assert security["runAsNonRoot"] is True and security["runAsUser"] == 65532 and security["runAsGroup"] == 65532
+    assert security["allowPrivilegeEscalation"] is False and security["readOnlyRootFilesystem"] is True
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert {"key": "kns.io/system", "operator": "Equal", "value": "", "effect": "NoSchedule"} in pod["tolerations"]
+    preferred = pod["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert preferred["preference"]["matchExpressions"][0]["values"] == ["sys"]
+    kueue_objects = [r for r in run.resources if r.type.startswith("kubernetes:") and r.name.startswith(
+        ("kueue-system/", "kueue-")) or r.type == CRD]
+    assert all(apiserver.manifest(r)["metadata"]["labels"]["kns.io/cluster"] == "kns-test" for r in kueue_objects)
+
+
+def test_install_false_registers_queues_but_not_kueue():
+    config = copy.deepcopy(CONFIG)
+    config["queueing"]["install"] = False
+    done = run_program(config)
+    assert not done.of_type("kns:queueing:Kueue") and not done.of_type(CRD)
+    assert len(done.of_type(CLUSTER_QUEUE)) == 2 and len(done.of_type(LOCAL_QUEUE)) == 6
+
+
+def test_the_vendored_manifests_are_the_pinned_version_made_by_the_recorded_command():
+    readme = (ROOT / "vendor" / "kueue" / f"v{kueue_install.KUEUE_VERSION}" / "README.md").read_text()
+    digest = re.search(r"sha256 of manifests.yaml: `([0-9a-f]{64})`", readme).group(1)
+    assert hashlib.sha256(kueue_install.manifest_path(ROOT).read_bytes()).hexdigest() == digest
+    assert pinned_versions()["KUEUE_VERSION"] == kueue_install.KUEUE_VERSION
+    assert "kustomize build config/default" in readme
+
+
+def test_kueue_installed_changes_only_what_the_platform_rules_say():
+    upstream = kueue_install.load(ROOT)
+    adapted = kueue_install.install_objects(upstream, "c", [])
+    changed = [(u["kind"], u["metadata"]["name"]) for u, a in zip(upstream, adapted)
+               if json.dumps({**u, "metadata": {**u["metadata"], "labels": None}}, sort_keys=True)
+               != json.dumps({**a, "metadata": {**a["metadata"], "labels": None}}, sort_keys=True)]
+    assert changed == [("Deployment", "kueue-controller-manager")]
+    assert all(a["metadata"]["labels"]["kns.io/cluster"] == "c" for a in adapted)
+
+
+# ---- explain and queues -------------------------------------------------------------------
+
+OVER = copy.deepcopy(CONFIG)
+OVER["jobs"] += [{"name": f"big-{i}", "user": "ann", "groups": ["ml"], "image": "busybox:1.37", "cpu": 8,
+                  "memory": 1024, "pool": "cpu"} for i in range(3)]
+OVER["schedules"][0]["cpu"] = 12  # fits the 16-CPU pool quota of batch, with the others over it
+
+
+def test_kns_queues_shows_each_queue_against_what_its_entries_ask(tmp_path, capsys):
+    root = write_project(tmp_path / "p", OVER)
+    assert cli.main(["queues", "--stack", "case", "--project-dir", str(root), "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    batch = next(q for q in document["queues"] if q["name"] == "batch")
+    cpu = next(line for line in batch["lines"] if line["pool"] == "cpu" and line["resource"] == "cpu")
+    # big-0..2 (8 each), warm (12; its init wait counts only as it is larger), plain (1): 37
+    # CPU against 16 + 4 borrowed
+    assert cpu["requested"] == "37" and cpu["quota"] == "16" and cpu["borrowing"] == "4"  # its limit is 8, adhoc lends 4
+    assert cpu["overSubscribed"] is True and set(cpu["entries"]) == {"big-0", "big-1", "big-2", "warm", "plain"}
+    adhoc = next(q for q in document["queues"] if q["name"] == "adhoc")
+    adhoc_cpu = next(line for line in adhoc["lines"] if line["resource"] == "cpu")
+    # etl: min(parallelism 3, completions 2) pods of 4 CPU; own-queue (no pool): 1
+    assert adhoc_cpu["requested"] == "9" and adhoc_cpu["borrowing"] == "16" and not adhoc_cpu["overSubscribed"]
+    assert cli.main(["queues", "--stack", "case", "--project-dir", str(root)]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"cpu\s+cpu\s+16\s+4\s+37\s+OVER-SUBSCRIBED: big-0", text), text
+
+
+def test_explain_shows_the_queue_and_warns_when_a_warm_up_may_start_late(tmp_path, capsys):
+    root = write_project(tmp_path / "p", OVER)
+    assert cli.main(["explain", "warm", "etl", "--stack", "case", "--project-dir", str(root), "--format", "json"]) == 0
+    warm, etl = json.loads(capsys.readouterr().out)["entries"]
+    assert warm["queue"]["name"] == "batch" and warm["queue"]["quota"] == {
+        "cpu": {"cpu": "16", "memory": "64Gi", "ephemeral-storage": "10Gi", "pods": "4"}}
+    assert warm["queue"]["requests"]["cpu"] == "12"
+    assert any("over-subscribed" in w for w in warm["queue"]["warnings"])
+    assert etl["queue"]["warnings"] == []  # not prescaled: waiting is what a queue is for
+    assert cli.main(["explain", "warm", "--stack", "case", "--project-dir", str(root)]) == 0
+    text = capsys.readouterr().out
+    assert "queue:" in text and "batch (Kueue ClusterQueue, cohort shared; pool cpu: cpu=16" in text
+    assert "warning: queue \"batch\" is over-subscribed on pool \"cpu\"" in text
+
+
+def test_explain_warns_when_a_warm_up_fits_only_by_borrowing(tmp_path, capsys):
+    config = copy.deepcopy(CONFIG)
+    config["schedules"][0]["cpu"] = 20  # over the 16 of batch on cpu, within 16 + the 4 adhoc lends
+    root = write_project(tmp_path / "p", config)
+    assert cli.main(["explain", "warm", "--stack", "case", "--project-dir", str(root), "--format", "json"]) == 0
+    (warm,) = json.loads(capsys.readouterr().out)["entries"]
+    assert any('only with quota borrowed from cohort "shared"' in w for w in warm["queue"]["warnings"])
+
+
+# ---- bad input ----------------------------------------------------------------------------
+
+
+# The entries of queue adhoc, when it is invalid, point at its problems.
+ADHOC_INVALID = [f'kns:jobs[{name}].queue: queue "adhoc" is invalid (its problems are listed under kns:queues[adhoc])'
+                 for name in ("etl", "own-queue")]
+
+
+def case(change) -> dict[str, Any]:
+    config = copy.deepcopy(CONFIG)
+    change(config)
+    return config
+
+
+def _queue(name: str) -> Any:
+    return lambda c: next(q for q in c["queues"] if q["name"] == name)
+
+
+def _entry(section: str, name: str) -> Any:
+    return lambda c: next(e for e in c[section] if e["name"] == name)
+
+
+BAD = {
+    "unknown queue on an entry": (
+        lambda c: _entry("jobs", "etl")(c).update(queue="nightly"),
+        ['kns:jobs[etl].queue: no queue named "nightly" (queues: adhoc, batch)']),
+    "unknown queue in a profile": (
+        lambda c: c["profiles"]["@ml"].update(queue="gpu"),
+        ['kns:profiles[@ml].queue: no queue named "gpu" (queues: adhoc, batch)']),
+    "quota naming an unknown pool": (
+        lambda c: _queue("batch")(c)["quota"].update({"h100": {"cpu": 4}}),
+        ['kns:queues[batch].quota.h100: no node pool named "h100" (pools: a100, cpu, spare, sys)']),
+    "a resource that is not a quantity": (
+        lambda c: _queue("adhoc")(c)["quota"]["cpu"].update(memory="lots"),
+        ['kns:queues[adhoc].quota.cpu: memory: "lots" is not a quantity'] + ADHOC_INVALID),
+    "a resource name a queue cannot hold": (
+        lambda c: _queue("adhoc")(c)["quota"]["cpu"].update(nodes=3),
+        ['kns:queues[adhoc].quota.cpu: "nodes" is not a resource a queue can hold (cpu, memory, '
+         'ephemeral-storage, pods, hugepages-<size>, or an extended resource domain/name)'] + ADHOC_INVALID),
+    "a negative quota": (
+        lambda c: _queue("adhoc")(c)["quota"]["cpu"].update(cpu=-2),
+        ["kns:queues[adhoc].quota.cpu: cpu: -2 must not be negative"] + ADHOC_INVALID),
+    "a cohort that is not a DNS label": (
+        lambda c: _queue("adhoc")(c).update(cohort="Shared_Pool"),
+        ['kns:queues[adhoc].cohort: "Shared_Pool" is not a DNS-1123 label (lower-case letters, digits and "-", '
+         'starting and ending with a letter or digit)'] + ADHOC_INVALID),
+    "queues while queueing is off": (
+        lambda c: c["queueing"].update(enabled=False),
+        ["kns:queues: queueing is off: set kns:queueing.enabled: true to use queues (Kueue)",
+         'kns:profiles[@ml].queue: names queue "batch" but queueing is off: set kns:queueing.enabled: true to use '
+         "queues (Kueue)",
+         'kns:jobs[etl].queue: names queue "adhoc" but queueing is off: set kns:queueing.enabled: true to use '
+         "queues (Kueue)",
+         'kns:jobs[own-queue].queue: names queue "adhoc" but queueing is off: set kns:queueing.enabled: true to '
+         "use queues (Kueue)"]),
+    "a limit without a cohort": (
+        lambda c: _queue("adhoc")(c).pop("cohort"),
+        ["kns:queues[adhoc].lendingLimit: borrowingLimit and lendingLimit need a cohort: they bound what the "
+         "queue borrows from and lends to the other queues of its cohort"] + ADHOC_INVALID),
+    "lending more than the quota": (
+        lambda c: _queue("adhoc")(c)["lendingLimit"]["cpu"].update(cpu=9),
+        ["kns:queues[adhoc].lendingLimit.cpu.cpu: 9 is more than the quota 8: a queue lends at most its quota"] + ADHOC_INVALID),
+    "a limit on a pool outside the quota": (
+        lambda c: _queue("adhoc")(c)["lendingLimit"].update(a100={"cpu": 1}),
+        ['kns:queues[adhoc].lendingLimit.a100: pool "a100" has no quota in this queue (its pools: cpu)'] + ADHOC_INVALID),
+    "two queues with one name": (
+        lambda c: c["queues"].append(copy.deepcopy(c["queues"][1])),
+        ['kns:queues[adhoc].name: "adhoc" names another queue too; queue names are unique']),
+    "an entry over its queue's quota without a cohort": (
+        lambda c: (_queue("adhoc")(c).pop("cohort"), _queue("adhoc")(c).pop("lendingLimit"),
+                   _entry("jobs", "etl")(c).update(cpu=6)),
+        ['kns:jobs[etl].queue: queue "adhoc" can never admit its 2 pods at once (Kueue would keep it waiting): '
+         'cpu 12 is more than pool "cpu" can hold: quota 8 + borrowing 0']),
+    "an entry over quota plus what the cohort lends": (
+        lambda c: _entry("jobs", "etl")(c).update(cpu=13),
+        ['kns:jobs[etl].queue: queue "adhoc" can never admit its 2 pods at once (Kueue would keep it waiting): '
+         'cpu 26 is more than pool "cpu" can hold: quota 8 + borrowing 16']),
+    "an entry over quota plus its borrowing limit": (
+        lambda c: (_queue("adhoc")(c).pop("lendingLimit"), _entry("schedules", "plain")(c).update(cpu=25)),
+        ['kns:schedules[plain].queue: queue "batch" can never admit its pod (Kueue would keep it waiting): '
+         'cpu 25 is more than pool "cpu" can hold: quota 16 + borrowing 8']),
+    "an entry over quota plus what the cohort's lending limits allow": (
+        lambda c: _entry("schedules", "plain")(c).update(cpu=21),
+        ['kns:schedules[plain].queue: queue "batch" can never admit its pod (Kueue would keep it waiting): '
+         'cpu 21 is more than pool "cpu" can hold: quota 16 + borrowing 4']),
+    "an entry on a pool its queue has no quota on": (
+        lambda c: _entry("jobs", "etl")(c).update(pool="spare"),
+        ['kns:jobs[etl].queue: queue "adhoc" can never admit its 2 pods at once (Kueue would keep it waiting): '
+         'pool "spare" has no quota in it (its pools: cpu)']),
+    "a prescaled pod asking a resource its pool's quota leaves out": (
+        lambda c: _queue("batch")(c)["quota"]["cpu"].pop("ephemeral-storage"),
+        ['kns:schedules[warm].queue: queue "batch" can never admit its pod (Kueue would keep it waiting): '
+         'ephemeral-storage 1Mi is more than pool "cpu" can hold: quota 0 + borrowing 0 (ephemeral-storage is '
+         "not in its quota: name it there)"]),
+    "more pods at once than the pods quota": (
+        lambda c: _entry("schedules", "plain")(c).update(parallelism=5),
+        ['kns:schedules[plain].queue: queue "batch" can never admit its 5 pods at once (Kueue would keep it '
+         'waiting): pods 5 is more than pool '
+         '"cpu" can hold: quota 4 + borrowing 0']),
+    "an entry without a pool that fits on none of its queue's pools": (
+        lambda c: _entry("jobs", "own-queue")(c).update(cpu=30),
+        ['kns:jobs[own-queue].queue: queue "adhoc" can never admit its pod (Kueue would keep it waiting): '
+         'cpu 30 is more than pool "cpu" can hold: quota 8 + borrowing 16']),
+    "an invalid entry naming an unknown queue": (
+        lambda c: _entry("jobs", "etl")(c).update(queue="nope", cpu="many"),
+        ['kns:jobs[etl].cpu: "many" is not a quantity',
+         'kns:jobs[etl].queue: no queue named "nope" (queues: adhoc, batch)']),
+}
+
+
+@pytest.mark.parametrize("change, lines", list(BAD.values()), ids=list(BAD))
+def test_a_bad_queue_is_a_config_error_through_both_doors(tmp_path, capsys, change, lines):
+    refused(tmp_path, capsys, case(change), lines)
+
+
+def test_an_entry_that_fits_only_by_borrowing_is_accepted():
+    config = case(lambda c: _entry("schedules", "plain")(c).update(cpu=20))  # 16 + the 4 adhoc lends
+    done = run_program(config)
+    assert apiserver.manifest(done.named(LOCAL_QUEUE, "plain-queue"))["spec"]["clusterQueue"] == "batch"
+    assert done.named("kubernetes:batch/v1:CronJob", "plain")
