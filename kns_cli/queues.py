@@ -1,0 +1,46 @@
+"""`./kns queues`: each queue's quota per pool against what the entries that use it ask
+(one Job each), so an over-subscribed queue shows before `pulumi up` (docs/queueing.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from config.loader import PlatformConfig
+from plan import queues
+from plan.model import WorkloadPlan
+
+
+def report(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> dict[str, Any]:
+    """The JSON document of `kns queues --format json`."""
+    lines = queues.usage(cfg, plans)
+    out = []
+    for queue in cfg.queues:
+        rows = [line for line in lines if line.queue == queue.name]
+        out.append({
+            "name": queue.name,
+            "cohort": queue.cohort,
+            "entries": [p.entry.name for p in plans if p.entry.queue == queue.name],
+            "lines": [{"pool": line.pool, "resource": line.resource, "quota": line.show(line.quota),
+                       "borrowing": line.show(line.borrowing), "requested": line.show(line.requested),
+                       "overSubscribed": line.over, "entries": line.entries} for line in rows],
+        })
+    return {"stack": cfg.stack, "enabled": cfg.queueing.enabled, "install": cfg.queueing.install, "queues": out}
+
+
+def render_text(document: dict[str, Any]) -> str:
+    if not document["enabled"]:
+        return f"stack {document['stack']}: queueing is off (kns:queueing.enabled)\n"
+    count = len(document["queues"])
+    how = "installed by the program" if document["install"] else "the cluster's own (install: false)"
+    blocks = [f"stack {document['stack']}: {count} queue{'' if count == 1 else 's'}, Kueue {how}"]
+    for queue in document["queues"]:
+        head = queue["name"] + (f"  (cohort {queue['cohort']})" if queue["cohort"] else "")
+        head += f"; entries: {', '.join(queue['entries']) or 'none'}"
+        rows = [["pool", "resource", "quota", "+ borrowing", "asked", ""]]
+        rows += [[line["pool"], line["resource"], line["quota"], line["borrowing"], line["requested"],
+                  "OVER-SUBSCRIBED: " + ", ".join(line["entries"]) if line["overSubscribed"] else ""]
+                 for line in queue["lines"]]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        table = ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+        blocks.append("\n".join([head, *table]))
+    return "\n\n".join(blocks) + "\n"
