@@ -1,0 +1,228 @@
+"""Queueing end to end (docs/queueing.md): the `local` stack with queueing on
+(tests/e2e/Pulumi.queueing.yaml) through the real engine, against a local control plane
+where Kueue's manager (built from its Go module at the pinned version) runs as a process
+with its webhooks registered, so Jobs are admitted as in a real cluster; kwok runs the
+pods (an annotated pod completes `run-for` after it starts).
+
+Every assertion reads what persists: objects recorded by watches started before `pulumi
+up`, the server's timestamps in them, and Kueue's Workload conditions.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+import yaml
+
+from kns_testing.cluster import Cluster, node_manifest, script
+from kns_testing.kueue import start_kueue
+from kns_testing.program import ROOT, engine_project
+from tests.test_e2e import Stack, Watch, server_time
+
+NODES = [("sys-node-1", 8, 0), ("cpu-node-1", 16, 0), ("cpu-node-2", 16, 0), ("solo-node-1", 16, 0),
+         ("small-node-1", 8, 0)]
+PASSPHRASE = "kns-local-queueing"
+STACK_FILE = ROOT / "tests" / "e2e" / "Pulumi.queueing.yaml"
+# Kueue and the Job controller each act within seconds; a loaded machine may take longer.
+SLACK = 120
+
+
+def run_for(entry: dict) -> float:
+    """How long kwok runs the entry's pod (its kwok.x-k8s.io/run-for annotation)."""
+    text = entry["annotations"]["kwok.x-k8s.io/run-for"]
+    units = {"s": 1, "m": 60, "h": 3600}
+    return sum(float(n) * units[u] for n, u in re.findall(r"([0-9.]+)([smh])", text))
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    bin_dir = script("cluster-build.sh")
+    state = tmp_path_factory.mktemp("queueing-cluster")
+    try:
+        script("cluster-up.sh", str(state), timeout=600)
+        live = Cluster(state, bin_dir)
+        live.apply(*(node_manifest(*node) for node in NODES))
+        live.wait(lambda: sum(any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))
+                              for n in live.get("nodes")["items"]) == len(NODES), 120, message="kwok nodes Ready")
+        yield live
+    finally:
+        script("cluster-down.sh", str(state), timeout=300)
+
+
+def project(tmp_path_factory, cluster: Cluster, name: str, config: dict) -> Stack:
+    root = tmp_path_factory.mktemp(name) / "kns-platform"
+    env = engine_project(root, script("toolchain.sh"), PASSPHRASE, base_env=cluster.env)
+    (root / "Pulumi.local.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    live = Stack(root, env)
+    live.pulumi("stack", "init", "local")
+    return live
+
+
+def stack_config(cluster: Cluster) -> dict:
+    text = STACK_FILE.read_text().replace("KUBECONFIG_PATH", str(cluster.kubeconfig))
+    return yaml.safe_load(text)["config"]
+
+
+# ---- Kueue installed by the program (before the manager process runs) --------------------
+
+
+def test_install_true_installs_kueue_under_the_platform_rules_and_destroy_removes_it(cluster, tmp_path_factory):
+    config = stack_config(cluster)
+    config["kns:queueing"] = {"enabled": True, "install": True}
+    for key in ("kns:queues", "kns:jobs"):
+        config.pop(key)
+    live = project(tmp_path_factory, cluster, "install", config)
+    live.up()  # the engine awaits the controller's Deployment: its pod passed Pod Security `restricted`
+    crds = {c["metadata"]["name"] for c in cluster.get("crd")["items"]}
+    assert {"clusterqueues.kueue.x-k8s.io", "workloads.kueue.x-k8s.io", "localqueues.kueue.x-k8s.io"} <= crds
+    namespace = cluster.get("namespace", "kueue-system")
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    (pod,) = cluster.get("pods", "-n", "kueue-system")["items"]
+    assert pod["spec"]["containers"][0]["image"] == "registry.k8s.io/kueue/kueue:v0.19.2"
+    assert pod["spec"]["nodeName"] == "sys-node-1"  # tolerates and prefers the system pool
+    assert any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"]["conditions"])
+    live.pulumi("destroy", "--yes")
+    crds = {c["metadata"]["name"] for c in cluster.get("crd")["items"]}
+    assert not [c for c in crds if c.endswith(".kueue.x-k8s.io")]
+    for kind in ("clusterroles", "mutatingwebhookconfigurations", "validatingwebhookconfigurations", "apiservices"):
+        assert not [o for o in cluster.get(kind)["items"] if "kueue" in o["metadata"]["name"]], kind
+    cluster.wait(lambda: cluster.kubectl("get", "namespace", "kueue-system", check=False).returncode != 0, SLACK,
+                 message="namespace kueue-system gone")
+
+
+# ---- the queueing stack, with Kueue's manager as a process ---------------------------------
+
+
+@pytest.fixture(scope="module")
+def kueue(cluster):
+    start_kueue(cluster)
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def watches(kueue):
+    found = {kind: Watch(kueue, kind) for kind in ("jobs.batch", "pods", "workloads.kueue.x-k8s.io")}
+    yield found
+    for watch in found.values():
+        watch.stop()
+
+
+@pytest.fixture(scope="module")
+def stack(kueue, watches, tmp_path_factory):
+    live = project(tmp_path_factory, kueue, "queueing", stack_config(kueue))
+    live.up()
+    return live
+
+
+def entry(stack: Stack, name: str) -> dict:
+    return stack.entry("kns:jobs", name)
+
+
+def first_pod(watches, job: str) -> dict | None:
+    """The first recorded version of the first pod of `job`."""
+    pods = [obj for _, obj in watches["pods"].all() if obj["metadata"].get("labels", {}).get("job-name") == job]
+    return min(pods, key=lambda p: p["metadata"]["creationTimestamp"]) if pods else None
+
+
+def finished_at(watches, job: str) -> str | None:
+    for _, obj in watches["jobs.batch"].all():
+        if obj["metadata"]["name"] == job:
+            for condition in obj.get("status", {}).get("conditions", []):
+                if condition["type"] == "Complete" and condition["status"] == "True":
+                    return condition["lastTransitionTime"]
+    return None
+
+
+def workload_of(watches, namespace: str) -> list[dict]:
+    return [obj for _, obj in watches["workloads.kueue.x-k8s.io"].all() if obj["metadata"]["namespace"] == namespace]
+
+
+def condition(obj: dict, kind: str) -> dict | None:
+    return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == kind), None)
+
+
+def test_the_queue_objects_are_accepted_and_a_second_up_changes_nothing(stack, kueue):
+    stack.pulumi("up", "--yes", "--expect-no-changes")
+    flavors = {f["metadata"]["name"]: f for f in kueue.get("resourceflavors.kueue.x-k8s.io")["items"]}
+    assert set(flavors) == {"compute", "solo", "small"}
+    queues = {q["metadata"]["name"]: q for q in kueue.get("clusterqueues.kueue.x-k8s.io")["items"]}
+    assert set(queues) == {"solo", "few", "team-a", "team-b"}
+    for queue in queues.values():  # Kueue found every flavor and took the queue into service
+        assert condition(queue, "Active")["status"] == "True", queue["status"]
+    local = kueue.get("localqueues.kueue.x-k8s.io", "-n", "kns-solo-1")["items"]
+    assert [q["spec"]["clusterQueue"] for q in local] == ["solo"]
+
+
+def test_three_8_cpu_jobs_on_a_16_cpu_queue_two_run_and_the_third_waits_for_one_to_finish(stack, kueue, watches):
+    names = ["solo-1", "solo-2", "solo-3"]
+    limit = run_for(entry(stack, "solo-1")) * 2 + SLACK
+    kueue.wait(lambda: all(finished_at(watches, n) for n in names), limit, message="the three solo Jobs finished")
+    started = sorted((first_pod(watches, n)["metadata"]["creationTimestamp"], n) for n in names)
+    (first, a), (second, b), (third, late) = started
+    # The third's pods were created only after one of the first two had finished, without any `up`.
+    assert third >= min(finished_at(watches, a), finished_at(watches, b)), started
+    assert server_time(third) - server_time(first) >= timedelta(seconds=run_for(entry(stack, late)) - 5)
+    # Meanwhile its Workload waited for quota: recorded not admitted while the others ran.
+    waiting = [c["message"] for w in workload_of(watches, f"kns-{late}")
+               if (c := condition(w, "QuotaReserved")) is not None and c["status"] == "False"]
+    assert any("insufficient" in message for message in waiting), waiting
+    for name in names:  # placement came from the flavor: the pool's label, its taint tolerated
+        pod = first_pod(watches, name)
+        assert pod["spec"]["nodeSelector"]["kns.io/pool"] == "solo"
+        assert {"key": "kns.io/solo", "operator": "Equal", "value": "true", "effect": "NoSchedule"} in pod["spec"]["tolerations"]
+    bound = {obj["spec"].get("nodeName") for _, obj in watches["pods"].all()
+             if obj["metadata"]["namespace"].startswith("kns-solo-") and obj["spec"].get("nodeName")}
+    assert bound == {"solo-node-1"}
+
+
+def test_the_pods_limit_holds(stack, kueue, watches):
+    names = ["few-1", "few-2", "few-3"]
+    limit = run_for(entry(stack, "few-1")) * 2 + SLACK
+    kueue.wait(lambda: all(finished_at(watches, n) for n in names), limit, message="the three few Jobs finished")
+    spans = [(first_pod(watches, n)["metadata"]["creationTimestamp"], finished_at(watches, n)) for n in names]
+    for created, _ in spans:  # never three pods at once: at most two Jobs were running at any creation
+        running = [s for s in spans if s[0] <= created < s[1]]
+        assert len(running) <= 2, spans
+    assert len({first_pod(watches, n)["spec"]["nodeName"] for n in names}) == 1  # pool small's one node
+
+
+def admitted(workloads: list[dict]) -> bool:
+    return any((c := condition(w, "Admitted")) is not None and c["status"] == "True" for w in workloads)
+
+
+def test_a_queue_borrows_idle_cohort_quota_and_the_lender_reclaims_it(stack, kueue, watches):
+    team_a = ["team-a-1", "team-a-2", "team-a-3"]
+    kueue.wait(lambda: all(admitted(workload_of(watches, f"kns-{n}")) for n in team_a), SLACK,
+               message="team-a's three Jobs admitted")  # 24 CPU on a 16-CPU queue: 8 borrowed from team-b
+    queue = kueue.get("clusterqueue.kueue.x-k8s.io", "team-a")
+    usage = {r["name"]: r for f in queue["status"]["flavorsUsage"] for r in f["resources"]}
+    assert usage["cpu"]["total"] == "24" and usage["cpu"]["borrowed"] == "8"
+
+    def add_team_b(config: dict) -> None:
+        config["kns:jobs"] += [{"name": f"team-b-{i}", "user": "bob", "queue": "team-b", "pool": "compute",
+                                "image": "busybox:1.37", "cpu": 8, "memory": 1024,
+                                "annotations": {"kwok.x-k8s.io/run-for": "1h"}} for i in (1, 2)]
+
+    stack.edit(add_team_b)
+    stack.up()
+    # team-b (reclaimWithinCohort: Any) takes its 16 back: one of team-a's borrowing Jobs is preempted.
+    kueue.wait(lambda: all(admitted(workload_of(watches, f"kns-team-b-{i}")) for i in (1, 2)), SLACK,
+               message="team-b's Jobs admitted")
+    preempted = [n for n in team_a if any((c := condition(w, "Preempted")) is not None and c["status"] == "True"
+                                          for w in workload_of(watches, f"kns-{n}"))]
+    assert len(preempted) == 1, preempted
+    reason = condition(next(w for w in workload_of(watches, f"kns-{preempted[0]}")
+                            if (c := condition(w, "Preempted")) and c["status"] == "True"), "Preempted")["reason"]
+    assert reason == "InCohortReclamation"
+    queue = kueue.get("clusterqueue.kueue.x-k8s.io", "team-a")
+    usage = {r["name"]: r for f in queue["status"]["flavorsUsage"] for r in f["resources"]}
+    assert usage["cpu"]["total"] == "16" and usage["cpu"].get("borrowed", "0") == "0"
+
+
+def test_destroy_removes_queues_flavors_and_local_queues(stack, kueue):
+    stack.pulumi("destroy", "--yes")
+    for kind in ("clusterqueues", "resourceflavors"):
+        assert kueue.get(f"{kind}.kueue.x-k8s.io")["items"] == []
+    assert kueue.get("localqueues.kueue.x-k8s.io", "--all-namespaces")["items"] == []
