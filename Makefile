@@ -41,6 +41,7 @@ bench: venv system-deps
 	cd bench && ../$(PY) prescale_accuracy.py
 	cd bench && ../$(PY) binpacking.py
 	cd bench && ../$(PY) autoscale_warmup.py
+	cd bench && ../$(PY) kueue_admission.py
 
 clean:
 	rm -rf build .pytest_cache
