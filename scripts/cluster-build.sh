@@ -69,7 +69,8 @@ done
 [[ -x $bin_dir/karpenter-kwok && $(cat "$karpenter_share/version" 2>/dev/null) == "$KARPENTER_VERSION" ]] ||
   missing+=(karpenter-kwok)
 # The stamp is written last: it vouches for the CRDs and webhook manifests beside it too.
-# Kueue is built on request (KNS_BUILD_KUEUE=1) while no test runs it: ten cold minutes.
+# Kueue is built on request (KNS_BUILD_KUEUE=1: .ci/run, and kns_testing.kueue for the queueing
+# e2e): ten cold minutes.
 if [[ ${KNS_BUILD_KUEUE:-0} == 1 ]]; then
   [[ -x $bin_dir/kueue && $(cat "$kueue_share/version" 2>/dev/null) == "$KUEUE_VERSION" ]] ||
     missing+=(kueue)

@@ -185,7 +185,17 @@ def test_the_pods_limit_holds(stack, kueue, watches):
     for created, _ in spans:  # never three pods at once: at most two Jobs were running at any creation
         running = [s for s in spans if s[0] <= created < s[1]]
         assert len(running) <= 2, spans
-    assert len({first_pod(watches, n)["spec"]["nodeName"] for n in names}) == 1  # pool small's one node
+    bound = {obj["spec"].get("nodeName") for _, obj in watches["pods"].all()
+             if obj["metadata"]["namespace"].startswith("kns-few-") and obj["spec"].get("nodeName")}
+    assert bound == {"small-node-1"}  # pool small's one node
+
+
+def cpu_usage(cluster: Cluster, queue: str) -> tuple[str, str]:
+    """(total, borrowed) CPU of a ClusterQueue, from its status."""
+    status = cluster.get("clusterqueue.kueue.x-k8s.io", queue).get("status", {})
+    usage = {r["name"]: r for f in status.get("flavorsUsage", []) for r in f["resources"]}
+    cpu = usage.get("cpu", {})
+    return cpu.get("total", "0"), cpu.get("borrowed", "0")
 
 
 def admitted(workloads: list[dict]) -> bool:
@@ -196,9 +206,7 @@ def test_a_queue_borrows_idle_cohort_quota_and_the_lender_reclaims_it(stack, kue
     team_a = ["team-a-1", "team-a-2", "team-a-3"]
     kueue.wait(lambda: all(admitted(workload_of(watches, f"kns-{n}")) for n in team_a), SLACK,
                message="team-a's three Jobs admitted")  # 24 CPU on a 16-CPU queue: 8 borrowed from team-b
-    queue = kueue.get("clusterqueue.kueue.x-k8s.io", "team-a")
-    usage = {r["name"]: r for f in queue["status"]["flavorsUsage"] for r in f["resources"]}
-    assert usage["cpu"]["total"] == "24" and usage["cpu"]["borrowed"] == "8"
+    kueue.wait(lambda: cpu_usage(kueue, "team-a") == ("24", "8"), SLACK, message="team-a uses 24 CPU, 8 borrowed")
 
     def add_team_b(config: dict) -> None:
         config["kns:jobs"] += [{"name": f"team-b-{i}", "user": "bob", "queue": "team-b", "pool": "compute",
@@ -216,9 +224,8 @@ def test_a_queue_borrows_idle_cohort_quota_and_the_lender_reclaims_it(stack, kue
     reason = condition(next(w for w in workload_of(watches, f"kns-{preempted[0]}")
                             if (c := condition(w, "Preempted")) and c["status"] == "True"), "Preempted")["reason"]
     assert reason == "InCohortReclamation"
-    queue = kueue.get("clusterqueue.kueue.x-k8s.io", "team-a")
-    usage = {r["name"]: r for f in queue["status"]["flavorsUsage"] for r in f["resources"]}
-    assert usage["cpu"]["total"] == "16" and usage["cpu"].get("borrowed", "0") == "0"
+    # The queue's status follows: team-a back to its own 16, borrowing nothing.
+    kueue.wait(lambda: cpu_usage(kueue, "team-a") == ("16", "0"), SLACK, message="team-a back to 16 CPU, none borrowed")
 
 
 def test_destroy_removes_queues_flavors_and_local_queues(stack, kueue):
