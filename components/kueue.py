@@ -51,7 +51,7 @@ class KueueInstall(pulumi.ComponentResource):
             cls = resource_class(obj["apiVersion"], obj["kind"])
             self.resources.append(cls(resource_name(obj), opts=child, **fields))
             kinds[obj["kind"]] = kinds.get(obj["kind"], 0) + 1
-        self.register_outputs({"version": args.objects and _version(args.objects), "objects": kinds})
+        self.register_outputs({"version": _version(args.objects), "objects": kinds})
 
 
 def _version(objects: list[dict[str, Any]]) -> Optional[str]:

@@ -99,8 +99,8 @@ def check_queues(queueing: Queueing, given: bool, queues: list[Queue], pools: li
             elif pool not in by_name:
                 known = ", ".join(sorted(by_name)) or "none are defined"
                 problems.add(f"{path}.quota.{pool}", f'no node pool named "{pool}" (pools: {known})')
-            elif len(resolve.pool_taints(by_name[pool])) > rules.MAX_FLAVOR_TOLERATIONS:
-                problems.add(f"{path}.quota.{pool}", f'pool "{pool}" has {len(resolve.pool_taints(by_name[pool]))} '
+            elif (taints := len(resolve.pool_taints(by_name[pool]))) > rules.MAX_FLAVOR_TOLERATIONS:
+                problems.add(f"{path}.quota.{pool}", f'pool "{pool}" has {taints} '
                              f"taints (its role's included); a Kueue ResourceFlavor tolerates at most "
                              f"{rules.MAX_FLAVOR_TOLERATIONS}")
 

@@ -37,11 +37,10 @@ QUOTA_RESOURCES = frozenset({
 MANAGED_BY = {"app.kubernetes.io/managed-by": "pulumi"}
 LABEL_POOL = "kns.io/pool"
 LABEL_CLUSTER = "kns.io/cluster"
-# Queueing (docs/queueing.md): the LocalQueue in each queued entry's namespace, the label
-# that sends a Job to it, and the namespace Kueue runs in when the program installs it.
+# Queueing (docs/queueing.md): the LocalQueue in each queued entry's namespace, and the
+# label that sends a Job to it.
 LOCAL_QUEUE = "kns"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-KUEUE_NAMESPACE = "kueue-system"
 LABEL_JOB = "kns.io/job"
 LABEL_OWNER = "kns.io/owner"
 

@@ -148,7 +148,7 @@ def _toleration(item: dict[str, Any]) -> str:
     return text
 
 
-def _table(rows: list[list[str]], indent: str = "    ") -> list[str]:
+def table(rows: list[list[str]], indent: str = "    ") -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return [indent + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
 
@@ -189,7 +189,7 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
         field_rows.append(["queue", f"{queue['name']} (Kueue ClusterQueue{cohort}; {held or 'no quota on its pool'})"])
         if queue["requests"]:
             field_rows.append(["one Job asks", _amounts(queue["requests"])])
-    lines += _table([[k + ":", v] for k, v in field_rows], "  ")
+    lines += table([[k + ":", v] for k, v in field_rows], "  ")
     lines += [f"  warning: {w}" for w in (queue or {}).get("warnings", [])]
     if facts["containers"]:
         lines.append("  containers (after profiles and overrides):")
@@ -199,26 +199,26 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
             rows.append([label, _amounts(c["requests"]), _amounts(c["limits"])])
         totals = facts["podTotals"] or {}
         rows.append(["pod total (quota)", _amounts(totals.get("requests")), _amounts(totals.get("limits"))])
-        lines += _table(rows)
+        lines += table(rows)
     limit_range = facts["limitRange"]
     lines.append("  LimitRange kns-defaults (per container):")
-    lines += _table([[k, _amounts(limit_range.get(k))] for k in ("default", "defaultRequest", "max", "min")
+    lines += table([[k, _amounts(limit_range.get(k))] for k in ("default", "defaultRequest", "max", "min")
                      if k in limit_range])
     lines.append("  ResourceQuota kns-quota:")
     quota = facts["quota"]
     sides = {side: {k.partition(".")[2]: v for k, v in quota.items() if k.startswith(side + ".")}
              for side in ("requests", "limits")}
     other = {k: v for k, v in quota.items() if not k.startswith(("requests.", "limits."))}
-    lines += _table([[k, v] for k, v in other.items()] + [[side, _amounts(values)] for side, values in sides.items() if values])
+    lines += table([[k, v] for k, v in other.items()] + [[side, _amounts(values)] for side, values in sides.items() if values])
     schedule = facts.get("schedule")
     if schedule:
         warm = (f"{schedule['warmUpMinutes']} min; primer {', '.join(schedule['primerSchedules'])}"
                 if schedule["warmUpMinutes"] is not None else "- (starts when the CronJob fires)")
-        lines += _table([["schedule:", f"{schedule['cron']}  ({schedule['timeZone']})"], ["warm-up:", warm]], "  ")
+        lines += table([["schedule:", f"{schedule['cron']}  ({schedule['timeZone']})"], ["warm-up:", warm]], "  ")
         lines.append("  next runs:")
         rows = [["start", "warm-up start (primer)"]]
         rows += [[run["start"], run["primer"] or "-"] for run in schedule["nextRuns"]]
-        lines += _table(rows)
+        lines += table(rows)
     return lines
 
 

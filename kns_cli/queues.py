@@ -9,6 +9,8 @@ from config.loader import PlatformConfig
 from plan import queues
 from plan.model import WorkloadPlan
 
+from .explain import table
+
 
 def report(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> dict[str, Any]:
     """The JSON document of `kns queues --format json`."""
@@ -40,7 +42,5 @@ def render_text(document: dict[str, Any]) -> str:
         rows += [[line["pool"], line["resource"], line["quota"], line["borrowing"], line["requested"],
                   "OVER-SUBSCRIBED: " + ", ".join(line["entries"]) if line["overSubscribed"] else ""]
                  for line in queue["lines"]]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-        table = ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
-        blocks.append("\n".join([head, *table]))
+        blocks.append("\n".join([head, *table(rows, "  ")]))
     return "\n\n".join(blocks) + "\n"

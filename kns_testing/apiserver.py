@@ -71,17 +71,21 @@ def crd_schema(group: str, version: str, kind: str) -> dict[str, Any]:
     return served["schema"]["openAPIV3Schema"]
 
 
-@lru_cache(maxsize=None)
-def kueue_crd_schema(version: str, kind: str) -> dict[str, Any]:
-    """The openAPIV3Schema of a Kueue kind in the vendored install manifests (the CRDs the
-    program installs, and the pinned module's own)."""
+@lru_cache(maxsize=1)
+def _kueue_crds() -> dict[str, dict[str, Any]]:
+    """Kind -> CRD of the vendored install manifests (the CRDs the program installs, and the
+    pinned module's own), read once."""
     from plan import kueue_install
 
-    for obj in kueue_install.load(ROOT):
-        if obj["kind"] == "CustomResourceDefinition" and obj["spec"]["names"]["kind"] == kind:
-            served = next(v for v in obj["spec"]["versions"] if v["name"] == version)
-            return served["schema"]["openAPIV3Schema"]
-    raise AssertionError(f"no Kueue CRD for {kind}")
+    return {obj["spec"]["names"]["kind"]: obj for obj in kueue_install.load(ROOT)
+            if obj["kind"] == "CustomResourceDefinition"}
+
+
+def kueue_crd_schema(version: str, kind: str) -> dict[str, Any]:
+    """The openAPIV3Schema of a Kueue kind at `version`."""
+    crd = _kueue_crds()[kind]
+    served = next(v for v in crd["spec"]["versions"] if v["name"] == version)
+    return served["schema"]["openAPIV3Schema"]
 
 
 @lru_cache(maxsize=None)

@@ -177,10 +177,9 @@ def fit_reasons(plan: WorkloadPlan, queue: Queue, all_queues: list[Queue]) -> di
 
 def fit_problems(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> list[Problem]:
     """Every queued entry that its queue could never admit, under `<entry>.queue`."""
-    by_name = {q.name: q for q in cfg.queues}
     problems = []
     for plan in plans:
-        queue = by_name.get(plan.entry.queue or "")
+        queue = queue_of(cfg, plan)
         if queue is None or plan.pod_spec is None:
             continue
         reasons = fit_reasons(plan, queue, cfg.queues)
@@ -223,14 +222,16 @@ def usage(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> list[Line]:
     may admit it on any)."""
     lines = []
     for queue in cfg.queues:
-        users = [p for p in plans if p.entry.queue == queue.name and p.pod_spec is not None]
+        asks = {p.entry.name: (p, workload_requests(p)) for p in plans
+                if p.entry.queue == queue.name and p.pod_spec is not None}
         for pool in queue.quota:
+            on_pool = [requests for plan, requests in asks.values() if pool in pools_of(plan, queue)]
+            names = [name for name, (plan, _) in asks.items() if pool in pools_of(plan, queue)]
             for resource in queue_rules.covered_resources(queue.quota):
-                on_pool = [p for p in users if pool in pools_of(p, queue)]
-                requested = sum((workload_requests(p).get(resource, Decimal(0)) for p in on_pool), Decimal(0))
+                amounts = [requests.get(resource, Decimal(0)) for requests in on_pool]
                 lines.append(Line(queue.name, pool, resource, queue_rules.nominal(queue.quota, pool, resource),
-                                  borrowable(queue, cfg.queues, pool, resource), requested,
-                                  [p.entry.name for p in on_pool if workload_requests(p).get(resource)]))
+                                  borrowable(queue, cfg.queues, pool, resource), sum(amounts, Decimal(0)),
+                                  [name for name, amount in zip(names, amounts) if amount]))
     return lines
 
 
