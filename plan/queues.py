@@ -116,8 +116,8 @@ def workload_requests(plan: WorkloadPlan) -> dict[str, Decimal]:
     containers, init_containers = resolve.pod_spec_containers(spec)
     per_pod = resolve.pod_usage(containers, init_containers, plan.limit_range)["requests"]
     count = pods_at_once(plan)
-    out = {resource: parse(amount, kind_for_resource(resource)) * count
-           for resource, amount in per_pod.items() if parse(amount, kind_for_resource(resource)) > 0}
+    amounts = {resource: parse(amount, kind_for_resource(resource)) for resource, amount in per_pod.items()}
+    out = {resource: amount * count for resource, amount in amounts.items() if amount > 0}
     out[PODS] = Decimal(count)
     return out
 
