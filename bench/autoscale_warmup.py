@@ -26,7 +26,7 @@ from pathlib import Path
 
 from common import ROOT, table, write
 from config.loader import check_config
-from kns_testing.cluster import Cluster, script
+from kns_testing.cluster import Cluster, local_cluster, script
 from plan.nodepools import nodepool_manifest
 from plan.planner import plan_checked
 
@@ -83,14 +83,10 @@ def settled(cluster: Cluster, namespace: str) -> dict | None:
 def main() -> None:
     checked = check_config(config(RUNS), project_dir=ROOT, environ={})
     plans = plan_checked(checked)
-    script("cluster-build.sh")
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        state = Path(tmp)
-        script("cluster-up.sh", str(state), timeout=600)
-        try:
-            cluster = Cluster(state, script("cluster-build.sh"))
-            script("karpenter-process.sh", str(state), "--instance-types",
+        with local_cluster(Path(tmp)) as cluster:
+            script("karpenter-process.sh", str(cluster.state), "--instance-types",
                    str(ROOT / "tests" / "fixtures" / "kwok-instance-types.json"), timeout=600)
             cluster.apply(*(nodepool_manifest(pool, "kns-bench") for pool in checked.config.node_pools))
             for plan in plans:
@@ -119,8 +115,6 @@ def main() -> None:
                     "running_after_fire": running - fired, "running_after_start": running - start,
                     "on_warm_node_at_start": running < start <= finished,
                 })
-        finally:
-            script("cluster-down.sh", str(state), timeout=300)
     primed = [r for r in results if r["prescaled"]]
     plain = [r for r in results if not r["prescaled"]]
     rows = [[r["entry"], "yes" if r["prescaled"] else "no", f"{r['node_ready_after_fire']:.0f}",

@@ -12,7 +12,7 @@ from pathlib import Path
 from common import table, write
 from config.models import PackingScheduler
 from plan.schedulers import scheduler_configuration_yaml
-from kns_testing.cluster import Cluster, node_manifest, script
+from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
 
 SCENARIOS = {
     # name: (nodes, per-node capacity, resource, small pods, large pods)
@@ -53,20 +53,16 @@ def run_stream(cluster: Cluster, scheduler: str, scenario: str) -> dict:
 
 
 def main() -> None:
-    script("cluster-build.sh")
+    manifests = []
+    for scenario, (nodes, capacity, resource, _, _) in SCENARIOS.items():
+        for n in range(nodes):
+            node = node_manifest(f"{scenario}-node-{n}", capacity if resource == "cpu" else 64,
+                                 capacity if resource != "cpu" else 0)
+            node["metadata"]["labels"]["bench"] = scenario
+            manifests.append(node)
     with tempfile.TemporaryDirectory() as tmp:
-        state = Path(tmp)
-        script("cluster-up.sh", str(state), timeout=600)
-        try:
-            cluster = Cluster(state, script("cluster-build.sh"))
-            manifests = []
-            for scenario, (nodes, capacity, resource, _, _) in SCENARIOS.items():
-                for n in range(nodes):
-                    node = node_manifest(f"{scenario}-node-{n}", capacity if resource == "cpu" else 64,
-                                         capacity if resource != "cpu" else 0)
-                    node["metadata"]["labels"]["bench"] = scenario
-                    manifests.append(node)
-            cluster.apply(*manifests)
+        with local_cluster(Path(tmp), manifests) as cluster:
+            state = cluster.state
             cluster.kubectl("create", "namespace", "bench")
             config = state / "packing.yaml"
             config.write_text(scheduler_configuration_yaml(
@@ -82,8 +78,6 @@ def main() -> None:
                     rows.append([scenario, scheduler, got["nodes_used"], best_nodes,
                                  f"{got['nodes_used'] / best_nodes:.2f}", got["large_placed"], best_large,
                                  f"{got['large_placed'] / best_large:.2f}" if best_large else "-"])
-        finally:
-            script("cluster-down.sh", str(state), timeout=300)
     print(table(["stream", "scheduler", "nodes used", "optimum", "ratio", "large placed", "optimum", "ratio"], rows))
     print(f"written: {write('binpacking', {'results': results})}")
 

@@ -35,7 +35,7 @@ from pathlib import Path
 import yaml
 
 from common import table, write
-from kns_testing.cluster import Cluster, node_manifest, script
+from kns_testing.cluster import Cluster, local_cluster, node_manifest
 from kns_testing.kueue import start_kueue
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 30  # latency: Jobs per arm
@@ -168,13 +168,8 @@ def burst(cluster: Cluster, namespace: str, group: str) -> dict:
 
 
 def main() -> None:
-    script("cluster-build.sh")
     with tempfile.TemporaryDirectory() as tmp:
-        state = Path(tmp)
-        script("cluster-up.sh", str(state), timeout=600)
-        try:
-            cluster = Cluster(state, script("cluster-build.sh"))
-            cluster.apply(*(node_manifest(f"kueue-node-{n}", 16, 0) for n in range(NODES)))
+        with local_cluster(Path(tmp), [node_manifest(f"kueue-node-{n}", 16, 0) for n in range(NODES)]) as cluster:
             start_kueue(cluster)
             for namespace in (QUEUED, PLAIN):
                 cluster.kubectl("create", "namespace", namespace)
@@ -185,8 +180,6 @@ def main() -> None:
             for r in range(ROUNDS):
                 for namespace in (QUEUED, PLAIN) if r % 2 == 0 else (PLAIN, QUEUED):
                     bursts.append(burst(cluster, namespace, f"burst-{ARMS[namespace]}-{r}"))
-        finally:
-            script("cluster-down.sh", str(state), timeout=300)
 
     queued, plain = lat[QUEUED], lat[PLAIN]
     mean = lambda rows, key: statistics.mean(r[key] for r in rows)  # noqa: E731

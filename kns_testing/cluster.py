@@ -7,7 +7,9 @@ import json
 import os
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator, Sequence
 
 import yaml
 
@@ -62,6 +64,28 @@ class Cluster:
             if time.time() > deadline:
                 raise AssertionError(f"timed out after {timeout}s: {message}")
             time.sleep(every)
+
+
+@contextmanager
+def local_cluster(state: Path, nodes: Sequence[dict] = ()) -> Iterator[Cluster]:
+    """A local control plane in `state` (scripts/cluster-up.sh) with `nodes` (kwok node
+    manifests) registered and Ready; stopped again (scripts/cluster-down.sh) after, however
+    far it got."""
+    bin_dir = script("cluster-build.sh")
+    try:
+        script("cluster-up.sh", str(state), timeout=600)
+        live = Cluster(state, bin_dir)
+        if nodes:
+            live.apply(*nodes)
+            live.wait(lambda: ready_nodes(live) == len(nodes), 120, message="kwok nodes Ready")
+        yield live
+    finally:
+        script("cluster-down.sh", str(state), timeout=300)
+
+
+def ready_nodes(cluster: Cluster) -> int:
+    return sum(any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))
+               for n in cluster.get("nodes")["items"])
 
 
 def node_manifest(name: str, cpu: int, gpus: int) -> dict:

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from kns_testing import apiserver
-from kns_testing.cluster import Cluster, node_manifest, script
+from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
 from kns_testing.program import ROOT, engine_project
 
 NODES = (
@@ -96,24 +96,10 @@ def server_time(stamp: str) -> datetime:
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory):
-    bin_dir = script("cluster-build.sh")
-    state = tmp_path_factory.mktemp("cluster")
-    try:
-        script("cluster-up.sh", str(state), timeout=600)
-        live = Cluster(state, bin_dir)
-        live.apply(*(node_manifest(*node) for node in NODES))
-
-        def all_ready():
-            nodes = live.get("nodes")["items"]
-            ready = [n for n in nodes if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))]
-            return len(ready) == len(NODES)
-
-        live.wait(all_ready, 120, message="kwok nodes Ready")
-        script("karpenter-process.sh", str(state), "--instance-types",
+    with local_cluster(tmp_path_factory.mktemp("cluster"), [node_manifest(*node) for node in NODES]) as live:
+        script("karpenter-process.sh", str(live.state), "--instance-types",
                str(ROOT / "tests" / "fixtures" / "kwok-instance-types.json"), timeout=600)
         yield live
-    finally:
-        script("cluster-down.sh", str(state), timeout=300)
 
 
 class Stack:

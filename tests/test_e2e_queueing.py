@@ -16,7 +16,7 @@ from datetime import timedelta
 import pytest
 import yaml
 
-from kns_testing.cluster import Cluster, node_manifest, script
+from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
 from kns_testing.kueue import start_kueue
 from kns_testing.program import ROOT, engine_project
 from tests.test_e2e import Stack, Watch, server_time
@@ -38,17 +38,8 @@ def run_for(entry: dict) -> float:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    bin_dir = script("cluster-build.sh")
-    state = tmp_path_factory.mktemp("queueing-cluster")
-    try:
-        script("cluster-up.sh", str(state), timeout=600)
-        live = Cluster(state, bin_dir)
-        live.apply(*(node_manifest(*node) for node in NODES))
-        live.wait(lambda: sum(any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))
-                              for n in live.get("nodes")["items"]) == len(NODES), 120, message="kwok nodes Ready")
+    with local_cluster(tmp_path_factory.mktemp("queueing-cluster"), [node_manifest(*node) for node in NODES]) as live:
         yield live
-    finally:
-        script("cluster-down.sh", str(state), timeout=300)
 
 
 def project(tmp_path_factory, cluster: Cluster, name: str, config: dict) -> Stack:
