@@ -13,10 +13,16 @@ previous day, so a primer set is built from:
   for the wrapped part, written as cron day fields when the calendar allows it (it does
   not for "the day before the 1st", which is the 28th, 29th, 30th or 31st).
 
-Every result is proven before it is returned: the workload's and the primers' fire times
-are enumerated over 28 years with the controller's own day rule (`kcron.Fields`, which
-shares no code with the derivation), which covers every weekday and leap-year alignment
-up to 2099, and must match exactly, with no minute fired twice.
+Every result is proven before it is returned (`check`): the workload's and the primers'
+fire times over 28 years, by the controller's own day rule (`kcron.Fields`, which shares
+no code with the derivation), which covers every weekday and leap-year alignment up to
+2099, must match exactly, with no minute fired twice. Cheaply (docs/prescaling.md, "How
+fast"): a set of days of the horizon is a Python int with a bit per day (`Calendar`),
+built from the calendar cells a cron day pattern can tell apart (day of month, weekday,
+month), and the minutes of the day are compared a class at a time, so a proof is a few
+hundred word operations instead of a walk over 10,000 days. The tests prove every
+derived set again with croniter over every day and minute of the horizon
+(kns_testing/cron_oracle.py).
 
 `primers_for` adds what wall-clock equality cannot see (docs/prescaling.md): the lead
 must be shorter than the shortest gap between two runs (`shortest_gap`), and no warm-up
@@ -161,26 +167,28 @@ def rectangles(mask: int) -> list[int]:
         row = mask >> (hour * 60) & _HOUR_ROW
         if row:
             rows[row] = rows.get(row, 0) | (1 << hour)
+    by_minute: dict[int, int] = {}  # minute -> the hours it fires in (the transposed mask)
+    for row, hours in rows.items():
+        while row:
+            minute = (row & -row).bit_length() - 1
+            by_minute[minute] = by_minute.get(minute, 0) | hours
+            row &= row - 1
     columns: dict[int, int] = {}
-    for minute in range(60):
-        column = 0
-        for hour in range(24):
-            if mask >> (hour * 60 + minute) & 1:
-                column |= 1 << hour
-        if column:
-            columns[column] = columns.get(column, 0) | (1 << minute)
+    for minute, hours in by_minute.items():
+        columns[hours] = columns.get(hours, 0) | (1 << minute)
     groups = rows.items() if len(rows) <= len(columns) else ((m, h) for h, m in columns.items())
     out = []
     for minute_bits, hour_bits in groups:
         rect = 0
-        for hour in range(24):
-            if hour_bits >> hour & 1:
-                rect |= minute_bits << (hour * 60)
+        while hour_bits:
+            hour = (hour_bits & -hour_bits).bit_length() - 1
+            rect |= minute_bits << (hour * 60)
+            hour_bits &= hour_bits - 1
         out.append(rect)
     return sorted(out)
 
 
-# ---- days --------------------------------------------------------------------------------
+# ---- days: the horizon as bit sets ------------------------------------------------------
 
 
 @functools.lru_cache(maxsize=None)
@@ -188,14 +196,86 @@ def horizon(start_year: int) -> tuple[date, date]:
     return date(start_year, 1, 1), date(start_year + HORIZON_YEARS, 1, 1)
 
 
-def days_of(days: Days, first: date, last: date) -> frozenset[int]:
-    """Ordinals of the days in [first, last) that match."""
-    out, day = set(), first
-    while day < last:
-        if days.matches(day):
-            out.add(day.toordinal())
-        day += timedelta(days=1)
-    return frozenset(out)
+def _grid_bit(dom: int, weekday: int) -> int:
+    """A (day of month, weekday) cell's bit in a month's 31 x 7 grid."""
+    return (dom - 1) * 7 + weekday
+
+
+_ROWS = tuple(0b1111111 << _grid_bit(d, 0) if d else 0 for d in range(32))  # a day of month, every weekday
+_COLUMNS = tuple(sum(1 << _grid_bit(d, w) for d in range(1, 32)) for w in range(7))  # a weekday, every day
+
+
+@dataclass(frozen=True)
+class Calendar:
+    """The days of the horizon, first .. last inclusive, as bit positions of Python ints
+    (bit i is the day first + i), so a set of days costs a few word operations instead of
+    a walk over 28 years of dates. `span` covers [first, last], `clip` [first, last).
+
+    Masks: `doms[d]`, `dows[w]`, `months[m]` (every day with that day of month, weekday,
+    month), `cells[(d, w)]` (every day that is both; the calendar cells a cron day pattern
+    can tell apart, with the month) and `grids[m]`, the cells that exist in month m as a
+    31 x 7 grid (`_grid_bit`), and `month_doms[m]` its days of month."""
+
+    first: date
+    span: int
+    clip: int
+    doms: tuple[int, ...]
+    dows: tuple[int, ...]
+    months: tuple[int, ...]
+    cells: dict
+    grids: tuple[int, ...]
+    month_doms: tuple[frozenset[int], ...]
+
+    def ordinal(self, bit: int) -> int:
+        return self.first.toordinal() + bit
+
+    def day(self, bit: int) -> date:
+        return date.fromordinal(self.ordinal(bit))
+
+
+def _mask(bits: list[int]) -> int:
+    out = bytearray((max(bits, default=0) >> 3) + 1)
+    for bit in bits:
+        out[bit >> 3] |= 1 << (bit & 7)
+    return int.from_bytes(out, "little")
+
+
+@functools.lru_cache(maxsize=8)
+def calendar(start_year: int) -> Calendar:
+    first, last = horizon(start_year)
+    days = [first + timedelta(days=i) for i in range(last.toordinal() - first.toordinal() + 1)]
+    by: dict[tuple[str, object], list[int]] = {}
+    grids = [0] * 13
+    for i, day in enumerate(days):
+        weekday = day.isoweekday() % 7
+        for key in (("d", day.day), ("w", weekday), ("m", day.month), ("c", (day.day, weekday))):
+            by.setdefault(key, []).append(i)
+        if day < last:
+            grids[day.month] |= 1 << _grid_bit(day.day, weekday)
+    return Calendar(
+        first=first,
+        span=(1 << len(days)) - 1,
+        clip=(1 << (len(days) - 1)) - 1,
+        doms=tuple(_mask(by.get(("d", d), [])) for d in range(32)),
+        dows=tuple(_mask(by.get(("w", w), [])) for w in range(7)),
+        months=tuple(_mask(by.get(("m", m), [])) for m in range(13)),
+        cells={key[1]: _mask(bits) for key, bits in by.items() if key[0] == "c"},
+        grids=tuple(grids),
+        month_doms=tuple(frozenset(d for d in range(1, 32) if grid & _ROWS[d]) for grid in grids),
+    )
+
+
+def days_of(days: Days, cal: Calendar) -> int:
+    """The days of the horizon (`Calendar.span`) that match a derivation day pattern."""
+    doms = cal.span if days.doms is None else functools.reduce(int.__or__, (cal.doms[d] for d in days.doms), 0)
+    dows = cal.span if days.dows is None else functools.reduce(int.__or__, (cal.dows[w] for w in days.dows), 0)
+    months = cal.span if days.months is None else functools.reduce(int.__or__, (cal.months[m] for m in days.months), 0)
+    both = doms & dows if days.doms is None or days.dows is None else doms | dows
+    return both & months
+
+
+def _lowest(mask: int) -> int:
+    return (mask & -mask).bit_length() - 1
 
 
 WEEKDAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
@@ -203,54 +283,85 @@ MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "
                "September", "October", "November", "December")
 
 
-def express_days(target: frozenset[int], first: date, last: date) -> list[Days] | str:
-    """The disjoint cron day patterns whose union is `target`, or why none exist.
+def _month_cells(target: int, cal: Calendar) -> tuple[list[int], Optional[tuple[int, int, int, int]]]:
+    """Per month, the 31 x 7 grid of cells whose every day is in `target`, and the first
+    cell (as (first day of it that differs, its first day, dom, weekday)) whose days are
+    not all in or all out, if any."""
+    inside = [0] * 13
+    every_month = 0
+    conflict = None
+    for (dom, weekday), cell in cal.cells.items():
+        cell &= cal.clip
+        hit = target & cell
+        if not hit:
+            continue
+        bit = 1 << _grid_bit(dom, weekday)
+        if hit == cell:
+            every_month |= bit
+            continue
+        for month in range(1, 13):
+            part = cell & cal.months[month]
+            hit = target & part
+            if not hit:
+                continue
+            if hit == part:
+                inside[month] |= bit
+                continue
+            seen = _lowest(part)
+            differs = _lowest(part & ~target if target >> seen & 1 else hit)
+            if conflict is None or differs < conflict[0]:
+                conflict = (differs, seen, dom, weekday)
+    return [(every_month | inside[m]) & cal.grids[m] for m in range(13)], conflict
+
+
+def express_days(target: int, start_year: int) -> list[Days] | str:
+    """The disjoint cron day patterns whose union is `target` (a set of days of the
+    horizon, `Calendar.clip`), or why none exist.
 
     Complete: a cron day pattern's match depends only on (month, day of month, weekday),
     and within one month any union of patterns is "day of month in D or weekday in W".
     So `target` is expressible exactly when (1) membership is a function of those three
     (month lengths and leap years can break this) and (2) in each month it equals the
     canonical D* (days whose every weekday is in) or W* (weekdays whose every day is in).
-    Months with the same (D*, W*) share one pattern.
+    Months with the same (D*, W*) share one pattern. Works on the calendar cells of each
+    month (a 31 x 7 grid), not on the horizon's days.
     """
-    cells: dict[int, dict[tuple[int, int], tuple[bool, date]]] = {m: {} for m in range(1, 13)}
-    day = first
-    while day < last:
-        key = (day.day, day.isoweekday() % 7)
-        member = day.toordinal() in target
-        seen = cells[day.month].setdefault(key, (member, day))
-        if seen[0] != member:
-            yes, no = (seen[1], day) if seen[0] else (day, seen[1])
-            return (
-                f"{yes} and {no} are both {WEEKDAYS[key[1]]} {key[0]} {MONTH_NAMES[day.month - 1]}, "
-                f"but only {yes} must have a primer, and a cron day pattern cannot tell them apart"
-            )
-        day += timedelta(days=1)
+    cal = calendar(start_year)
+    inside, conflict = _month_cells(target & cal.clip, cal)
+    if conflict is not None:
+        differs, seen, dom, weekday = conflict
+        seen_in = bool(target >> seen & 1)
+        yes, no = (cal.day(seen), cal.day(differs)) if seen_in else (cal.day(differs), cal.day(seen))
+        return (
+            f"{yes} and {no} are both {WEEKDAYS[weekday]} {dom} {MONTH_NAMES[yes.month - 1]}, "
+            f"but only {yes} must have a primer, and a cron day pattern cannot tell them apart"
+        )
     every_day: list[int] = []
+    d_stars: dict[int, set[int]] = {}
     # weekday set -> clusters of (D, months); a D serves a month when D ∩ its days == D*
     clusters: dict[frozenset[int], list[tuple[set[int], list[int]]]] = {}
-    for month, month_cells in cells.items():
-        inside = {k for k, (member, _) in month_cells.items() if member}
-        if not inside:
+    for month in range(1, 13):
+        grid, valid = inside[month], cal.grids[month]
+        if not grid:
             continue
-        doms = {d for d, _ in month_cells}
-        dows = {w for _, w in month_cells}
-        d_star = {d for d in doms if all(k in inside for k in month_cells if k[0] == d)}
-        w_star = {w for w in dows if all(k in inside for k in month_cells if k[1] == w)}
-        covered = {k for k in month_cells if k[0] in d_star or k[1] in w_star}
-        if covered != inside:
-            d, w = min(inside - covered)
+        d_star = {d for d in range(1, 32) if valid & _ROWS[d] and grid & _ROWS[d] == valid & _ROWS[d]}
+        w_star = {w for w in range(7) if valid & _COLUMNS[w] and grid & _COLUMNS[w] == valid & _COLUMNS[w]}
+        covered = functools.reduce(int.__or__, [_ROWS[d] for d in d_star] + [_COLUMNS[w] for w in w_star], 0) & valid
+        if covered != grid:
+            bit = _lowest(grid & ~covered)
+            d, w = bit // 7 + 1, bit % 7
             return (
                 f"{WEEKDAYS[w]} {d} {MONTH_NAMES[month - 1]} must have a primer but not every {d} "
                 f"{MONTH_NAMES[month - 1]} nor every {WEEKDAYS[w]} in it does, and cron cannot require "
                 "both a day of month and a weekday (it matches either)"
             )
-        if covered == set(month_cells):
+        if covered == valid:
             every_day.append(month)
             continue
+        d_stars[month] = d_star
         for d_set, months in clusters.setdefault(frozenset(w_star), []):
             merged = d_set | d_star
-            if all(merged & set(range(1, _days_in(m) + 1)) == _d_star_of(cells[m]) for m in months + [month]):
+            if all(merged & cal.month_doms[m] == d_stars[m] for m in months + [month]):
                 d_set |= d_star
                 months.append(month)
                 break
@@ -264,17 +375,6 @@ def express_days(target: frozenset[int], first: date, last: date) -> list[Days] 
             month_field = None if len(months) == 12 else frozenset(months)
             patterns.append(Days(frozenset(d_set) or None, month_field, w_set or None))
     return sorted(patterns, key=lambda d: d.fields())
-
-
-def _d_star_of(month_cells: dict[tuple[int, int], tuple[bool, date]]) -> set[int]:
-    return {
-        d for d in {d for d, _ in month_cells}
-        if all(member for (dd, _), (member, _) in month_cells.items() if dd == d)
-    }
-
-
-def _days_in(month: int) -> int:
-    return 29 if month == 2 else 30 if month in (4, 6, 9, 11) else 31
 
 
 # ---- derivation --------------------------------------------------------------------------
@@ -293,27 +393,21 @@ def derive(expression: str, lead: int, start_year: Optional[int] = None) -> list
 @functools.lru_cache(maxsize=4096)
 def _derive(expression: str, lead: int, start_year: int) -> tuple[str, ...]:
     cron = Cron.parse(expression)
-    first, last = horizon(start_year)
+    cal = calendar(start_year)
     same, previous = shift_minutes(cron.minute_mask(), lead)
-    days_a = days_of(cron.days, first, last + timedelta(days=1))
-    days_b = frozenset(d - 1 for d in days_a)
-    window = (first.toordinal(), last.toordinal())
-
-    def clip(days: frozenset[int]) -> frozenset[int]:
-        return frozenset(d for d in days if window[0] <= d < window[1])
-
-    days_a, days_b = clip(days_a), clip(days_b)
-    options: list[list[tuple[int, Days]]] = []
-
+    days_a = days_of(cron.days, cal)
+    days_b = (days_a >> 1) & cal.clip  # the day before each run day
+    days_a &= cal.clip
+    options: list[Optional[list[tuple[int, Days]]]] = []
     reasons: list[str] = []
 
-    def build(parts: list[tuple[int, frozenset[int]]]) -> Optional[list[tuple[int, Days]]]:
+    def build(parts: list[tuple[int, int]]) -> Optional[list[tuple[int, Days]]]:
         """Each part: a minute mask and the days it fires on."""
         out = []
         for mask, days in parts:
             if not mask or not days:
                 continue
-            patterns = express_days(days, first, last)
+            patterns = _express(days, start_year)
             if isinstance(patterns, str):
                 reasons.append(patterns)
                 return None
@@ -324,7 +418,7 @@ def _derive(expression: str, lead: int, start_year: int) -> tuple[str, ...]:
         options.append(build([(same | previous, days_a)]))
     options.append(build([(same, days_a), (previous, days_b)]))
     both = days_a & days_b
-    options.append(build([(same | previous, both), (same, days_a - both), (previous, days_b - both)]))
+    options.append(build([(same | previous, both), (same, days_a & ~both), (previous, days_b & ~both)]))
     valid = [o for o in options if o is not None]
     if not valid:
         raise PrimerError(_why(expression, lead, previous, reasons[0]))
@@ -336,8 +430,14 @@ def _derive(expression: str, lead: int, start_year: int) -> tuple[str, ...]:
     return result
 
 
+@functools.lru_cache(maxsize=1024)
+def _express(target: int, start_year: int) -> list[Days] | str:
+    """express_days, cached: many schedules share their day sets."""
+    return express_days(target, start_year)
+
+
 def _why(expression: str, lead: int, previous: int, reason: str) -> str:
-    first = (previous & -previous).bit_length() - 1
+    first = _lowest(previous)
     return (
         f'no set of cron expressions fires exactly {lead} minutes before every run of "{expression}": '
         f"primers such as {first // 60:02d}:{first % 60:02d} fall on the day before their run, and {reason}. "
@@ -348,80 +448,99 @@ def _why(expression: str, lead: int, previous: int, reason: str) -> str:
 # ---- the proof ---------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=256)
-def _fires(expression: str, first: date, last: date) -> dict[int, int]:
-    """Day ordinal -> minute mask of every fire time in [first, last), in wall-clock time:
-    the days by the controller's own day rule (`kcron.Fields.day_matches`, not the
-    derivation's `Days`), the minutes from the minute and hour fields."""
+@functools.lru_cache(maxsize=4096)
+def _fires(expression: str, start_year: int) -> tuple[int, int]:
+    """(minute mask, days) of every fire time in [first, last), in wall-clock time: the
+    minutes of the day from the minute and hour fields, the days (`Calendar.clip` bits) by
+    the controller's own day rule, `kcron.Fields.day_matches`, asked once per calendar
+    cell (day of month, weekday) and kept for the months the month field names. It shares
+    nothing with the derivation's `Days`."""
     fields = kcron.parse(expression)
     minutes = 0
     for hour in fields.hours:
         for minute in fields.minutes:
             minutes |= 1 << (hour * 60 + minute)
-    out: dict[int, int] = {}
     if not minutes:
-        return out
-    for ordinal in range(first.toordinal(), last.toordinal()):
-        day = date.fromordinal(ordinal)
-        if day.month in fields.months and fields.day_matches(day.day, ordinal % 7):
-            out[ordinal] = minutes
-    return out
+        return 0, 0
+    cal = calendar(start_year)
+    days = 0
+    for (dom, weekday), cell in cal.cells.items():
+        if fields.day_matches(dom, weekday):
+            days |= cell
+    months = functools.reduce(int.__or__, (cal.months[m] for m in fields.months), 0)
+    return minutes, days & months & cal.clip
+
+
+def _atoms(masks: list[int]) -> list[int]:
+    """The minutes of the union of `masks`, cut into the classes no mask splits: every
+    minute of a class is in the same masks, so one minute stands for its class."""
+    atoms = [functools.reduce(int.__or__, masks, 0)]
+    for mask in masks:
+        atoms = [part for atom in atoms for part in (atom & mask, atom & ~mask) if part]
+    return atoms
 
 
 def check(expression: str, primers: list[str], lead: int, start_year: Optional[int] = None) -> Optional[str]:
     """Why `primers` do not fire exactly `lead` minutes before every run of `expression`
-    (and at no other time, and never twice at once), or None when they do."""
-    first, last = horizon(start_year or datetime.now().year)
-    window = (first.toordinal() + 1, last.toordinal() - 1)
-    expected: dict[int, int] = {}
-    for day, mask in _fires(expression, first, last).items():
-        same, previous = shift_minutes(mask, lead)
-        if same:
-            expected[day] = expected.get(day, 0) | same
-        if previous:
-            expected[day - 1] = expected.get(day - 1, 0) | previous
-    actual: dict[int, int] = {}
-    for primer in primers:
-        for day, mask in _fires(primer, first, last).items():
-            if actual.get(day, 0) & mask:
-                return f'"{primer}" fires at a minute another primer already fires at ({date.fromordinal(day)})'
-            actual[day] = actual.get(day, 0) | mask
-    for day in range(*window):
-        want, got = expected.get(day, 0), actual.get(day, 0)
-        if want != got:
-            missing, extra = want & ~got, got & ~want
-            when = date.fromordinal(day)
-            if extra:
-                minute = (extra & -extra).bit_length() - 1
-                return f"fires at {when} {minute // 60:02d}:{minute % 60:02d}, which is not {lead} minutes before a run"
-            minute = (missing & -missing).bit_length() - 1
-            return f"does not fire at {when} {minute // 60:02d}:{minute % 60:02d}, {lead} minutes before a run"
-    return None
+    (and at no other time, and never twice at once), or None when they do.
+
+    Exact over the whole horizon, a day and a minute at a time in effect: days are bit
+    sets (`Calendar`), and minutes are taken a class at a time (`_atoms`: the minutes that
+    are in the same run parts and primers behave alike). On day X a primer must fire at
+    minute i when a run fires at i + lead on X (the same-day part) or, past midnight, on
+    X + 1 (the wrapped part)."""
+    start_year = start_year or datetime.now().year
+    cal = calendar(start_year)
+    window = cal.clip & ~1 & ~(1 << (cal.clip.bit_length() - 1))  # first + 1 .. last - 2: both neighbours known
+    run_minutes, run_days = _fires(expression, start_year)
+    same, previous = shift_minutes(run_minutes, lead)
+    fired = [_fires(primer, start_year) for primer in primers]
+    for index, (minutes, days) in enumerate(fired):
+        clash = functools.reduce(int.__or__, (other & days for mask, other in fired[:index] if mask & minutes), 0)
+        if clash:
+            return f'"{primers[index]}" fires at a minute another primer already fires at ({cal.day(_lowest(clash))})'
+    wrapped = run_days >> 1
+    first_wrong = None
+    for atom in _atoms([same, previous, *(minutes for minutes, _ in fired)]):
+        i = _lowest(atom)
+        want = (run_days if same >> i & 1 else 0) | (wrapped if previous >> i & 1 else 0)
+        got = functools.reduce(int.__or__, (days for minutes, days in fired if minutes >> i & 1), 0)
+        wrong = (want ^ got) & window
+        if wrong and (first_wrong is None or _lowest(wrong) < first_wrong):
+            first_wrong = _lowest(wrong)
+    if first_wrong is None:
+        return None
+    day = first_wrong
+    want = (same if run_days >> day & 1 else 0) | (previous if wrapped >> day & 1 else 0)
+    got = functools.reduce(int.__or__, (minutes for minutes, days in fired if days >> day & 1), 0)
+    missing, extra = want & ~got, got & ~want
+    when = cal.day(day)
+    if extra:
+        minute = _lowest(extra)
+        return f"fires at {when} {minute // 60:02d}:{minute % 60:02d}, which is not {lead} minutes before a run"
+    minute = _lowest(missing)
+    return f"does not fire at {when} {minute // 60:02d}:{minute % 60:02d}, {lead} minutes before a run"
 
 
 def lead_of(expression: str, primer: str, start_year: Optional[int] = None) -> Optional[int]:
     """The lead of an explicit primerSchedule: minutes from the last primer fire before
     the first run after the horizon's second day to that run (None beyond a day)."""
-    first, last = horizon(start_year or datetime.now().year)
-    runs, primers = _fires(expression, first, last), _fires(primer, first, last)
-    start = first.toordinal() + 2
+    start_year = start_year or datetime.now().year
+    run_minutes, run_days = _fires(expression, start_year)
+    primer_minutes, primer_days = _fires(primer, start_year)
+    start = 2
     run = None
-    for day in sorted(d for d in runs if d >= start):
-        mask = runs[day] & ~1 if day == start else runs[day]  # strictly after 00:00 of the start day
-        if mask:
-            run = day * DAY + _lowest(mask)
-            break
+    if run_days >> start & 1 and run_minutes & ~1:  # strictly after 00:00 of the start day
+        run = start * DAY + _lowest(run_minutes & ~1)
+    elif run_days >> (start + 1):
+        run = _lowest(run_days >> (start + 1) << (start + 1)) * DAY + _lowest(run_minutes)
     if run is None:
         return None
     for lead in range(1, DAY + 1):
         day, minute = divmod(run - lead, DAY)
-        if primers.get(day, 0) >> minute & 1:
+        if primer_days >> day & 1 and primer_minutes >> minute & 1:
             return lead
     return None
-
-
-def _lowest(mask: int) -> int:
-    return (mask & -mask).bit_length() - 1
 
 
 def check_primer_schedule(expression: str, primer: str, start_year: Optional[int] = None) -> tuple[Optional[int], Optional[str]]:
@@ -437,28 +556,35 @@ def check_primer_schedule(expression: str, primer: str, start_year: Optional[int
 # ---- the period: a lead shorter than the gap between runs --------------------------------
 
 
+@functools.lru_cache(maxsize=4096)
 def shortest_gap(expression: str, start_year: Optional[int] = None) -> tuple[int, datetime, datetime]:
     """The fewest wall-clock minutes between two consecutive runs of `expression`, exact
     from the fields over the horizon (every weekday and leap-year alignment), with the
-    first two runs that far apart."""
-    first, last = horizon(start_year or datetime.now().year)
-    fires = _fires(expression, first, last)
-    days = sorted(fires)
-    mask = fires[days[0]]  # every run day has the same minutes
+    first two runs that far apart. Between days: the smallest k with a run day k days
+    after another (the nearest two run days are consecutive ones), the earliest such."""
+    start_year = start_year or datetime.now().year
+    cal = calendar(start_year)
+    mask, days = _fires(expression, start_year)  # every run day has the same minutes
+    assert days, f"{expression} never fires"  # the loader refuses such schedules first
+    first_day = _lowest(days)
     minutes = [i for i in range(DAY) if mask >> i & 1]
-    best: Optional[tuple[int, int, int]] = None  # gap, first run, second run (minutes since day 0)
+    best: Optional[tuple[int, int, int]] = None  # gap, first run, second run (minutes since bit 0)
     for a, b in zip(minutes, minutes[1:]):
         if best is None or b - a < best[0]:
-            best = (b - a, days[0] * DAY + a, days[0] * DAY + b)
-    for d1, d2 in zip(days, days[1:]):
-        a, b = d1 * DAY + minutes[-1], d2 * DAY + minutes[0]
-        if best is None or b - a < best[0]:
-            best = (b - a, a, b)
+            best = (b - a, first_day * DAY + a, first_day * DAY + b)
+    for k in range(1, days.bit_length()):
+        pairs = days & (days >> k)
+        if pairs:
+            d1 = _lowest(pairs)
+            a, b = d1 * DAY + minutes[-1], (d1 + k) * DAY + minutes[0]
+            if best is None or b - a < best[0]:
+                best = (b - a, a, b)
+            break
     assert best is not None, expression  # a schedule that fires runs more than once in 28 years
 
     def wall(minute: int) -> datetime:
         day, rest = divmod(minute, DAY)
-        return datetime.combine(date.fromordinal(day), datetime.min.time()) + timedelta(minutes=rest)
+        return datetime.combine(cal.day(day), datetime.min.time()) + timedelta(minutes=rest)
 
     return best[0], wall(best[1]), wall(best[2])
 
@@ -558,6 +684,35 @@ def _wait_target(primed: int, lead_seconds: int, tz) -> int:
     return wall - _offset(wall - _offset(primed, tz), tz)
 
 
+def _replay(run_fields: kcron.Fields, primer_fields: list[kcron.Fields], seconds: int, zone: str, tz,
+            when: int) -> Optional[datetime]:
+    """Replay the controller and the wait around the change at `when`: the wall-clock
+    time of the first run that does not start exactly `seconds` of real time after its
+    primer, or None."""
+    low, high = when - _MARGIN - seconds, when + _MARGIN
+    starts = sorted((_wait_target(p, seconds, tz), p) for f in primer_fields
+                    for p in _fires_between(f, low, high, zone))
+    runs = _fires_between(run_fields, low + seconds, high + seconds, zone)
+
+    def nominal(primed: int) -> datetime:  # the run a primer is for, in wall-clock time
+        return datetime.fromtimestamp(primed, tz).replace(tzinfo=None) + timedelta(seconds=seconds)
+
+    wanted, started = Counter(runs), Counter(t for t, _ in starts)
+    wrong = (
+        [(t, nominal(p)) for t, p in starts if t - p != seconds],  # a real lead that is not the lead
+        [(r, datetime.fromtimestamp(r, tz)) for r in (wanted - started).elements()],  # a run not warmed
+        [(t, nominal(p)) for t, p in starts if started[t] > wanted[t]],  # a start that is no run
+        # a primer before the previous run (the period rule, in real time)
+        [(t, nominal(p)) for (previous, _), (t, p) in zip(starts, starts[1:]) if p <= previous],
+    )
+    found = next((min(kind) for kind in wrong if kind), None)
+    return None if found is None else found[1]
+
+
+_EPOCH = date(1970, 1, 1).toordinal()
+_ALONE = 5 * 86400  # seconds to the zone's nearest other change for a change to be compared with others
+
+
 @functools.lru_cache(maxsize=1024)
 def dst_problem(expression: str, primers: tuple[str, ...], lead: int, zone: str,
                 start_year: Optional[int] = None) -> Optional[str]:
@@ -566,32 +721,36 @@ def dst_problem(expression: str, primers: tuple[str, ...], lead: int, zone: str,
     horizon it replays the controller (kcron.next_fire: a primer or run in a skipped hour
     does not fire, one in a repeated hour fires twice) and the wait (the lead added in
     wall-clock time), and requires the workload starts to be exactly the controller's runs
-    of `expression`, each `lead` minutes of real time after its primer."""
+    of `expression`, each `lead` minutes of real time after its primer.
+
+    What a replay sees is fixed by the offsets, the local time of the change, and which
+    of the five local days around it (a warm-up is at most a day, the margin 3 h) the
+    schedule and each primer fire on: a change that matches an earlier one in all of
+    these, with no other change within days, has the earlier one's outcome, so each kind
+    of night is replayed once."""
+    start_year = start_year or datetime.now().year
     tz = kcron.zone(zone)
     run_fields = kcron.parse(expression)
     primer_fields = [kcron.parse(p) for p in primers]
     seconds = lead * 60
-    for when, before, after in transitions(zone, start_year or datetime.now().year):
-        low, high = when - _MARGIN - seconds, when + _MARGIN
-        starts = sorted((_wait_target(p, seconds, tz), p) for f in primer_fields
-                        for p in _fires_between(f, low, high, zone))
-        runs = _fires_between(run_fields, low + seconds, high + seconds, zone)
-
-        def nominal(primed: int) -> datetime:  # the run a primer is for, in wall-clock time
-            return datetime.fromtimestamp(primed, tz).replace(tzinfo=None) + timedelta(seconds=seconds)
-
-        wanted, started = Counter(runs), Counter(t for t, _ in starts)
-        wrong = (
-            [(t, nominal(p)) for t, p in starts if t - p != seconds],  # a real lead that is not the lead
-            [(r, datetime.fromtimestamp(r, tz)) for r in (wanted - started).elements()],  # a run not warmed
-            [(t, nominal(p)) for t, p in starts if started[t] > wanted[t]],  # a start that is no run
-            # a primer before the previous run (the period rule, in real time)
-            [(t, nominal(p)) for (previous, _), (t, p) in zip(starts, starts[1:]) if p <= previous],
-        )
-        found = next((min(kind) for kind in wrong if kind), None)
-        if found is None:
+    cal = calendar(start_year)
+    days = [_fires(expression, start_year)[1]] + [_fires(p, start_year)[1] for p in primers]
+    changes = transitions(zone, start_year)
+    passed: set[tuple] = set()
+    for index, (when, before, after) in enumerate(changes):
+        local = when + before
+        bit = local // 86400 + _EPOCH - cal.first.toordinal()
+        alone = all(abs(other[0] - when) > _ALONE for other in changes[max(index - 1, 0):index + 2] if other[0] != when)
+        key = None
+        if alone and 2 <= bit and cal.clip >> (bit + 2) & 1:
+            key = (before, after, local % 86400, tuple(d >> (bit - 2) & 0b11111 for d in days))
+            if key in passed:
+                continue
+        run = _replay(run_fields, primer_fields, seconds, zone, tz, when)
+        if run is None:
+            if key is not None:
+                passed.add(key)
             continue
-        run = found[1]
         start = datetime.fromtimestamp(when + min(before, after), timezone.utc).replace(tzinfo=None)
         stop = start + timedelta(seconds=abs(after - before))
         hours = f"{start:%H:%M}-{stop:%H:%M}"

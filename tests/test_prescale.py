@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from plan import wait
 from config import cron, kcron, prescale
+from kns_testing import cron_oracle
 from kns_testing.program import run_program
 
 EXAMPLES = int(os.environ.get("KNS_HYPOTHESIS_EXAMPLES", "60"))
@@ -224,12 +225,19 @@ def run_days_by_croniter(expression: str) -> set[date]:
     """The days `expression` fires on by croniter: an oracle only where it agrees with the
     controller (the plain syntax of `cron_expressions`; not `*/1`, `?` or `1-31` in a day
     field, not descriptors)."""
-    fields = expression.split()
-    it = croniter(f"0 0 {' '.join(fields[2:])}", datetime(2025, 12, 31, 23, 59))
-    days = set()
-    while (fire := it.get_next(datetime)).date() <= LAST:
-        days.add(fire.date())
-    return days
+    days = cron_oracle.fire_days(" ".join(expression.split()[2:]), FIRST, LAST + timedelta(days=1))
+    return {date.fromordinal(d) for d in days}
+
+
+def run_minutes_by_croniter(expression: str) -> int:
+    minutes = cron_oracle.day_minutes(" ".join(expression.split()[:2]))
+    assume(minutes == run_minutes_by_kubernetes(expression))  # croniter reads "17-17" as "*"
+    return minutes
+
+
+def run_minutes_by_kubernetes(expression: str) -> int:
+    fields = kcron.parse(expression)
+    return sum(1 << (h * 60 + m) for h in fields.hours for m in fields.minutes)
 
 
 def run_days_by_kubernetes(expression: str) -> set[date]:
@@ -266,15 +274,21 @@ def _witness_of_inexpressibility(run_days: set[date]) -> bool:
     return False
 
 
-def _derivation_is_exact_or_refusal_genuine(expression: str, lead: int, run_days) -> None:
+def _derivation_is_exact_or_refusal_genuine(expression: str, lead: int, run_days, run_minutes) -> None:
+    """A derivation is proven twice: by the program's own proof (`prescale.check`), and by
+    croniter over every day and minute of the horizon (kns_testing/cron_oracle.py), the
+    runs read by `run_days`/`run_minutes`. A refusal must have a witness."""
     assume(cron.cron_problem(expression) is None)  # a schedule the loader accepts (one that fires)
+    days = run_days(expression)
     try:
         primers = prescale.derive(expression, lead, start_year=2026)
     except prescale.PrimerError:
-        assert _witness_of_inexpressibility(run_days(expression)), f"{expression} -{lead}m was refused but is expressible"
+        assert _witness_of_inexpressibility(days), f"{expression} -{lead}m was refused but is expressible"
         return
     assert primers and all(kcron.problem(p) is None for p in primers)
     assert prescale.check(expression, primers, lead, 2026) is None
+    runs = (run_minutes(expression), frozenset(d.toordinal() for d in days if d < LAST))
+    assert cron_oracle.primers_problem(runs, primers, lead, FIRST, LAST) is None, (expression, lead, primers)
 
 
 def _croniter_days(expression: str) -> set[date]:
@@ -283,10 +297,21 @@ def _croniter_days(expression: str) -> set[date]:
     return days
 
 
+def test_the_croniter_oracle_tells_right_primers_from_wrong_ones():
+    """The oracle can fail: a primer a day late, one firing twice, one missing a run."""
+    runs = cron_oracle.fires("0 0 * * 5", FIRST, LAST)
+    assert cron_oracle.primers_problem(runs, ["50 23 * * 4"], 10, FIRST, LAST) is None
+    assert cron_oracle.primers_problem(runs, ["50 23 * * 5"], 10, FIRST, LAST) == \
+        "on 2026-01-02 the primers fire at 23:50"  # a Friday: a day late
+    assert cron_oracle.primers_problem(runs, [], 10, FIRST, LAST) == "on 2026-01-08 the primers do not fire at 23:50"
+    assert "twice" in cron_oracle.primers_problem(runs, ["50 23 * * 4", "50 23 * * 4,6"], 10, FIRST, LAST)
+    assert cron_oracle.primers_problem(runs, ["50 23 * 1-11 4"], 10, FIRST, LAST) is not None
+
+
 @PROPERTY
 @given(expression=cron_expressions(), lead=st.integers(1, 1440))
 def test_every_derivation_is_exact_and_every_rejection_is_genuine(expression, lead):
-    _derivation_is_exact_or_refusal_genuine(expression, lead, _croniter_days)
+    _derivation_is_exact_or_refusal_genuine(expression, lead, _croniter_days, run_minutes_by_croniter)
 
 
 @PROPERTY
@@ -294,7 +319,8 @@ def test_every_derivation_is_exact_and_every_rejection_is_genuine(expression, le
 def test_rejections_are_genuine_for_wrapping_runs(expression, lead):
     """Force runs that wrap to the previous day (midnight runs) to exercise rejections."""
     fields = expression.split()
-    _derivation_is_exact_or_refusal_genuine(" ".join(["0", "0", *fields[2:]]), lead, _croniter_days)
+    _derivation_is_exact_or_refusal_genuine(" ".join(["0", "0", *fields[2:]]), lead, _croniter_days,
+                                           run_minutes_by_croniter)
 
 
 @PROPERTY
@@ -302,7 +328,7 @@ def test_rejections_are_genuine_for_wrapping_runs(expression, lead):
 def test_derivations_follow_the_controllers_star_bit(expression, lead):
     """`*/1`, `?`, `1-31`, names and descriptors, where croniter is no oracle: the proof
     and the witness use the controller's day rule."""
-    _derivation_is_exact_or_refusal_genuine(expression, lead, run_days_by_kubernetes)
+    _derivation_is_exact_or_refusal_genuine(expression, lead, run_days_by_kubernetes, run_minutes_by_kubernetes)
 
 
 # ---- the wait script, as a real process -------------------------------------------------
