@@ -16,22 +16,30 @@ RESULTS = ROOT / "build" / "bench"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-# Prescaled in Europe/Paris: no warm-up may cross its 02:00-03:00 clock changes (docs/prescaling.md).
-SCHEDULES = ["0 4 * * *", "30 6 * * 1-5", "0 0 * * 1", "0,30 8-18 * * 1-5", "15 */4 * * *", "0 12 1,15 * *"]
+# Prescaled in Europe/Paris between 04:00 and 19:59: no warm-up may cross its 02:00-03:00
+# clock changes (docs/prescaling.md). Every schedule of a stack is its own expression, as in
+# a real stack, so no primer proof is shared through the caches.
+DAY_FIELDS = ["* * *", "* * 1-5", "* * 1", "* * 0,6", "1,15 * *", "* * 1,3,5", "1 * *", "* 1-6 *"]
 
 
-def synthetic_config(entries: int) -> dict[str, Any]:
-    """A stack of `entries` entries: 60% CPU jobs, 20% GPU jobs, 20% prescaled schedules."""
+def synthetic_schedule(i: int) -> str:
+    return f"{i % 60} {4 + i // 60 % 16} {DAY_FIELDS[(i + i // 960) % len(DAY_FIELDS)]}"
+
+
+def synthetic_config(entries: int, prescaled: float = 0.2) -> dict[str, Any]:
+    """A stack of `entries` entries: a `prescaled` share of prescaled schedules, the rest
+    three CPU jobs to one GPU job (60% CPU, 20% GPU, 20% prescaled by default)."""
     jobs, schedules = [], []
+    every = round(1 / prescaled)
     for i in range(entries):
-        kind = i % 5
-        if kind == 4:
+        kind = i % every
+        if kind == every - 1:
             schedules.append({
                 "name": f"sched-{i}", "user": f"user{i % 17}", "groups": ["research"], "image": "busybox:1.37",
-                "schedule": SCHEDULES[i % len(SCHEDULES)], "timeZone": "Europe/Paris",
+                "schedule": synthetic_schedule(i), "timeZone": "Europe/Paris",
                 "warmUpMinutes": 5 + i % 3 * 5, "cpu": 2, "memory": 2048,
             })
-        elif kind == 3:
+        elif len(jobs) % 4 == 3:
             jobs.append({"name": f"gpu-{i}", "user": f"user{i % 17}", "image": "pytorch:2", "cpu": 8,
                          "memory": "32Gi", "gpus": 1 + i % 4, "pool": "a100", "ttlHours": 12})
         else:

@@ -724,7 +724,7 @@ def dst_problem(expression: str, primers: tuple[str, ...], lead: int, zone: str,
     of `expression`, each `lead` minutes of real time after its primer.
 
     What a replay sees is fixed by the offsets, the local time of the change, and which
-    of the five local days around it (a warm-up is at most a day, the margin 3 h) the
+    of the local days its window covers (the margin and the lead on either side) the
     schedule and each primer fire on: a change that matches an earlier one in all of
     these, with no other change within days, has the earlier one's outcome, so each kind
     of night is replayed once."""
@@ -738,12 +738,16 @@ def dst_problem(expression: str, primers: tuple[str, ...], lead: int, zone: str,
     changes = transitions(zone, start_year)
     passed: set[tuple] = set()
     for index, (when, before, after) in enumerate(changes):
-        local = when + before
-        bit = local // 86400 + _EPOCH - cal.first.toordinal()
+        # the local days the replay's fire times can fall on (primers from `seconds` before
+        # the margin, runs to `seconds` after it, in either offset)
+        low = (when - _MARGIN - seconds + min(before, after)) // 86400 + _EPOCH - cal.first.toordinal()
+        high = (when + _MARGIN + seconds + max(before, after)) // 86400 + _EPOCH - cal.first.toordinal()
         alone = all(abs(other[0] - when) > _ALONE for other in changes[max(index - 1, 0):index + 2] if other[0] != when)
         key = None
-        if alone and 2 <= bit and cal.clip >> (bit + 2) & 1:
-            key = (before, after, local % 86400, tuple(d >> (bit - 2) & 0b11111 for d in days))
+        if alone and 0 <= low and cal.clip >> high & 1:
+            span = (1 << (high - low + 1)) - 1
+            key = (before, after, (when + before) % 86400, (when + before) // 86400 - low,
+                   tuple(d >> low & span for d in days))
             if key in passed:
                 continue
         run = _replay(run_fields, primer_fields, seconds, zone, tz, when)
@@ -761,6 +765,16 @@ def dst_problem(expression: str, primers: tuple[str, ...], lead: int, zone: str,
             f"outside {hours}, or use timeZone Etc/UTC"
         )
     return None
+
+
+def clear_caches(per_process: bool = False) -> None:
+    """Forget every schedule's results (and with `per_process`, the calendar and the zones'
+    changes too), as a fresh run of the program starts: for the benchmarks."""
+    for cached in (_derive, _express, _fires, shortest_gap, dst_problem, kcron._parse):
+        cached.cache_clear()
+    if per_process:
+        calendar.cache_clear()
+        transitions.cache_clear()
 
 
 # ---- a prescaled schedule ----------------------------------------------------------------

@@ -155,6 +155,30 @@ def test_a_warm_up_must_keep_its_real_lead_across_clock_changes(expression, zone
         assert problem.startswith(f"in {zone} the clocks change at ") and "or use timeZone Etc/UTC" in problem
 
 
+@pytest.mark.parametrize("zone", ["Europe/London", "America/Santiago", "Africa/Casablanca", "Australia/Lord_Howe"])
+@pytest.mark.parametrize("expression, lead", [
+    ("30 1 * * *", 60), ("0 3 * * *", 30), ("42 2 28-31 * *", 44), ("0 0 * * 0", 90), ("15 22 1,15 * *", 200),
+    ("*/30 * * * *", 10), ("5 2 * 3,4,9,10 1-5", 20),
+])
+def test_each_kind_of_night_is_replayed_once_with_the_same_verdict(expression, zone, lead):
+    """dst_problem replays one change per kind of night; replaying every change of the
+    horizon must find the same first problem (Casablanca's changes come in close pairs)."""
+    try:
+        primers = tuple(prescale.derive(expression, lead, 2026))
+    except prescale.PrimerError:
+        pytest.fail(f"{expression} -{lead}m is derivable")
+    tz, seconds = kcron.zone(zone), lead * 60
+    every = [prescale._replay(kcron.parse(expression), [kcron.parse(p) for p in primers], seconds, zone, tz, when)
+             for when, _, _ in prescale.transitions(zone, 2026)]
+    first = next(((when + min(before, after), run)
+                  for (when, before, after), run in zip(prescale.transitions(zone, 2026), every) if run), None)
+    problem = prescale.dst_problem.__wrapped__(expression, primers, lead, zone, 2026)
+    assert (problem is None) == (first is None), (problem, first)
+    if first:
+        assert f"runs at {first[1]:%H:%M}" in problem
+        assert datetime.fromtimestamp(first[0], timezone.utc).strftime("%Y-%m-%d") in problem
+
+
 def test_zones_without_dst_have_no_changes():
     assert prescale.transitions("Etc/UTC", 2026) == () and prescale.transitions("Asia/Tokyo", 2026) == ()
     london = prescale.transitions("Europe/London", 2026)
