@@ -25,9 +25,10 @@ test: venv system-deps
 up: venv
 	bash scripts/up.sh up
 
-## make preview: what `make up` would change, as a diff.
+## make preview: what `make up` would change, as a diff. ENTRIES="a b": a preview of those
+## entries only, summarised per entry (./kns preview, docs/cli.md).
 preview: venv
-	bash scripts/up.sh preview
+	$(if $(ENTRIES),./kns preview --stack $(or $(KNS_STACK),dev) $(ENTRIES),bash scripts/up.sh preview)
 
 ## make schema: the JSON Schemas of docs/schema, generated from config/models.py by tools/schema.py.
 .PHONY: schema

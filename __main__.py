@@ -5,6 +5,7 @@ first resource is registered (components/): bad input stops the run with one mes
 listing every problem, and nothing is applied. See docs/architecture.md.
 """
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from config.loader import check_stack_config
 from plan import kueue_install, queues
 from plan.outputs import stack_outputs
 from plan.planner import plan_checked
+from plan.targeting import plans_to_register
 
 PROJECT_DIR = Path(__file__).resolve().parent
 
@@ -42,6 +44,8 @@ try:
     checked = check_stack_config(raw, source.read_stack_file(PROJECT_DIR, stack), project_dir=PROJECT_DIR,
                                  stack=stack, secret_keys=secret_keys)
     plans = plan_checked(checked)
+    # Every entry, except in a preview by `./kns preview`, which names those to register (plan/targeting.py).
+    registered = plans_to_register(plans, os.environ, pulumi.runtime.is_dry_run())
 except ConfigError as exc:
     raise pulumi.RunError(str(exc)) from None
 cfg = checked.config
@@ -81,7 +85,7 @@ if cfg.queueing.enabled:
             [queues.cluster_queue_manifest(q, cfg.cluster.name) for q in cfg.queues],
             list(queue_dependencies)), on_cluster))
 
-for plan in plans:
+for plan in registered:
     local_queue = queues.local_queue_manifest(plan) if plan.entry.queue is not None else None
     KnsWorkload(plan.entry.name, KnsWorkloadArgs(plan, local_queue, queue_dependencies), on_cluster)
 

@@ -1,8 +1,10 @@
-"""The `kns` command line: validate, explain, queues, timeline (all offline).
+"""The `kns` command line: validate, explain, queues, timeline (all offline), and preview
+(the real engine, restricted to the named entries; kns_cli/preview.py).
 
 Exit status: 0 when the config is valid and the command did its job; 1 when the config
-is invalid (the program's own problem lines, as its RunError shows them, on stderr); 2
-for a usage error (unknown option, stack file or entry).
+is invalid (the program's own problem lines, as its RunError shows them, on stderr), or
+when `preview` fails in the engine; 2 for a usage error (unknown option, stack file or
+entry).
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from config.errors import ConfigError, closest
+from plan.targeting import entry_urns
 
 from . import explain as explain_module
+from . import preview as preview_module
 from . import queues as queues_module
 from . import timeline as timeline_module
 from .stack import ROOT, UsageError, check_stack, load_stack
@@ -96,6 +100,19 @@ def build_parser() -> argparse.ArgumentParser:
     timeline.add_argument("--output", type=Path, metavar="FILE",
                           help="where to write the SVG (default: <project dir>/build/timeline-<stack>.svg)")
     timeline.set_defaults(run=run_timeline)
+
+    preview = commands.add_parser(
+        "preview", parents=[common], help="a real `pulumi preview` of the named entries only, summarised per entry",
+        description="Check the stack offline, then run `pulumi preview` with the engine set-up of `make preview` "
+                    "(toolchain, backend, passphrase, stack, policy pack), restricted to the named entries' "
+                    "resources (--target with their URNs, --target-dependents), and print the per-entry summary "
+                    "CI prints. The program registers only the named entries (and the platform they depend on). "
+                    "Exit 1 when the config is invalid or the preview fails. See docs/cli.md.")
+    preview.add_argument("entries", nargs="+", metavar="ENTRY", help="entry names (at least one)")
+    preview.add_argument("--format", choices=("text", "json"), default="text",
+                         help="text: the per-entry summary (markdown); json: the preview JSON it is made from "
+                              "(default: text)")
+    preview.set_defaults(run=run_preview)
     return parser
 
 
@@ -121,9 +138,9 @@ def run_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_explain(args: argparse.Namespace) -> int:
-    cfg, plans = load_stack(args.project_dir, args.stack)
-    unknown = explain_module.unknown_names(plans, args.entries)
+def check_names(cfg, plans, names: Sequence[str]) -> None:
+    """A usage error naming each unknown entry, with the closest known name."""
+    unknown = explain_module.unknown_names(plans, names)
     if unknown:
         known = [plan.entry.name for plan in plans]
         lines = []
@@ -131,6 +148,11 @@ def run_explain(args: argparse.Namespace) -> int:
             close = closest(name, known)
             lines.append(f'no entry named "{name}"' + (f'; did you mean "{close}"?' if close else ""))
         raise UsageError("; ".join(lines) + f" (entries of stack {cfg.stack}: {', '.join(known) or 'none'})")
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    cfg, plans = load_stack(args.project_dir, args.stack)
+    check_names(cfg, plans, args.entries)
     now = args.now or datetime.now(timezone.utc)
     document = explain_module.explain(cfg, plans, args.entries, now)
     if args.format == "json":
@@ -172,6 +194,29 @@ def run_timeline(args: argparse.Namespace) -> int:
     print(f"kns timeline: wrote {_shown(output)} (stack {cfg.stack}, {plural(schedules, 'schedule')}, "
           f"{timeline_module.utc_label(start)} + {timeline_module.number(args.hours)} h)")
     return 0
+
+
+def run_preview(args: argparse.Namespace) -> int:
+    cfg, plans = load_stack(args.project_dir, args.stack)
+    names = list(dict.fromkeys(args.entries))
+    check_names(cfg, plans, names)
+    project_dir = Path(args.project_dir).resolve()
+    urns = entry_urns(cfg, plans, names, args.stack, preview_module.project_name(project_dir))
+    print(f"kns preview: stack {args.stack}, {plural(len(names), 'entry', 'entries')} ({', '.join(names)}): "
+          f"pulumi preview --target ({plural(len(urns), 'URN')}) --target-dependents", file=sys.stderr)
+    try:
+        preview, status = preview_module.run_preview(project_dir, args.stack, urns, names, os.environ)
+    except preview_module.PreviewFailed as exc:
+        print(f"kns preview: {exc}", file=sys.stderr)
+        return 1
+    if args.format == "json":
+        print(json.dumps(preview, indent=2))
+    else:
+        sys.stdout.write(preview_module.render_summary(preview, args.stack, names, len(plans) - len(names)))
+    advice = preview_module.hint(preview)
+    if advice:
+        print(advice, file=sys.stderr)
+    return 0 if status == 0 else 1
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

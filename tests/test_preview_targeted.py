@@ -1,0 +1,180 @@
+"""`./kns preview ENTRY...`: a real, targeted `pulumi preview` on a copy of the dev stack
+after `pulumi up`, as in a pull request; and what it refuses before the engine starts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pulumi
+import pytest
+import yaml
+
+from config.errors import ConfigError
+from kns_cli import cli
+from kns_cli import preview as preview_module
+from kns_cli.stack import load_stack
+from kns_testing.program import PROJECT_FILES, ROOT, dev_stack_config, engine_project, run_program
+from plan.targeting import ONLY_ENTRIES, entry_urns, plans_to_register
+from tests.test_engine import PASSPHRASE, Project  # a copy of the dev stack through the real engine
+
+KNS = ROOT / "kns"
+SUMMARY = preview_module.summary_module()
+
+
+def kns_preview(project: Project, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(KNS), "preview", "--project-dir", str(project.root), *args], env=project.env,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Project:
+    """The dev stack, applied (render mode), then changed in two entries and given a new one."""
+    toolchain = subprocess.run(["bash", str(ROOT / "scripts" / "toolchain.sh")], capture_output=True, text=True,
+                               timeout=5400)
+    assert toolchain.returncode == 0, toolchain.stderr[-3000:]
+    root = tmp_path_factory.mktemp("targeted") / "kns-platform"
+    project = Project(root, engine_project(root, toolchain.stdout.strip(), PASSPHRASE,
+                                           files=(*PROJECT_FILES, "Pulumi.dev.yaml")))
+
+    def queued(config):  # a queued entry, whose LocalQueue is a child no --target URN names
+        config["kns:queueing"] = {"enabled": True, "install": False}
+        config["kns:queues"] = [{"name": name, "quota": {"vcluster": {"cpu": 4, "memory": "8Gi"}}}
+                                for name in ("first", "second")]
+        config["kns:jobs"].append({"name": "queued", "image": "busybox:1.37", "cpu": 1, "memory": 256,
+                                   "pool": "vcluster", "queue": "first"})
+
+    project.edit_config(queued)
+    project.pulumi("stack", "init", "dev")
+    project.pulumi("up", "--yes", "--skip-preview")
+
+    def change(config):
+        next(j for j in config["kns:jobs"] if j["name"] == "train-resnet")["cpu"] = 12
+        next(j for j in config["kns:jobs"] if j["name"] == "queued")["queue"] = "second"
+        next(s for s in config["kns:schedules"] if s["name"] == "weekly-finetune")["cpu"] = 3
+        config["kns:jobs"].append({"name": "added-smoke", "image": "busybox:1.37", "cpu": 1, "memory": 256})
+        config["kns:jobs"].append({"name": "added-elsewhere", "image": "registry.example.com/tool:1",
+                                   "cpu": 1, "memory": 256})
+
+    project.edit_config(change)
+    return project
+
+
+def changes(steps: list[dict]) -> dict[str, tuple]:
+    """URN -> (op, changed fields) of every step that changes something."""
+    return {s["urn"]: (s["op"], tuple(sorted(s.get("detailedDiff") or {}))) for s in steps if s["op"] != "same"}
+
+
+def owner(urn: str, steps: list[dict]) -> str:
+    parents = {s["urn"]: (s.get("newState") or s.get("oldState") or {}).get("parent") for s in steps}
+    found = SUMMARY.entry_of(urn, {k: v for k, v in parents.items() if v})
+    return found[0] if found else SUMMARY.PLATFORM
+
+
+def test_the_targets_are_the_urns_the_engine_gave_the_entry(project):
+    """Read from the state of the applied stack, before any change: the derived URNs are exact."""
+    state = json.loads(project.pulumi("stack", "export").stdout)["deployment"]["resources"]
+    in_state = {r["urn"] for r in state if "train-resnet" in r["urn"].rsplit("::", 1)[-1]
+                and r["type"] != "pulumi:providers:kubernetes"}
+    cfg, plans = load_stack(ROOT, "dev")
+    assert set(entry_urns(cfg, plans, ["train-resnet"], "dev", "kns-platform")) == in_state
+    assert len(in_state) == 9
+
+
+def test_targeted_preview_shows_exactly_the_named_entries_changes(project):
+    done = kns_preview(project, "train-resnet", "queued", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    targeted = json.loads(done.stdout)["steps"]
+    full = json.loads(project.pulumi("preview", "--json", "--show-sames").stdout)["steps"]
+
+    # The full preview sees the three changed entries and both new ones ...
+    assert {owner(urn, full) for urn in changes(full)} == {"train-resnet", "queued", "weekly-finetune",
+                                                            "added-smoke", "added-elsewhere"}
+    # ... the targeted one only the named entries', and exactly as the full preview shows them,
+    named = {u: c for u, c in changes(full).items() if owner(u, full) in ("train-resnet", "queued")}
+    assert changes(targeted) == named
+    job = "urn:pulumi:dev::kns-platform::kns:workload:Job$kubernetes:batch/v1:Job::train-resnet"
+    assert changes(targeted)[job][0] == "replace"
+    # the LocalQueue included (a dependent of the entry, not one of the --target URNs).
+    queue = "urn:pulumi:dev::kns-platform::kns:workload:Job$kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue::queued-queue"
+    assert changes(targeted)[queue] == ("update", ("spec.clusterQueue",))
+
+
+def test_a_new_entry_is_previewed_with_its_summary(project):
+    done = kns_preview(project, "added-smoke")
+    assert done.returncode == 0, done.stderr
+    assert "### Job `added-smoke`: `+` 9 to create" in done.stdout
+    assert "**Totals:** `+` 9 to create (9 resources)" in done.stdout
+    for other in ("train-resnet", "weekly-finetune", "added-elsewhere", "### Platform"):
+        assert other not in done.stdout
+    assert "**Not previewed** (`--target`): the platform" in done.stdout and "and the 9 other entries" in done.stdout
+
+
+def test_a_policy_violation_of_a_named_entry_fails_with_it_in_the_summary(project):
+    done = kns_preview(project, "added-elsewhere")
+    assert done.returncode == 1
+    assert "### Policy violations" in done.stdout
+    (row,) = [line for line in done.stdout.splitlines() if "allowed-registries" in line]
+    assert row.startswith("| mandatory | `kns-platform/allowed-registries` | added-elsewhere | `added-elsewhere` |")
+    assert "image 'registry.example.com/tool:1' (registry.example.com/tool) is not from an allowed registry" in row
+    assert "### Job `added-elsewhere`: `+` 9 to create" in done.stdout
+
+
+@pytest.fixture
+def no_engine(monkeypatch):
+    """Fails the test if `kns preview` starts any process (toolchain, pulumi)."""
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"the engine was started: {args}")
+    monkeypatch.setattr(preview_module.subprocess, "run", refuse)
+
+
+def test_an_unknown_entry_is_a_usage_error_with_a_suggestion(no_engine, capsys):
+    assert cli.main(["preview", "train-resnet", "train-resnt"]) == 2
+    err = capsys.readouterr().err
+    assert 'kns preview: no entry named "train-resnt"; did you mean "train-resnet"?' in err
+
+
+def test_a_config_error_exits_1_before_the_engine(no_engine, capsys, tmp_path):
+    config = dev_stack_config()
+    next(j for j in config["jobs"] if j["name"] == "train-resnet")["memory"] = "12Qi"
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    (tmp_path / "Pulumi.broken.yaml").write_text(yaml.safe_dump({"config": {f"kns:{k}": v for k, v in config.items()}}))
+    shutil.copytree(ROOT / "jobs", tmp_path / "jobs")
+    assert cli.main(["preview", "--project-dir", str(tmp_path), "--stack", "broken", "train-resnet"]) == 1
+    err = capsys.readouterr().err
+    assert "kns-platform: invalid configuration, 1 problem; nothing was applied:" in err
+    assert 'kns:jobs[train-resnet].memory: "12Qi" is not a quantity' in err
+
+
+def test_the_program_narrows_only_previews_and_only_to_known_entries():
+    _, plans = load_stack(ROOT, "dev")
+    environ = {ONLY_ENTRIES: "hourly-sync, train-resnet"}
+    assert [p.entry.name for p in plans_to_register(plans, environ, dry_run=True)] == ["train-resnet", "hourly-sync"]
+    assert plans_to_register(plans, environ, dry_run=False) == plans  # an update registers every entry
+    assert plans_to_register(plans, {}, dry_run=True) == plans
+    with pytest.raises(ConfigError, match=f'{ONLY_ENTRIES}: no entry named "nope"'):
+        plans_to_register(plans, {ONLY_ENTRIES: "train-resnet,nope"}, dry_run=True)
+
+
+def test_the_program_registers_only_the_named_entries_in_a_preview(monkeypatch):
+    """__main__.py under the recording mocks, as the engine runs it for `kns preview`: the
+    platform and the named entries only, and the stack outputs of every entry."""
+    monkeypatch.setenv(ONLY_ENTRIES, "train-resnet,hourly-sync")
+    monkeypatch.setattr(pulumi.runtime, "is_dry_run", lambda: True)
+    run = run_program(dev_stack_config(), stack="dev")
+    entries = {r.name for r in run.resources if r.type in ("kns:workload:Job", "kns:workload:Schedule")}
+    assert entries == {"train-resnet", "hourly-sync"}
+    assert run.of_type("kns:cluster:KnsCluster") and run.of_type("kns:scheduling:PackingScheduler")
+    full = run_program(dev_stack_config(), stack="dev")  # outputs do not depend on what a preview registers
+    assert run.outputs == full.outputs and "nightly-report" in json.dumps(full.outputs)
+
+
+def test_make_preview_with_entries_runs_kns_preview():
+    def dry(*args: str) -> str:
+        return subprocess.run(["make", "-n", "-C", str(ROOT), "preview", *args], capture_output=True, text=True,
+                              check=True).stdout
+
+    assert "./kns preview --stack dev train-resnet hourly-sync" in dry("ENTRIES=train-resnet hourly-sync")
+    assert "./kns preview --stack prod a" in dry("ENTRIES=a", "KNS_STACK=prod")
+    assert "scripts/up.sh preview" in dry() and "kns preview" not in dry()
