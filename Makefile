@@ -43,6 +43,8 @@ bench: venv system-deps
 	cd bench && ../$(PY) binpacking.py
 	cd bench && ../$(PY) autoscale_warmup.py
 	cd bench && ../$(PY) kueue_admission.py
+	cd bench && ../$(PY) primer_proof.py
+	cd bench && ../$(PY) targeted_preview.py
 
 clean:
 	rm -rf build .pytest_cache

@@ -19,7 +19,7 @@ SIZES = [int(a) for a in sys.argv[1:]] or [10, 100, 500]
 
 
 def project_with(config: dict, where: Path, bin_dir: str) -> dict[str, str]:
-    env = engine_project(where, bin_dir, "bench", files=("Pulumi.yaml", "__main__.py", "config", "components"))
+    env = engine_project(where, bin_dir, "bench")  # every file the program imports (PROJECT_FILES)
     stack = {"config": {f"kns:{k}": v for k, v in config.items()}}
     (where / "Pulumi.bench.yaml").write_text(yaml.safe_dump(stack, sort_keys=False))
     return env
