@@ -56,18 +56,27 @@ def synthetic_config(entries: int, prescaled: float = 0.2) -> dict[str, Any]:
     }
 
 
-def measure(function: Callable[[], Any], repeat: int = 3) -> dict[str, float]:
-    """Best wall time of `repeat` runs and the peak traced memory of one run."""
-    times = []
+def measure_interleaved(functions: dict[str, Callable[[], Any]], repeat: int = 3) -> dict[str, dict[str, float]]:
+    """The best of `repeat` runs of each function, the functions taking turns round by
+    round so that a change in the machine's load falls on all of them alike: best wall
+    time, best CPU time of this process (every thread; another process's load hardly moves
+    it), and the peak traced memory of one more run."""
+    walls: dict[str, list[float]] = {name: [] for name in functions}
+    cpus: dict[str, list[float]] = {name: [] for name in functions}
     for _ in range(repeat):
-        start = time.perf_counter()
+        for name, function in functions.items():
+            start, cpu = time.perf_counter(), time.process_time()
+            function()
+            walls[name].append(time.perf_counter() - start)
+            cpus[name].append(time.process_time() - cpu)
+    out = {}
+    for name, function in functions.items():
+        tracemalloc.start()
         function()
-        times.append(time.perf_counter() - start)
-    tracemalloc.start()
-    function()
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    return {"seconds": min(times), "peak_mib": peak / 2**20}
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        out[name] = {"seconds": min(walls[name]), "cpu_seconds": min(cpus[name]), "peak_mib": peak / 2**20}
+    return out
 
 
 def machine() -> dict[str, Any]:

@@ -32,6 +32,7 @@ import yaml
 
 from plan.targeting import ONLY_ENTRIES
 
+from .engine import engine_settings
 from .stack import ROOT, UsageError
 
 DEV_STACK = "dev"
@@ -75,8 +76,9 @@ def toolchain() -> str:
 
 def engine_environment(project_dir: Path, stack: str, names: Sequence[str], bin_dir: str,
                        environ: Mapping[str, str]) -> dict[str, str]:
-    """The environment of scripts/up.sh, plus the entries the program is to register."""
-    env = dict(environ)
+    """The environment of scripts/up.sh (with the engine settings of scripts/lib/engine.sh),
+    plus the entries the program is to register, if any are named."""
+    env = {**environ, **engine_settings(environ)}
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     env["PULUMI_SKIP_UPDATE_CHECK"] = "true"
     env["PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION"] = "true"
@@ -87,7 +89,10 @@ def engine_environment(project_dir: Path, stack: str, names: Sequence[str], bin_
     if stack == DEV_STACK and not env.get("PULUMI_CONFIG_PASSPHRASE") and not env.get("PULUMI_CONFIG_PASSPHRASE_FILE"):
         env["PULUMI_CONFIG_PASSPHRASE"] = DEV_PASSPHRASE
     env["PULUMI_DEBUG_COMMANDS"] = "true"  # what makes `pulumi preview --event-log` available
-    env[ONLY_ENTRIES] = ",".join(names)
+    if names:
+        env[ONLY_ENTRIES] = ",".join(names)
+    else:
+        env.pop(ONLY_ENTRIES, None)
     return env
 
 

@@ -4,6 +4,7 @@
 #   scripts/up.sh preview  pulumi preview --diff
 # Both run the policy pack of policy/ (docs/policy.md); KNS_POLICY_CONFIG names a
 # --policy-pack-config file.
+# The engine runs with the settings of scripts/lib/engine.sh (each one overridable).
 # Overridable: KNS_STACK, PULUMI_BACKEND_URL (default: a file:// backend in .pulumi-state),
 # PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE (default: the dev passphrase).
 set -euo pipefail
@@ -16,6 +17,8 @@ export PULUMI_SKIP_UPDATE_CHECK=true
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
 bin=$(bash scripts/toolchain.sh)
 export PATH="$bin:$PATH"
+# shellcheck source=lib/engine.sh
+. scripts/lib/engine.sh
 
 if [ -z "${PULUMI_BACKEND_URL:-}" ]; then
   mkdir -p .pulumi-state

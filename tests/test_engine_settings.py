@@ -1,0 +1,113 @@
+"""How the engine is run against a cluster (scripts/lib/engine.sh, sourced by scripts/up.sh)
+and which objects the Kubernetes provider waits for; why each: docs/benchmarks.md, "`pulumi
+up` against a real API server" (bench/apply_vs_kubectl.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kns_cli.engine import engine_settings
+from kns_testing.program import ROOT, dev_stack_config, run_program
+
+TUNED = {
+    "PULUMI_SKIP_CHECKPOINTS": "true",
+    "PULUMI_PARALLEL": "32",
+    "PULUMI_PARALLEL_DIFF": "true",
+    "PULUMI_K8S_CLIENT_QPS": "200",
+    "PULUMI_K8S_CLIENT_BURST": "400",
+}
+SKIP_AWAIT = "pulumi.com/skipAwait"
+
+
+def test_the_engine_settings():
+    assert engine_settings() == TUNED
+
+
+def test_the_operator_s_own_values_win():
+    own = {"PULUMI_SKIP_CHECKPOINTS": "false", "PULUMI_PARALLEL": "4", "PULUMI_PARALLEL_DIFF": "false",
+           "PULUMI_K8S_CLIENT_QPS": "50", "PULUMI_K8S_CLIENT_BURST": "120"}
+    assert engine_settings(own) == own
+    assert engine_settings({"PULUMI_PARALLEL": "4"}) == {**TUNED, "PULUMI_PARALLEL": "4"}
+
+
+@pytest.fixture
+def up_sh(tmp_path):
+    """scripts/up.sh and scripts/lib/engine.sh in a project copy whose toolchain is a stub:
+    its `pulumi` records each command line with the PULUMI_* variables it was given."""
+    scripts = tmp_path / "scripts"
+    (scripts / "lib").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "up.sh", scripts / "up.sh")
+    shutil.copy(ROOT / "scripts" / "lib" / "engine.sh", scripts / "lib" / "engine.sh")
+    stub_bin = tmp_path / "stub-bin"
+    stub_bin.mkdir()
+    (scripts / "toolchain.sh").write_text(f"#!/usr/bin/env bash\necho {stub_bin}\n")
+    pulumi = stub_bin / "pulumi"
+    pulumi.write_text('#!/usr/bin/env bash\n'
+                      '{ printf "%s" "$1"; env | grep "^PULUMI_" | sort | tr "\\n" " "; echo; } >>"$KNS_STUB_LOG"\n'
+                      '[ "$1" != config ]\n')
+    pulumi.chmod(pulumi.stat().st_mode | stat.S_IEXEC)
+    return tmp_path
+
+
+def calls(root: Path, *args: str, **given: str) -> dict[str, dict[str, str]]:
+    """Run the copy's up.sh; the PULUMI_* environment of each pulumi command it ran."""
+    log = root / "pulumi.log"
+    env = {key: value for key, value in os.environ.items() if key not in TUNED and not key.startswith("PULUMI_")}
+    done = subprocess.run(["bash", str(root / "scripts" / "up.sh"), *args], env={**env, **given, "KNS_STUB_LOG": str(log)},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    out = {}
+    for line in log.read_text().splitlines():
+        command, _, variables = line.partition("PULUMI_")
+        out[command] = dict(item.split("=", 1) for item in f"PULUMI_{variables}".split())
+    log.unlink()
+    return out
+
+
+def test_up_sh_runs_up_and_preview_with_the_engine_settings(up_sh):
+    for action in ("up", "preview"):
+        ran = calls(up_sh, action)
+        assert set(ran) >= {"stack", action}
+        assert {key: ran[action].get(key) for key in TUNED} == TUNED
+    ran = calls(up_sh, "up", PULUMI_PARALLEL="4", PULUMI_SKIP_CHECKPOINTS="false")
+    assert ran["up"]["PULUMI_PARALLEL"] == "4" and ran["up"]["PULUMI_SKIP_CHECKPOINTS"] == "false"
+
+
+@pytest.fixture(scope="module")
+def dev_resources():
+    return [r for r in run_program(dev_stack_config()).resources if r.custom]
+
+
+def awaited(resources, type_: str) -> list[bool]:
+    """For each registered resource of `type_`: does the provider wait for it to be ready?"""
+    found = [(r.metadata.get("annotations") or {}).get(SKIP_AWAIT) != "true" for r in resources if r.type == type_]
+    assert found, f"the dev stack has no {type_}"
+    return found
+
+
+def test_jobs_and_the_ingress_are_not_awaited(dev_resources):
+    # A Job would hold `up` until it completes (up to 10 minutes, then fail it); an Ingress
+    # until a controller publishes an address.
+    assert not any(awaited(dev_resources, "kubernetes:batch/v1:Job"))
+    assert not any(awaited(dev_resources, "kubernetes:networking.k8s.io/v1:Ingress"))
+
+
+@pytest.mark.parametrize("type_", [
+    # The ResourceQuota admission plugin enforces only what the quota's status holds, which
+    # the controller fills in after creation: the entry's Job waits for it (through the
+    # provider's quota await) so that no pod of it is admitted past an empty status.
+    "kubernetes:core/v1:ResourceQuota",
+    # The schedulers must run before `up` reports the platform ready.
+    "kubernetes:apps/v1:Deployment",
+    # Namespaces have no create await; skipAwait would only stop a delete (or a replacement)
+    # from waiting until the namespace is gone.
+    "kubernetes:core/v1:Namespace",
+])
+def test_what_the_platform_needs_ready_is_awaited(dev_resources, type_):
+    assert all(awaited(dev_resources, type_))
