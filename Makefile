@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: venv system-deps test up preview bench clean
+.PHONY: venv system-deps test up preview recover bench clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,12 @@ up: venv
 preview: venv
 	$(if $(ENTRIES),./kns preview --stack $(or $(KNS_STACK),dev) $(ENTRIES),bash scripts/up.sh preview)
 
+## make recover: after an interrupted `make up` (Ctrl-C, a killed CI job, an API server restart):
+## state, cluster and config made to agree again (./kns recover, docs/operations.md). FORCE=1
+## also releases a lock taken on another host.
+recover: venv
+	./kns recover --stack $(or $(KNS_STACK),dev) $(if $(FORCE),--force)
+
 ## make schema: the JSON Schemas of docs/schema, generated from config/models.py by tools/schema.py.
 .PHONY: schema
 schema: venv
@@ -45,6 +51,7 @@ bench: venv system-deps
 	cd bench && ../$(PY) kueue_admission.py
 	cd bench && ../$(PY) primer_proof.py
 	cd bench && ../$(PY) targeted_preview.py
+	cd bench && ../$(PY) apply_vs_kubectl.py 100 300 --levers 100
 
 clean:
 	rm -rf build .pytest_cache

@@ -1,10 +1,11 @@
-"""The `kns` command line: validate, explain, queues, timeline (all offline), and preview
-(the real engine, restricted to the named entries; kns_cli/preview.py).
+"""The `kns` command line: validate, explain, queues, timeline (all offline); preview (the
+real engine, restricted to the named entries; kns_cli/preview.py) and recover (after an
+interrupted `pulumi up`; kns_cli/recover.py).
 
 Exit status: 0 when the config is valid and the command did its job; 1 when the config
-is invalid (the program's own problem lines, as its RunError shows them, on stderr), or
-when `preview` fails in the engine; 2 for a usage error (unknown option, stack file or
-entry).
+is invalid (the program's own problem lines, as its RunError shows them, on stderr), when
+`preview` fails in the engine, or when a step of `recover` fails; 2 for a usage error
+(unknown option, stack file or entry).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from plan.targeting import entry_urns
 from . import explain as explain_module
 from . import preview as preview_module
 from . import queues as queues_module
+from . import recover as recover_module
 from . import timeline as timeline_module
 from .stack import ROOT, UsageError, check_stack, load_stack
 
@@ -113,6 +115,18 @@ def build_parser() -> argparse.ArgumentParser:
                          help="text: the per-entry summary (markdown); json: the preview JSON it is made from "
                               "(default: text)")
     preview.set_defaults(run=run_preview)
+
+    recover = commands.add_parser(
+        "recover", parents=[common], help="after an interrupted `pulumi up`: make state, cluster and config agree",
+        description="Check the stack offline, then: release the lock an interrupted run left (refused while that "
+                    "run is alive), `pulumi refresh --clear-pending-creates`, `pulumi up` as `make up` runs it, "
+                    "delete the platform's objects the stack does not hold (label kns.io/cluster), and check that "
+                    "`pulumi preview --expect-no-changes` is clean. Every step can be repeated. Exit 1 when the "
+                    "config is invalid or a step fails. See docs/operations.md.")
+    recover.add_argument("--force", action="store_true",
+                         help="also release a lock taken on another host (a cancelled CI runner) or on a backend "
+                              "other than a file backend: only once that run is known to be over")
+    recover.set_defaults(run=run_recover)
     return parser
 
 
@@ -217,6 +231,16 @@ def run_preview(args: argparse.Namespace) -> int:
     if advice:
         print(advice, file=sys.stderr)
     return 0 if status == 0 else 1
+
+
+def run_recover(args: argparse.Namespace) -> int:
+    cfg, plans = load_stack(args.project_dir, args.stack)
+    try:
+        return recover_module.run_recover(Path(args.project_dir).resolve(), cfg, plans, args.stack, os.environ,
+                                          force=args.force)
+    except (recover_module.RecoverFailed, preview_module.PreviewFailed) as exc:
+        print(f"kns recover: {exc}", file=sys.stderr)
+        return 1
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

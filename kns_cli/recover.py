@@ -1,0 +1,298 @@
+"""`./kns recover`: the one command to run after an interrupted `pulumi up` (a cancelled CI
+job, a killed laptop session, an API server that went away mid-update). It brings the
+stack's state, the cluster and the config back into agreement (docs/operations.md).
+
+The steps, each of which is safe to repeat:
+
+1. **The lock.** A killed engine leaves the stack locked (a file backend's lock file names
+   the process, its host and its start). A lock held by a live `pulumi` process on this
+   host stops recovery: that update is still running. A lock from another host (a CI
+   runner) is removed only with `--force`, as the operator's word that the run is over;
+   on this host, a lock whose process is gone is stale and removed (`pulumi cancel`).
+2. **Refresh** (`pulumi refresh --clear-pending-creates`): the state is made to match the
+   cluster, once the platform's objects that are being deleted are gone (a namespace the
+   interrupted run deleted would otherwise stay in the state while it terminates). An object the interrupted run deleted leaves the state; a create it left
+   pending is dropped from the state (the next step creates it again: the Kubernetes
+   provider creates with server-side apply, an upsert, so the object that may exist is
+   adopted, not duplicated).
+3. **Up**: the config applied as `make up` applies it (the engine settings of
+   scripts/lib/engine.sh, the policy pack).
+4. **Sweep**: an object that carries the stack's `kns.io/cluster` label, was made by the
+   platform (no owner: not a controller's child) and is of a kind the platform registers,
+   but is not in the stack's state, is deleted. Such an object is left by an interrupted
+   create whose entry was then removed from the config, or by a state written before the
+   interruption (PULUMI_SKIP_CHECKPOINTS, scripts/lib/engine.sh).
+5. **Check**: `pulumi preview --expect-no-changes`; recovery succeeded only if it is clean.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Optional, Sequence
+
+from config import kubeconfig as kubeconfig_rules
+from config.loader import PlatformConfig
+from config.names import LABEL_CLUSTER
+from plan.inventory import registrations
+from plan.model import WorkloadPlan
+
+from . import preview as engine
+from .stack import SECRET_PLACEHOLDER
+
+SWEEP_TIMEOUT = 300  # seconds for swept objects to be gone (a namespace waits for its content)
+
+
+class RecoverFailed(Exception):
+    """Recovery stopped: the message says at which step and what to do."""
+
+
+@dataclass(frozen=True)
+class Lock:
+    path: Path
+    pid: int
+    hostname: str
+    username: str
+    timestamp: str
+
+    def describe(self) -> str:
+        return f"pid {self.pid} of {self.username}@{self.hostname} since {self.timestamp}"
+
+
+def say(message: str) -> None:
+    print(f"kns recover: {message}", file=sys.stderr, flush=True)
+
+
+def file_backend(env: Mapping[str, str]) -> Optional[Path]:
+    url = env.get("PULUMI_BACKEND_URL", "")
+    return Path(os.path.expanduser(url[len("file://"):])) if url.startswith("file://") else None
+
+
+def stack_locks(backend: Path, project: str, stack: str) -> list[Lock]:
+    """The lock files of a file backend's stack (.pulumi/locks/<org>/<project>/<stack>/)."""
+    locks = []
+    for path in sorted((backend / ".pulumi" / "locks").glob(f"*/{project}/{stack}/*.json")):
+        try:
+            content = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            content = {}
+        locks.append(Lock(path, int(content.get("pid") or 0), str(content.get("hostname", "?")),
+                          str(content.get("username", "?")), str(content.get("timestamp", "?"))))
+    return locks
+
+
+def running_here(lock: Lock) -> bool:
+    """The lock's process is a live pulumi on this host."""
+    if lock.hostname != socket.gethostname() or lock.pid <= 0:
+        return False
+    try:
+        name = Path(f"/proc/{lock.pid}/comm").read_text().strip()
+        state = Path(f"/proc/{lock.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z" and name.startswith("pulumi")
+
+
+def release_lock(project_dir: Path, project: str, stack: str, env: Mapping[str, str], force: bool) -> None:
+    backend = file_backend(env)
+    if backend is None:
+        if force:
+            say("step 1/5: --force: pulumi cancel")
+            pulumi(["cancel", "--yes", stack], project_dir, env, "step 1/5 (cancel)")
+        else:
+            say("step 1/5: not a file backend: a lock left by the interrupted run is released with --force")
+        return
+    locks = stack_locks(backend, project, stack)
+    if not locks:
+        say("step 1/5: the stack is not locked")
+        return
+    live = [lock for lock in locks if running_here(lock)]
+    if live:
+        raise RecoverFailed(f"an update of stack {stack} is still running ({'; '.join(l.describe() for l in live)}): "
+                            "let it finish, or stop it (kill -INT <pid>) and run `./kns recover` again")
+    elsewhere = [lock for lock in locks if lock.hostname != socket.gethostname()]
+    if elsewhere and not force:
+        raise RecoverFailed(f"stack {stack} is locked from another host ({'; '.join(l.describe() for l in elsewhere)}): "
+                            "once that run is over (a cancelled CI job), run `./kns recover --force`")
+    say(f"step 1/5: removing {len(locks)} stale lock(s) ({'; '.join(l.describe() for l in locks)})")
+    pulumi(["cancel", "--yes", stack], project_dir, env, "step 1/5 (cancel)")
+
+
+def pulumi(args: Sequence[str], project_dir: Path, env: Mapping[str, str], step: str,
+           capture: bool = False) -> subprocess.CompletedProcess:
+    done = subprocess.run(["pulumi", *args, "--non-interactive"], cwd=project_dir, env=dict(env), text=True,
+                          stdout=subprocess.PIPE if capture else None)
+    if done.returncode != 0:
+        raise RecoverFailed(f"{step} failed: pulumi {args[0]} exited {done.returncode} (its messages are above)")
+    return done
+
+
+def kubernetes_types(cfg: PlatformConfig, plans: Sequence[WorkloadPlan], state: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The Kubernetes object types the platform registers: those of the config (plan/inventory)
+    and those in the state; node patches are not objects of the platform."""
+    types = {item.type for item in registrations(cfg, plans)} | {str(r.get("type", "")) for r in state}
+    return {t for t in types if t.startswith("kubernetes:") and not t.endswith("Patch")}
+
+
+def kubectl_resource(type_token: str) -> str:
+    """`kubernetes:apps/v1:Deployment` -> `deployment.v1.apps`; core kinds by name."""
+    _, api, kind = type_token.split(":")
+    group, _, version = api.rpartition("/")
+    return kind.lower() if group == "core" else f"{kind.lower()}.{version}.{group}"
+
+
+def type_token(obj: Mapping[str, Any]) -> str:
+    group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
+    return f"kubernetes:{group or 'core'}/{version}:{obj.get('kind')}"
+
+
+def object_id(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else str(meta.get("name"))
+
+
+def state_resources(project_dir: Path, stack: str, env: Mapping[str, str], step: str) -> list[dict[str, Any]]:
+    done = pulumi(["stack", "export", "--stack", stack], project_dir, env, step, capture=True)
+    return list((json.loads(done.stdout).get("deployment") or {}).get("resources") or [])
+
+
+@contextmanager
+def kubectl_access(cfg: PlatformConfig, project_dir: Path, stack: str, env: Mapping[str, str]) -> Iterator[list[str]]:
+    """kubectl's arguments for the stack's cluster: its kubeconfig (a path, or inline text,
+    secret or not, written to a private temporary file) and context."""
+    args: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="kns-recover-") as tmp:
+        value = cfg.cluster.kubeconfig
+        if value == SECRET_PLACEHOLDER:
+            done = pulumi(["config", "get", "--path", "kns:cluster.kubeconfig", "--stack", stack], project_dir, env,
+                          "reading kns:cluster.kubeconfig", capture=True)
+            value = done.stdout.rstrip("\n")
+        if value:
+            if kubeconfig_rules.is_inline(value):
+                path = Path(tmp) / "kubeconfig"
+                path.touch(mode=0o600)
+                path.write_text(value, encoding="utf-8")
+            else:
+                path = kubeconfig_rules.resolve_path(value, project_dir)
+            args += ["--kubeconfig", str(path)]
+        if cfg.cluster.context:
+            args += ["--context", cfg.cluster.context]
+        yield args
+
+
+def kubectl(access: Sequence[str], *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    try:
+        done = subprocess.run(["kubectl", *access, *args], capture_output=True, text=True, timeout=300)
+    except FileNotFoundError:
+        raise RecoverFailed("recovering a stack on a cluster needs kubectl on PATH") from None
+    if check and done.returncode != 0:
+        raise RecoverFailed(f"kubectl {args[0]} failed: {done.stderr.strip()}")
+    return done
+
+
+def labelled(access: Sequence[str], cluster: str, types: set[str]) -> list[dict]:
+    """Every object of the given types that carries the stack's cluster label."""
+    found = []
+    for token in sorted(types):
+        done = kubectl(access, "get", kubectl_resource(token), "--all-namespaces", "-l", f"{LABEL_CLUSTER}={cluster}",
+                       "-o", "json", check=False)
+        if done.returncode != 0:
+            if "the server doesn't have a resource type" in done.stderr:
+                continue  # its CRD is not installed: no object of it can exist
+            raise RecoverFailed(f"kubectl get {kubectl_resource(token)} failed: {done.stderr.strip()}")
+        for obj in json.loads(done.stdout).get("items") or []:
+            obj.setdefault("apiVersion", token.split(":")[1].replace("core/", ""))
+            obj.setdefault("kind", token.split(":")[2])
+            found.append(obj)
+    return found
+
+
+def orphans(access: Sequence[str], cluster: str, types: set[str], state: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """The platform's objects in the cluster that the state does not hold."""
+    owned = {(str(r.get("type")), str(r.get("id"))) for r in state}
+    return [obj for obj in labelled(access, cluster, types)
+            if not obj["metadata"].get("ownerReferences") and not obj["metadata"].get("deletionTimestamp")
+            and (type_token(obj), object_id(obj)) not in owned]
+
+
+def wait_until_gone(access: Sequence[str], objects: Sequence[dict], what: str) -> None:
+    deadline = time.monotonic() + SWEEP_TIMEOUT
+    while True:
+        left = [obj for obj in objects if kubectl(access, "get", kubectl_resource(type_token(obj)), obj["metadata"]["name"],
+                                                  *(["--namespace", obj["metadata"]["namespace"]]
+                                                    if obj["metadata"].get("namespace") else []),
+                                                  "--ignore-not-found", "-o", "name").stdout.strip()]
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise RecoverFailed(f"{what}: still there after {SWEEP_TIMEOUT}s: "
+                                + ", ".join(f"{o['kind']} {object_id(o)}" for o in left))
+        time.sleep(2)
+
+
+def settle_deletions(access: Sequence[str], cluster: str, types: set[str]) -> int:
+    """Wait for the platform's objects that are being deleted (a namespace waits for its
+    content) to be gone: refreshed while still there, one would stay in the state, and the
+    objects to be created in it would fail once it is gone."""
+    deleting = [obj for obj in labelled(access, cluster, types) if obj["metadata"].get("deletionTimestamp")]
+    for obj in deleting:
+        say(f"step 2/5: waiting for {obj['kind']} {object_id(obj)} to finish being deleted")
+    wait_until_gone(access, deleting, "step 2/5 (deletions in progress)")
+    return len(deleting)
+
+
+def sweep(access: Sequence[str], cluster: str, types: set[str], state: Sequence[Mapping[str, Any]]) -> int:
+    found = orphans(access, cluster, types, state)
+    for obj in found:
+        meta = obj["metadata"]
+        say(f"step 4/5: deleting {obj['kind']} {object_id(obj)}: labelled {LABEL_CLUSTER}={cluster}, not in the stack")
+        scope = ["--namespace", meta["namespace"]] if meta.get("namespace") else []
+        kubectl(access, "delete", kubectl_resource(type_token(obj)), meta["name"], *scope, "--wait=false",
+                "--ignore-not-found")
+    wait_until_gone(access, found, "step 4/5 (sweep)")
+    return len(found)
+
+
+def run_recover(project_dir: Path, cfg: PlatformConfig, plans: Sequence[WorkloadPlan], stack: str,
+                environ: Mapping[str, str], force: bool = False) -> int:
+    """Recover the stack (the module's steps); 0 once a no-change preview is clean."""
+    started = time.monotonic()
+    env = engine.engine_environment(project_dir, stack, (), engine.toolchain(), environ)
+    engine.select_stack(project_dir, stack, env)
+    project = engine.project_name(project_dir)
+    release_lock(project_dir, project, stack, env, force)
+    before = state_resources(project_dir, stack, env, "reading the state")
+    with kubectl_access(cfg, project_dir, stack, env) as access:
+        types = kubernetes_types(cfg, plans, before)
+        if not cfg.cluster.render_dir:
+            settle_deletions(access, cfg.cluster.name, types)
+        say("step 2/5: pulumi refresh --clear-pending-creates (the state made to match the cluster)")
+        pulumi(["refresh", "--yes", "--skip-preview", "--clear-pending-creates", "--stack", stack], project_dir, env,
+               "step 2/5 (refresh)")
+
+        say("step 3/5: pulumi up (the config applied, as `make up`)")
+        policy = ["--policy-pack", str(engine.policy_pack(project_dir))]
+        if env.get("KNS_POLICY_CONFIG"):
+            policy += ["--policy-pack-config", env["KNS_POLICY_CONFIG"]]
+        pulumi(["up", "--yes", "--skip-preview", "--stack", stack, *policy], project_dir, env, "step 3/5 (up)")
+
+        if cfg.cluster.render_dir:
+            say("step 4/5: the stack renders manifests (kns:cluster.renderDir): no cluster to sweep")
+        else:
+            after = state_resources(project_dir, stack, env, "step 4/5 (reading the state)")
+            swept = sweep(access, cfg.cluster.name, types | kubernetes_types(cfg, plans, after), after)
+            say(f"step 4/5: {swept} object(s) not in the stack deleted")
+
+    say("step 5/5: pulumi preview --expect-no-changes")
+    pulumi(["preview", "--expect-no-changes", "--stack", stack], project_dir, env, "step 5/5 (the no-change check)")
+    say(f"stack {stack} recovered: state, cluster and config agree ({time.monotonic() - started:.0f}s)")
+    return 0
+
