@@ -71,7 +71,8 @@ class Component:
         argv, fds = self.argv, ()
         if self._mount_ns is not None:
             # nsenter enters the namespace and execs the command: the pid stays the command's.
-            argv = [shutil.which("nsenter") or "nsenter", f"--mount=/proc/self/fd/{self._mount_ns}", f"--wd={self.cwd}", "--", *self.argv]
+            argv = [shutil.which("nsenter") or "nsenter", f"--mount=/proc/self/fd/{self._mount_ns}",
+                    f"--wd={self.cwd}", "--", *self.argv]
             fds = (self._mount_ns,)
         log = open(self.state / "logs" / f"{self.name}.log", "ab")
         try:
