@@ -12,7 +12,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from components.cluster import KnsCluster, KnsClusterArgs
+from components.cluster import KnsCluster, KnsClusterArgs, own_declared_fields
 from components.kns_scheduler import KnsScheduler, KnsSchedulerArgs
 from components.kueue import KueueInstall, KueueInstallArgs
 from components.nodepool import NodePool, NodePoolArgs
@@ -51,7 +51,8 @@ except ConfigError as exc:
 cfg = checked.config
 
 cluster = KnsCluster(cfg.cluster.name, KnsClusterArgs(cfg.cluster, PROJECT_DIR))
-on_cluster = pulumi.ResourceOptions(providers=[cluster.provider])
+# Every object on the cluster: through its provider, and owning the fields it declares.
+on_cluster = pulumi.ResourceOptions(providers=[cluster.provider], transformations=[own_declared_fields])
 
 for pool in cfg.node_pools:
     NodePool(pool.name, NodePoolArgs(pool, cfg.cluster.name), on_cluster)

@@ -14,6 +14,19 @@ from .namespace import JobNamespace, JobNamespaceArgs
 
 JOB_TYPE = "kns:workload:Job"
 SCHEDULE_TYPE = "kns:workload:Schedule"
+# What Kueue owns in a queued Job once it exists: the program creates it suspended (and
+# Kueue's webhook keeps it so), then Kueue's controller sets `spec.suspend` false when the
+# queue admits the Job, and true again if it evicts it. A refresh reads Kueue's value; were
+# it compared with the program's, `pulumi preview --refresh` would show every admitted Job
+# as drift, and `pulumi up --refresh` would suspend it again, Kueue unsuspend it, and the
+# next refreshed preview show it again (tests/test_drift.py). Ignored, the field is left
+# out of the apply while Kueue owns it. The CronJob of a queued schedule is not Kueue's.
+KUEUE_OWNED_JOB_FIELDS = ["spec.suspend"]
+
+
+def controller_owned_fields(plan: WorkloadPlan, kind: str) -> list[str]:
+    """The `ignore_changes` of one workload object: the fields a controller owns."""
+    return list(KUEUE_OWNED_JOB_FIELDS) if kind == "Job" and plan.entry.queue is not None else []
 
 
 @dataclass
@@ -48,7 +61,8 @@ class KnsWorkload(pulumi.ComponentResource):
                 object_name,
                 metadata=manifest["metadata"],
                 spec=manifest["spec"],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=guards),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=guards,
+                                            ignore_changes=controller_owned_fields(plan, manifest["kind"])),
             )
             for object_name, manifest in plan.objects.items()
         ]

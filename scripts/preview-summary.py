@@ -50,6 +50,11 @@ OPS: dict[str, tuple[str, str]] = {
     "discard": ("-", "to discard"),
 }
 SAME = "same"
+# `pulumi preview --refresh` reads every resource before it diffs it: one `refresh` step
+# each, then the step the update would take from what was read. The read changes nothing;
+# what it found shows in that second step (an update back to the config for a field
+# changed by hand, a create for an object deleted by hand). So a refresh is not a change.
+READS = frozenset({"refresh"})
 # The engine's halves of a replacement; folded into one `replace` row per resource.
 REPLACE_PARTS = frozenset({"create-replacement", "delete-replaced", "discard-replaced"})
 # Halves of an import-replacement, read-replacement: folded likewise.
@@ -196,6 +201,8 @@ def group_steps(steps: list[dict[str, Any]]) -> tuple[dict[str, Section], Sectio
     replaced: set[str] = set()
     for step in steps:
         change = to_change(step)
+        if change.op in READS:
+            continue
         if change.op == "replace":
             if change.urn in replaced:
                 continue

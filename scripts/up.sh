@@ -3,7 +3,8 @@
 #   scripts/up.sh up       pulumi up --yes, then say where the manifests are
 #   scripts/up.sh preview  pulumi preview --diff
 # Both run the policy pack of policy/ (docs/policy.md); KNS_POLICY_CONFIG names a
-# --policy-pack-config file.
+# --policy-pack-config file. KNS_REFRESH=true refreshes first: objects changed or deleted
+# by hand show as drift (preview) and are restored (up) (docs/operations.md).
 # The engine runs with the settings of scripts/lib/engine.sh (each one overridable).
 # Overridable: KNS_STACK, PULUMI_BACKEND_URL (default: a file:// backend in .pulumi-state),
 # PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE (default: the dev passphrase).
@@ -34,6 +35,10 @@ if ! pulumi stack select "$stack" --non-interactive >/dev/null 2>&1; then
   pulumi stack init "$stack" --non-interactive >/dev/null
 fi
 
+refresh=()
+if [ "${KNS_REFRESH:-false}" = true ]; then
+  refresh=(--refresh)
+fi
 policy=(--policy-pack policy)
 if [ -n "${KNS_POLICY_CONFIG:-}" ]; then
   policy+=(--policy-pack-config "$KNS_POLICY_CONFIG")
@@ -41,7 +46,7 @@ fi
 
 case "$action" in
   up)
-    pulumi up --yes --non-interactive --diff "${policy[@]}"
+    pulumi up --yes --non-interactive --diff ${refresh[@]+"${refresh[@]}"} "${policy[@]}"
     render_dir=$(pulumi config get --path kns:cluster.renderDir 2>/dev/null || true)
     echo
     if [ -n "$render_dir" ] && [ -d "$render_dir" ]; then
@@ -53,7 +58,7 @@ case "$action" in
     echo "Outputs: pulumi stack output --json (namespaces, schedules, packingSchedulerName, nodePools)"
     ;;
   preview)
-    pulumi preview --diff --non-interactive "${policy[@]}"
+    pulumi preview --diff --non-interactive ${refresh[@]+"${refresh[@]}"} "${policy[@]}"
     ;;
   *)
     echo "usage: scripts/up.sh up|preview" >&2

@@ -50,6 +50,7 @@ def up_sh(tmp_path):
     pulumi = stub_bin / "pulumi"
     pulumi.write_text('#!/usr/bin/env bash\n'
                       '{ printf "%s" "$1"; env | grep "^PULUMI_" | sort | tr "\\n" " "; echo; } >>"$KNS_STUB_LOG"\n'
+                      'echo "$@" >>"$KNS_STUB_LOG.args"\n'
                       '[ "$1" != config ]\n')
     pulumi.chmod(pulumi.stat().st_mode | stat.S_IEXEC)
     return tmp_path
@@ -77,6 +78,17 @@ def test_up_sh_runs_up_and_preview_with_the_engine_settings(up_sh):
         assert {key: ran[action].get(key) for key in TUNED} == TUNED
     ran = calls(up_sh, "up", PULUMI_PARALLEL="4", PULUMI_SKIP_CHECKPOINTS="false")
     assert ran["up"]["PULUMI_PARALLEL"] == "4" and ran["up"]["PULUMI_SKIP_CHECKPOINTS"] == "false"
+
+
+def test_kns_refresh_makes_up_and_preview_refresh_first(up_sh):
+    """KNS_REFRESH=true: `make preview` shows drift and `make up` restores it (docs/operations.md)."""
+    args = up_sh / "pulumi.log.args"
+    for given, expected in (({}, False), ({"KNS_REFRESH": "true"}, True)):
+        for action in ("up", "preview"):
+            calls(up_sh, action, **given)
+            ran = [line.split() for line in args.read_text().splitlines() if line.split()[0] == action]
+            args.unlink()
+            assert len(ran) == 1 and ("--refresh" in ran[0]) == expected, ran
 
 
 @pytest.fixture(scope="module")

@@ -291,7 +291,7 @@ def test_service_and_ingress(kns_run):
     rule = ingress.inputs["spec"]["rules"][0]
     assert rule["host"] == "jobs.kns.example.org"
     assert rule["http"]["paths"][0]["backend"] == {"service": {"name": "kns-scheduler", "port": {"name": "http"}}}
-    assert ingress.metadata["annotations"] == {"pulumi.com/skipAwait": "true"}
+    assert ingress.metadata["annotations"] == {"pulumi.com/skipAwait": "true", "pulumi.com/patchForce": "true"}
 
 
 def test_kns_without_keycloak_or_ingress():

@@ -1,0 +1,378 @@
+"""Drift (issue 21): objects the stack manages, edited or deleted by hand, are shown by
+`pulumi preview --refresh` under the entry they belong to (node pools under the platform),
+in the per-entry summary CI prints (scripts/preview-summary.py), and `pulumi up --refresh`
+puts them back; a preview after that has nothing to do.
+
+On a control plane of its own with a small stack: static pools (no Karpenter), a Job, a
+schedule, a namespace entry, and two queued Jobs admitted by Kueue's manager (a process),
+so that a field Kueue owns (a queued Job's `spec.suspend`) is in the stack and must not
+read as drift. Every hand edit goes through kubectl as an operator would make it: a merge
+patch, `kubectl edit`, a server-side apply by another field manager, a delete, `kubectl
+label`, `kubectl taint`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from pulumi.runtime import mocks
+
+from components.cluster import FORCE_ANNOTATION
+from components.workload import KUEUE_OWNED_JOB_FIELDS
+from kns_cli.preview import summary_module
+from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
+from kns_testing.kueue import start_kueue
+from kns_testing.program import dev_stack_config, engine_project, run_program
+from tests.test_e2e import Stack, Watch
+from tests.test_queueing import CONFIG as QUEUED_CONFIG
+from tests.test_queueing import without_queueing
+
+NODES = [("sys-node-1", 8, 0), ("cpu-node-1", 16, 0), ("cpu-node-2", 16, 0), ("gpu-node-1", 32, 8)]
+PASSPHRASE = "kns-local-drift"
+SUMMARY = summary_module()
+# Kueue admits a Job with free quota within seconds; a loaded machine may take longer.
+SLACK = 120
+
+JOBS = [
+    {"name": "cpu-job", "user": "bob", "image": "busybox:1.37", "cpu": 1, "memory": 256, "pool": "compute"},
+    {"name": "gpu-job", "user": "alice", "image": "pytorch:test", "cpu": 2, "memory": "4Gi", "gpus": 1,
+     "pool": "a100"},
+    {"name": "sandbox", "user": "eve", "type": "namespace"},
+    # Queued: created suspended, then Kueue's, which unsuspends them on admission. One on a
+    # pool, one placed by the queue's flavor (Kueue adds the pool's label to its pod template).
+    {"name": "queued", "user": "bob", "image": "busybox:1.37", "cpu": 1, "memory": 256, "pool": "compute",
+     "queue": "batch"},
+    {"name": "queued-anywhere", "user": "bob", "image": "busybox:1.37", "cpu": 1, "memory": 256, "queue": "batch"},
+]
+SCHEDULES = [
+    {"name": "nightly", "user": "bob", "image": "busybox:1.37", "schedule": "0 3 * * *", "timeZone": "Etc/UTC",
+     "cpu": 1, "memory": 256},
+]
+ENTRIES = {e["name"] for e in JOBS + SCHEDULES}
+QUEUED = ("queued", "queued-anywhere")
+
+
+def stack_config(kubeconfig: Path) -> dict:
+    return {
+        "kns:cluster": {"name": "kns-drift", "kubeconfig": str(kubeconfig)},
+        "kns:nodePools": [
+            {"name": "system", "role": "system", "nodes": ["sys-node-1"],
+             "taints": [{"key": "kns.io/system", "value": "true", "effect": "NoSchedule"}]},
+            {"name": "compute", "role": "compute", "nodes": ["cpu-node-1", "cpu-node-2"]},
+            {"name": "a100", "role": "gpu", "nodes": ["gpu-node-1"], "gpu": {"vendor": "nvidia", "perNode": 8}},
+        ],
+        "kns:queueing": {"enabled": True, "install": False},
+        "kns:queues": [{"name": "batch", "quota": {"compute": {"cpu": 8, "memory": "16Gi"}}}],
+        "kns:jobs": JOBS,
+        "kns:schedules": SCHEDULES,
+    }
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with local_cluster(tmp_path_factory.mktemp("drift-cluster"), [node_manifest(*n) for n in NODES]) as live:
+        start_kueue(live)
+        yield live
+
+
+@pytest.fixture(scope="module")
+def jobs(cluster):
+    """Every version of every Job from before the first `up`: whether anything ever
+    suspended a queued Job again after Kueue admitted it."""
+    watch = Watch(cluster, "jobs.batch")
+    yield watch
+    watch.stop()
+
+
+@pytest.fixture(scope="module")
+def stack(cluster, jobs, tmp_path_factory):
+    root = tmp_path_factory.mktemp("drift") / "kns-platform"
+    env = engine_project(root, script("toolchain.sh"), PASSPHRASE, base_env=cluster.env)
+    (root / "Pulumi.local.yaml").write_text(yaml.safe_dump({"config": stack_config(cluster.kubeconfig)},
+                                                           sort_keys=False))
+    live = Stack(root, env)
+    live.pulumi("stack", "init", "local")
+    live.up()
+    for name in QUEUED:  # admitted: from now on `spec.suspend` is Kueue's
+        cluster.wait(lambda name=name: cluster.get("job", name, "-n", f"kns-{name}")["spec"]["suspend"] is False,
+                     SLACK, message=f"Kueue admitted {name}")
+    return live
+
+
+# ---- reading the drift ----------------------------------------------------------------------
+
+
+def drift_preview(stack: Stack):
+    """`pulumi preview --refresh`, summarised as CI summarises a preview: sections by entry."""
+    done = stack.pulumi("preview", "--refresh", "--json", "--show-sames", check=False)
+    preview = json.loads(done.stdout)
+    errors = [d["message"] for d in preview.get("diagnostics") or [] if d.get("severity") == "error"]
+    assert done.returncode == 0 and not errors, (done.returncode, errors, done.stderr[-3000:])
+    return SUMMARY.summarise(preview, "local")
+
+
+def changes(summary) -> dict[str, set[tuple[str, str, str, tuple[str, ...]]]]:
+    """Section (entry name, or Platform) -> its changes as (op, kind, name, fields); only
+    the sections that change."""
+    sections = [*summary.entries, summary.platform]
+    return {s.title: {(c.op, SUMMARY.kind_of(c.type), c.name, c.fields) for c in s.changes}
+            for s in sections if s.changes}
+
+
+def assert_no_drift(stack: Stack) -> None:
+    """A refreshed preview changes nothing in any entry or the platform, and every entry is
+    there to say so (a summary that lost an entry would say nothing about it either)."""
+    summary = drift_preview(stack)
+    assert changes(summary) == {}, SUMMARY.render(summary)
+    assert {s.title for s in summary.entries} == ENTRIES, SUMMARY.render(summary)
+    stack.pulumi("preview", "--expect-no-changes")
+
+
+def repair(stack: Stack) -> None:
+    stack.pulumi("up", "--refresh", "--yes")
+
+
+def never_resuspended(jobs: Watch, cluster: Cluster) -> None:
+    """No queued Job went back to `suspend: true` after its admission (an `up` that fought
+    Kueue would write it, and Kueue unsuspend it again)."""
+    for name in QUEUED:
+        cluster.wait(lambda name=name: jobs.of(f"kns-{name}", name), 30, message=f"the watch saw {name}")
+        values = [obj["spec"].get("suspend") for _, obj in jobs.of(f"kns-{name}", name)]
+        flips = [v for i, v in enumerate(values) if i == 0 or v != values[i - 1]]
+        assert flips == [True, False], (name, values)
+
+
+# ---- no drift --------------------------------------------------------------------------------
+
+
+def test_right_after_up_a_refreshed_preview_shows_nothing_for_any_entry(stack, cluster, jobs):
+    """The baseline every drift test relies on, and the fields controllers own: Kueue has
+    unsuspended the queued Jobs and put its flavor's pool label on the pod template of the
+    one without a pool, neither of which is drift."""
+    for name in QUEUED:
+        assert cluster.get("job", name, "-n", f"kns-{name}")["spec"]["suspend"] is False
+    placed = cluster.get("job", "queued-anywhere", "-n", "kns-queued-anywhere")["spec"]["template"]["spec"]
+    assert placed["nodeSelector"]["kns.io/pool"] == "compute", placed
+    assert_no_drift(stack)
+    repair(stack)  # nothing to repair: an `up --refresh` must not re-suspend them either
+    never_resuspended(jobs, cluster)
+    assert_no_drift(stack)
+
+
+# ---- a quota raised by hand ------------------------------------------------------------------
+
+
+EDITOR = """\
+import sys, yaml
+key, value, path = sys.argv[1], sys.argv[2], sys.argv[3]
+with open(path) as f:
+    obj = yaml.safe_load(f)
+obj["spec"]["hard"][key] = value
+with open(path, "w") as f:
+    yaml.safe_dump(obj, f)
+"""
+
+
+def kubectl_edit(cluster: Cluster, tmp_path: Path, key: str, value: str, *target: str) -> None:
+    """`kubectl edit` with an editor that sets spec.hard[key] (the edit an operator makes)."""
+    editor = tmp_path / "editor.py"
+    editor.write_text(EDITOR)
+    env = {**cluster.env, "KUBE_EDITOR": f"{sys.executable} {editor} {key} {value}"}
+    done = subprocess.run(["kubectl", "edit", *target], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def quota(cluster: Cluster, entry: str) -> dict:
+    return cluster.get("resourcequota", "kns-quota", "-n", f"kns-{entry}")
+
+
+def test_a_quota_raised_by_hand_is_shown_under_its_entry_and_restored(stack, cluster, jobs, tmp_path):
+    """Each way a quota is loosened, on each kind of entry: a value raised by a merge patch
+    (Job), by `kubectl edit` (schedule), by another server-side applier taking the field
+    (namespace entry, queued Job), and a limit deleted (the GPU one: no cap at all)."""
+    before = {entry: quota(cluster, entry) for entry in ("cpu-job", "nightly", "sandbox", "queued", "gpu-job")}
+    cluster.kubectl("patch", "resourcequota", "kns-quota", "-n", "kns-cpu-job", "--type", "merge",
+                    "-p", json.dumps({"spec": {"hard": {"requests.cpu": "64"}}}))
+    kubectl_edit(cluster, tmp_path, "pods", "50", "resourcequota", "kns-quota", "-n", "kns-nightly")
+    for entry, key in (("sandbox", "limits.memory"), ("queued", "requests.memory")):
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=ops-runbook", "-f", "-",
+                        input=json.dumps({"apiVersion": "v1", "kind": "ResourceQuota",
+                                          "metadata": {"name": "kns-quota", "namespace": f"kns-{entry}"},
+                                          "spec": {"hard": {key: "512Gi"}}}))
+    cluster.kubectl("patch", "resourcequota", "kns-quota", "-n", "kns-gpu-job", "--type", "json",
+                    "-p", json.dumps([{"op": "remove", "path": "/spec/hard/requests.nvidia.com~1gpu"}]))
+
+    def update(entry: str, field: str):
+        return {("update", "ResourceQuota", f"{entry}-quota", (field,))}
+
+    assert changes(drift_preview(stack)) == {
+        "cpu-job": update("cpu-job", 'spec.hard["requests.cpu"]'),
+        "nightly": update("nightly", "spec.hard.pods"),
+        "sandbox": update("sandbox", 'spec.hard["limits.memory"]'),
+        "queued": update("queued", 'spec.hard["requests.memory"]'),
+        "gpu-job": update("gpu-job", 'spec.hard["requests.nvidia.com/gpu"]'),
+    }
+    repair(stack)
+    for entry, old in before.items():
+        now = quota(cluster, entry)
+        assert now["spec"]["hard"] == old["spec"]["hard"], entry
+        assert now["metadata"]["uid"] == old["metadata"]["uid"], entry  # put back in place, not recreated
+    never_resuspended(jobs, cluster)
+    assert_no_drift(stack)
+
+
+# ---- a LimitRange deleted by hand ------------------------------------------------------------
+
+
+def test_a_limit_range_deleted_by_hand_is_shown_under_its_entry_and_recreated(stack, cluster, jobs):
+    """Deleted in a Job's, a schedule's, a namespace entry's and a queued Job's namespace:
+    each entry previews the create of its own LimitRange, and `up --refresh` makes it again,
+    as the program declares it."""
+    entries = ("cpu-job", "nightly", "sandbox", "queued-anywhere")
+    before = {e: cluster.get("limitrange", "kns-defaults", "-n", f"kns-{e}") for e in entries}
+    for entry in entries:
+        cluster.kubectl("delete", "limitrange", "kns-defaults", "-n", f"kns-{entry}")
+
+    assert changes(drift_preview(stack)) == {
+        entry: {("create", "LimitRange", f"{entry}-defaults", ())} for entry in entries
+    }
+    repair(stack)
+    for entry, old in before.items():
+        now = cluster.get("limitrange", "kns-defaults", "-n", f"kns-{entry}")
+        assert now["spec"] == old["spec"], entry
+        assert now["metadata"]["uid"] != old["metadata"]["uid"], entry  # made again by `up`
+    never_resuspended(jobs, cluster)
+    assert_no_drift(stack)
+
+
+# ---- node labels and taints changed by hand --------------------------------------------------
+
+
+def node_state(cluster: Cluster, name: str) -> tuple[dict, list]:
+    node = cluster.get("node", name)
+    return node["metadata"].get("labels", {}), node["spec"].get("taints", [])
+
+
+def test_node_labels_and_taints_changed_by_hand_are_shown_under_the_platform_and_restored(stack, cluster, jobs):
+    """On each static pool, a label or taint the pool puts on its node: the pool label
+    removed (compute), the cluster label overwritten (compute, the other node), the GPU
+    taint removed (a100), the system taint's value changed and a taint added beside it
+    (system: a tainted pool owns the node's whole taint list, docs/node-pools.md). Node
+    pools belong to no entry: each shows under Platform as an update of that node's
+    NodePatch, and no entry changes."""
+    names = [n for n, _, _ in NODES]
+    before = {name: node_state(cluster, name) for name in names}
+    assert before["gpu-node-1"][0]["kns.io/pool"] == "a100"
+    assert {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"} in before["gpu-node-1"][1]
+    cluster.kubectl("label", "node", "cpu-node-1", "kns.io/pool-")
+    cluster.kubectl("label", "node", "cpu-node-2", "--overwrite", "kns.io/cluster=elsewhere")
+    cluster.kubectl("taint", "node", "gpu-node-1", "nvidia.com/gpu:NoSchedule-")
+    cluster.kubectl("taint", "node", "sys-node-1", "--overwrite", "kns.io/system=false:NoSchedule")
+    cluster.kubectl("taint", "node", "sys-node-1", "handmade=1:PreferNoSchedule")
+    assert "kns.io/pool" not in node_state(cluster, "cpu-node-1")[0]
+    assert not [t for t in node_state(cluster, "gpu-node-1")[1] if t["key"] == "nvidia.com/gpu"]
+
+    found = changes(drift_preview(stack))
+    assert set(found) == {"Platform"}, found
+    rows = {(op, kind, name): fields for op, kind, name, fields in found["Platform"]}
+    assert set(rows) == {("update", "NodePatch", name) for name in
+                         ("compute.cpu-node-1", "compute.cpu-node-2", "a100.gpu-node-1", "system.sys-node-1")}, rows
+    assert rows[("update", "NodePatch", "compute.cpu-node-1")] == ('metadata.labels["kns.io/pool"]',)
+    assert rows[("update", "NodePatch", "compute.cpu-node-2")] == ('metadata.labels["kns.io/cluster"]',)
+    for name in ("a100.gpu-node-1", "system.sys-node-1"):
+        fields = rows[("update", "NodePatch", name)]
+        assert fields and all(f.startswith("spec.taints") for f in fields), rows
+    repair(stack)
+    for name in names:
+        assert node_state(cluster, name) == before[name], name
+    never_resuspended(jobs, cluster)
+    assert_no_drift(stack)
+
+
+# ---- the program: what a controller owns is not compared (Pulumi mocks) ---------------------
+
+
+@pytest.fixture
+def ignored(monkeypatch):
+    """(type, logical name) -> the `ignoreChanges` the program registered it with: the
+    option reaches the engine in the registration request, which the mock monitor sees."""
+    found: dict[tuple[str, str], list[str]] = {}
+    register = mocks.MockMonitor.RegisterResource
+
+    def recording(self, request):
+        found[(request.type, request.name)] = list(request.ignoreChanges)
+        return register(self, request)
+
+    monkeypatch.setattr(mocks.MockMonitor, "RegisterResource", recording)
+    return found
+
+
+def test_a_queued_jobs_suspend_is_kueues_and_nothing_else_is_ignored(ignored):
+    """Every queued Job (queued by its own key or a profile) ignores exactly `spec.suspend`,
+    and is still created suspended; CronJobs (Kueue manages the Jobs they make, not them),
+    unqueued Jobs and every other object ignore nothing."""
+    run = run_program(QUEUED_CONFIG)
+    jobs = {r.name: r for r in run.of_type("kubernetes:batch/v1:Job")}
+    assert set(jobs) == {"etl", "train", "own-queue"}
+    for name, job in jobs.items():
+        assert ignored[("kubernetes:batch/v1:Job", name)] == KUEUE_OWNED_JOB_FIELDS == ["spec.suspend"]
+        assert job.inputs["spec"]["suspend"] is True
+    assert run.of_type("kubernetes:batch/v1:CronJob")
+    others = {key: value for key, value in ignored.items() if key[0] != "kubernetes:batch/v1:Job" and value}
+    assert others == {}
+
+    ignored.clear()
+    plain = run_program(without_queueing(QUEUED_CONFIG))
+    assert {r.name for r in plain.of_type("kubernetes:batch/v1:Job")} == set(jobs)
+    assert {key: value for key, value in ignored.items() if value} == {}
+
+
+def test_every_object_on_the_cluster_owns_the_fields_it_declares():
+    """Without `pulumi.com/patchForce`, a field changed by hand belongs to kubectl's field
+    manager and `up --refresh` stops on an apply conflict instead of restoring it: every
+    Kubernetes object of the dev stack and of a stack that installs Kueue carries it, and
+    the annotations an object had before are kept."""
+    for run in (run_program(dev_stack_config()), run_program(QUEUED_CONFIG)):
+        objects = [r for r in run.kubernetes if r.custom]
+        assert len(objects) > 40
+        for obj in objects:
+            assert obj.metadata["annotations"][FORCE_ANNOTATION] == "true", (obj.type, obj.name)
+    job = run_program(dev_stack_config()).named("kubernetes:batch/v1:Job", "train-resnet")
+    assert job.metadata["annotations"]["pulumi.com/skipAwait"] == "true"
+
+
+# ---- the summary of a refreshed preview --------------------------------------------------------
+
+
+def test_the_summary_of_a_refreshed_preview_shows_only_what_the_update_would_do():
+    """`preview --refresh --json` lists a `refresh` step (a read) for every resource before
+    the step the update takes: only the latter is a change, so an entry whose objects
+    are as declared is unchanged, and a drifted one shows the update or create that
+    restores it."""
+    entry_type = "urn:pulumi:local::kns-platform::kns:workload:Job"
+
+    def steps(urn: str, op: str = "same", **extra) -> list[dict]:
+        return [{"op": "refresh", "urn": urn}, {"op": op, "urn": urn, **extra}]
+
+    def child(entry: str, kind: str, suffix: str) -> str:
+        return f"{entry_type}$kns:workload:JobNamespace$kubernetes:core/v1:{kind}::{entry}-{suffix}"
+
+    preview = {"changeSummary": {"same": 5, "update": 1, "create": 1}, "steps": [
+        *(step for entry in ("clean", "raised", "deleted") for step in steps(f"{entry_type}::{entry}")),
+        *steps(child("clean", "ResourceQuota", "quota")),
+        *steps(child("raised", "ResourceQuota", "quota"), "update",
+               detailedDiff={'spec.hard["requests.cpu"]': {"kind": "update"}}),
+        *steps(child("deleted", "LimitRange", "defaults"), "create"),
+    ]}
+    summary = SUMMARY.summarise(preview, "local")
+    assert changes(summary) == {
+        "raised": {("update", "ResourceQuota", "raised-quota", ('spec.hard["requests.cpu"]',))},
+        "deleted": {("create", "LimitRange", "deleted-defaults", ())},
+    }
+    assert {s.title: s.same for s in summary.entries} == {"clean": 2, "raised": 1, "deleted": 1}
+    assert "refresh" not in SUMMARY.render(summary)
