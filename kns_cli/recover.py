@@ -11,8 +11,8 @@ The steps, each of which is safe to repeat:
    on this host, a lock whose process is gone is stale and removed (`pulumi cancel`).
 2. **Refresh** (`pulumi refresh --clear-pending-creates`): the state is made to match the
    cluster, once the platform's objects that are being deleted are gone (a namespace the
-   interrupted run deleted would otherwise stay in the state while it terminates). An object the interrupted run deleted leaves the state; a create it left
-   pending is dropped from the state (the next step creates it again: the Kubernetes
+   interrupted run deleted would otherwise stay in the state while it terminates). An
+   object the interrupted run deleted leaves the state; a create it left pending is dropped from the state (the next step creates it again: the Kubernetes
    provider creates with server-side apply, an upsert, so the object that may exist is
    adopted, not duplicated).
 3. **Up**: the config applied as `make up` applies it (the engine settings of
@@ -128,8 +128,7 @@ def release_lock(project_dir: Path, project: str, stack: str, env: Mapping[str, 
 
 def pulumi(args: Sequence[str], project_dir: Path, env: Mapping[str, str], step: str,
            capture: bool = False) -> subprocess.CompletedProcess:
-    done = subprocess.run(["pulumi", *args, "--non-interactive"], cwd=project_dir, env=dict(env), text=True,
-                          stdout=subprocess.PIPE if capture else None)
+    done = engine._pulumi(args, project_dir, env, stdout=subprocess.PIPE if capture else None)
     if done.returncode != 0:
         raise RecoverFailed(f"{step} failed: pulumi {args[0]} exited {done.returncode} (its messages are above)")
     return done
@@ -223,13 +222,17 @@ def orphans(access: Sequence[str], cluster: str, types: set[str], state: Sequenc
             and (type_token(obj), object_id(obj)) not in owned]
 
 
+def scope(obj: Mapping[str, Any]) -> list[str]:
+    """kubectl's namespace arguments for one object (none for a cluster-scoped one)."""
+    namespace = (obj.get("metadata") or {}).get("namespace")
+    return ["--namespace", namespace] if namespace else []
+
+
 def wait_until_gone(access: Sequence[str], objects: Sequence[dict], what: str) -> None:
     deadline = time.monotonic() + SWEEP_TIMEOUT
     while True:
         left = [obj for obj in objects if kubectl(access, "get", kubectl_resource(type_token(obj)), obj["metadata"]["name"],
-                                                  *(["--namespace", obj["metadata"]["namespace"]]
-                                                    if obj["metadata"].get("namespace") else []),
-                                                  "--ignore-not-found", "-o", "name").stdout.strip()]
+                                                  *scope(obj), "--ignore-not-found", "-o", "name").stdout.strip()]
         if not left:
             return
         if time.monotonic() > deadline:
@@ -252,10 +255,8 @@ def settle_deletions(access: Sequence[str], cluster: str, types: set[str]) -> in
 def sweep(access: Sequence[str], cluster: str, types: set[str], state: Sequence[Mapping[str, Any]]) -> int:
     found = orphans(access, cluster, types, state)
     for obj in found:
-        meta = obj["metadata"]
         say(f"step 4/5: deleting {obj['kind']} {object_id(obj)}: labelled {LABEL_CLUSTER}={cluster}, not in the stack")
-        scope = ["--namespace", meta["namespace"]] if meta.get("namespace") else []
-        kubectl(access, "delete", kubectl_resource(type_token(obj)), meta["name"], *scope, "--wait=false",
+        kubectl(access, "delete", kubectl_resource(type_token(obj)), obj["metadata"]["name"], *scope(obj), "--wait=false",
                 "--ignore-not-found")
     wait_until_gone(access, found, "step 4/5 (sweep)")
     return len(found)

@@ -166,13 +166,17 @@ def stack(cluster, jobs, nodes, pods, nodeclaims, tmp_path_factory):
     live = Stack(root, env)
     live.pulumi("stack", "init", "local")
     live.up()
-    # The packing scheduler runs as a process with exactly the configuration the program
-    # applied (its Deployment's pods cannot run on simulated nodes).
+    start_packing_scheduler(cluster)
+    return live
+
+
+def start_packing_scheduler(cluster: Cluster) -> None:
+    """The packing scheduler as a process with exactly the configuration the program
+    applied (its Deployment's pods cannot run on simulated nodes)."""
     config = cluster.get("configmap", "kns-packing-config", "-n", "kns-system")["data"]["config.yaml"]
     config_path = cluster.state / "kns-packing.yaml"
     config_path.write_text(config)
     script("scheduler-process.sh", str(cluster.state), str(config_path), timeout=300)
-    return live
 
 
 # ---- the stack ---------------------------------------------------------------------------

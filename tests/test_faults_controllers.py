@@ -27,7 +27,7 @@ from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
 from kns_testing.faults import Component
 from kns_testing.kueue import start_kueue
 from kns_testing.program import ROOT
-from tests.test_e2e import Stack, Watch, server_time
+from tests.test_e2e import Stack, Watch, server_time, start_packing_scheduler
 from tests.test_e2e_queueing import condition, project, run_for
 
 NODES = [("cpu-node-1", 16, 0), ("cpu-node-2", 16, 0), ("queue-node-1", 16, 0)]
@@ -104,11 +104,7 @@ def watches(cluster):
 def stack(cluster, watches, tmp_path_factory) -> Stack:
     live = project(tmp_path_factory, cluster, "faults", base_config(cluster))
     live.up()
-    # The packing scheduler as a process with exactly the configuration the program applied.
-    config = cluster.get("configmap", "kns-packing-config", "-n", "kns-system")["data"]["config.yaml"]
-    path = cluster.state / "kns-packing.yaml"
-    path.write_text(config)
-    script("scheduler-process.sh", str(cluster.state), str(path), timeout=300)
+    start_packing_scheduler(cluster)
     return live
 
 
