@@ -56,6 +56,14 @@ class Component:
                 return
             time.sleep(0.1)
 
+    def pause(self) -> None:
+        """Stop the process without ending it (SIGSTOP), as a hung component: it keeps its
+        connections and does no work until `resume`."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+
     def _signal(self, sig: int) -> None:
         try:
             os.killpg(self.pid, sig)

@@ -60,16 +60,26 @@ CLI_LDFLAGS="-X $SDK_MOD/go/common/version.Version=v$PULUMI_VERSION"
 K8S_LDFLAGS="-X $K8S_MOD/pkg/version.Version=$PULUMI_KUBERNETES_VERSION"
 GO_TAGS=osusergo,grpcnotrace
 
+# The provider is built with scripts/patches/pulumi-kubernetes-provider.patch applied
+# (docs/operations.md, "The provider patch"): the patch's hash keys the cached binary, and a
+# stamp beside the installed plugin says which patch it carries, so a changed patch rebuilds.
+provider_patch=$repo_root/scripts/patches/pulumi-kubernetes-provider.patch
+[[ -r $provider_patch ]] || die "cannot read the provider patch $provider_patch"
+PROVIDER_PATCH_REV=$(sha256sum "$provider_patch" | cut -c1-16)
+
 key_dir=$tools_root/pulumi-$PULUMI_VERSION-k8s-$PULUMI_KUBERNETES_VERSION
 bin_dir=$key_dir/bin
-provider_cache=$key_dir/provider/pulumi-resource-kubernetes
+provider_cache=$key_dir/provider-$PROVIDER_PATCH_REV/pulumi-resource-kubernetes
 host_kind_file=$bin_dir/.pulumi-language-python.kind
 
 pulumi_home=${PULUMI_HOME:-$HOME/.pulumi}
 plugin_dir=$pulumi_home/plugins/resource-kubernetes-v$PULUMI_KUBERNETES_VERSION
 
+provider_stamp=$plugin_dir/.kns-provider-patch
+
 provider_installed() {
-  [[ -x $plugin_dir/pulumi-resource-kubernetes && ! -e $plugin_dir.partial ]]
+  [[ -x $plugin_dir/pulumi-resource-kubernetes && ! -e $plugin_dir.partial &&
+    $(cat "$provider_stamp" 2>/dev/null) == "$PROVIDER_PATCH_REV" ]]
 }
 
 # --- 1. An installation that is already there -----------------------------------------
@@ -115,11 +125,14 @@ if ((need_cli + need_host + need_exec + need_provider_build > 0)); then
     fi
   fi
 
-  if ((need_cli)); then
+  build_cli() {
     log "building pulumi CLI v$PULUMI_VERSION ..."
     write_wrapper "$work/pulumi-cli" "$PKG_MOD" "v$PULUMI_VERSION" "$pkg_gomod"
     go_build "$work/pulumi-cli" "$bin_dir/pulumi" "$GO_TAGS" "$CLI_LDFLAGS" "$PKG_MOD/cmd/pulumi"
-    log "built $bin_dir/pulumi"
+  }
+  # The CLI, the language host and the provider are independent builds: side by side.
+  if ((need_cli)); then
+    parallel "pulumi CLI" build_cli
   else
     log "cached pulumi CLI v$PULUMI_VERSION in $bin_dir"
   fi
@@ -133,7 +146,7 @@ if ((need_cli + need_host + need_exec + need_provider_build > 0)); then
     log "cached pulumi-language-python-exec in $bin_dir"
   fi
 
-  if ((need_host)); then
+  build_host() {
     built_host=
     if [[ $host_mode != minimal ]]; then
       # The host module is untagged: use the pseudo-version of the pulumi commit. Ask the
@@ -166,11 +179,15 @@ if ((need_cli + need_host + need_exec + need_provider_build > 0)); then
       echo "minimal $MINIMAL_HOST_REV" >"$host_kind_file"
     fi
     log "built $bin_dir/pulumi-language-python ($(cat "$host_kind_file"))"
+  }
+  if ((need_host)); then
+    parallel "pulumi-language-python" build_host
   else
     log "cached pulumi-language-python ($(cat "$host_kind_file" 2>/dev/null || echo upstream)) in $bin_dir"
   fi
 
-  if ((need_provider_build)); then
+  build_provider() {
+    local start=$SECONDS
     log "building pulumi-resource-kubernetes v$PULUMI_KUBERNETES_VERSION ($K8S_MOD@$PULUMI_KUBERNETES_PROVIDER_PSEUDO) ..."
     mod_download "$K8S_MOD" "$PULUMI_KUBERNETES_PROVIDER_PSEUDO" ||
       die "cannot download $K8S_MOD@$PULUMI_KUBERNETES_PROVIDER_PSEUDO from the Go module proxy" \
@@ -191,11 +208,19 @@ for r in json.load(sys.stdin).get("Replace") or []:
 ' | while read -r local_mod; do
       (cd "$src" && go mod edit -dropreplace="$local_mod")
     done
+    # The patch must apply cleanly to this exact source, and its own test must pass.
+    (cd "$src" && git apply --check -p1 "$provider_patch" 2>&1 && git apply -p1 "$provider_patch") >&2 ||
+      die "$provider_patch does not apply to $K8S_MOD@$PULUMI_KUBERNETES_PROVIDER_PSEUDO: rebase it on that source"
+    log "applied $(basename "$provider_patch") ($PROVIDER_PATCH_REV); testing it ..."
+    (cd "$src" && GOFLAGS=-mod=mod go test -count=1 -run 'Kns' ./pkg/watcher/) >&2 ||
+      die "the test of $provider_patch failed"
     (cd "$src/cmd/pulumi-resource-kubernetes" && VERSION=$PULUMI_KUBERNETES_VERSION GOFLAGS=-mod=mod go run generate.go)
     (cd "$src" && GOFLAGS=-mod=mod go build -trimpath -ldflags "$K8S_LDFLAGS" -o "$provider_cache.tmp" ./cmd/pulumi-resource-kubernetes)
     mv -f "$provider_cache.tmp" "$provider_cache"
-    log "built $provider_cache"
-  fi
+    log "built $provider_cache in $((SECONDS - start))s"
+  }
+  ((need_provider_build == 0)) || parallel "pulumi-resource-kubernetes" build_provider
+  parallel_wait
 fi
 
 [[ -n ${work:-} ]] || log "cached pulumi CLI v$PULUMI_VERSION, pulumi-language-python and exec script in $bin_dir"
@@ -205,10 +230,14 @@ if provider_installed; then
   log "cached kubernetes provider v$PULUMI_KUBERNETES_VERSION in $plugin_dir"
 else
   log "installing kubernetes provider v$PULUMI_KUBERNETES_VERSION into $pulumi_home/plugins ..."
+  # An unpatched or differently patched install of the same version goes first.
+  rm -rf "$plugin_dir" "$plugin_dir.lock" "$plugin_dir.partial"
   # The CLI finds its home from the account database, not $HOME: name the one checked here.
   PULUMI_HOME=$pulumi_home "$bin_dir/pulumi" plugin install resource kubernetes "v$PULUMI_KUBERNETES_VERSION" \
     --file "$provider_cache" >&2
-  provider_installed || die "pulumi plugin install did not produce $plugin_dir/pulumi-resource-kubernetes"
+  [[ -x $plugin_dir/pulumi-resource-kubernetes ]] ||
+    die "pulumi plugin install did not produce $plugin_dir/pulumi-resource-kubernetes"
+  printf '%s\n' "$PROVIDER_PATCH_REV" >"$provider_stamp"
 fi
 
 printf '%s\n' "$bin_dir"

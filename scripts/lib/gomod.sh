@@ -37,17 +37,17 @@ die() { printf '%s: error: %s\n' "$KNS_SCRIPT" "$*" >&2; exit 1; }
 # the checksum database off for that module only (GONOSUMDB, kept for the later builds),
 # and say so.
 mod_download() { # module version
-  local out rc=0
-  out=$(cd "$work" && go mod download -json "$1@$2" 2>"$work/download.err") || rc=$?
+  local out rc=0 err=$work/download.$BASHPID.err # one file per parallel job
+  out=$(cd "$work" && go mod download -json "$1@$2" 2>"$err") || rc=$?
   if ((rc != 0)) && grep -q 'sumdb\|verifying' <<<"$out" && ! grep -q 'not available' <<<"$out"; then
     warn "the checksum database has no entry for $1@$2: fetching it with GONOSUMDB=$1"
     export GONOSUMDB=${GONOSUMDB:+$GONOSUMDB,}$1
     rc=0
-    out=$(cd "$work" && go mod download -json "$1@$2" 2>"$work/download.err") || rc=$?
+    out=$(cd "$work" && go mod download -json "$1@$2" 2>"$err") || rc=$?
   fi
   if ((rc != 0)); then
     { python3 -c 'import json,sys; print(json.loads(sys.stdin.read()).get("Error", ""))' <<<"$out" 2>/dev/null ||
-      printf '%s\n' "$out"; cat "$work/download.err"; } | sed "/^\$/d; s/^/$KNS_SCRIPT:   /" >&2
+      printf '%s\n' "$out"; cat "$err"; } | sed "/^\$/d; s/^/$KNS_SCRIPT:   /" >&2
     return 1
   fi
   IFS=$'\t' read -r MOD_DIR MOD_GOMOD MOD_TIME MOD_HASH < <(python3 -c '
@@ -112,4 +112,26 @@ go_build() { # dir output tags ldflags package
     die "go build of $5 failed"
   mv -f "$2.tmp" "$2"
   log "built $2 in $((SECONDS - start))s"
+}
+
+# Independent builds run side by side (docs/testing.md, "Build time"): a Go build spends much
+# of its time downloading modules and linking on one core, which another build can overlap.
+# `parallel NAME CMD...` starts CMD in a subshell (a `die` there ends only that job);
+# `parallel_wait` waits for every job started and fails naming the ones that failed.
+parallel_pids=() parallel_names=()
+parallel() { # name command...
+  local name=$1
+  shift
+  ("$@") &
+  parallel_pids+=("$!")
+  parallel_names+=("$name")
+}
+
+parallel_wait() {
+  local i failed=()
+  for i in "${!parallel_pids[@]}"; do
+    wait "${parallel_pids[$i]}" || failed+=("${parallel_names[$i]}")
+  done
+  parallel_pids=() parallel_names=()
+  ((${#failed[@]} == 0)) || die "failed: ${failed[*]} (its error is above)"
 }
