@@ -6,7 +6,17 @@ listing every problem, and nothing is applied. See docs/architecture.md.
 """
 
 import os
-from pathlib import Path
+import signal
+
+# Ctrl-C (or a CI cancel) sends SIGINT to the whole process group: the engine cancels the
+# update and stops this program itself, so a program run by a language host (which hands it
+# its config in PULUMI_CONFIG) ignores it rather than dying with a KeyboardInterrupt
+# traceback in the middle of the user's output (docs/operations.md, section 1). The minimal
+# host starts it with SIGINT ignored already; this covers the upstream host too.
+if "PULUMI_CONFIG" in os.environ:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+from pathlib import Path  # noqa: E402
 from typing import Any
 
 import pulumi

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -48,6 +49,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "cannot locate pulumi-language-python: %v\n", err)
 		os.Exit(1)
 	}
+	// Ctrl-C reaches the engine's whole process group; the engine cancels the update and
+	// stops its plugins. Ignored here, SIGINT is ignored by the program this host starts
+	// too (an ignored signal stays ignored across exec, and Python then installs no
+	// KeyboardInterrupt handler), so an interrupted `up` prints no Python traceback.
+	signal.Ignore(os.Interrupt)
 	execScript := filepath.Join(filepath.Dir(self), "pulumi-language-python-exec")
 	if _, err := os.Stat(execScript); err != nil {
 		fmt.Fprintf(os.Stderr, "pulumi-language-python-exec not found next to the language host: %v\n", err)
