@@ -137,24 +137,39 @@ for r in json.load(sys.stdin).get("Replace") or []:
     k8s_ldflags+=" -X $pkg.gitVersion=v$KUBERNETES_VERSION -X $pkg.gitMajor=$k8s_major -X $pkg.gitMinor=$k8s_minor"
     k8s_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date"
   done
-  for c in "${k8s_components[@]}"; do
-    need "$c" || continue
-    go_build "$work/kubernetes" "$bin_dir/$c" notest,grpcnotrace "$k8s_ldflags" "$K8S_MOD/cmd/$c"
-  done
+  # One `go build` of every missing component: the packages they share are compiled once and
+  # the links run side by side.
+  build_k8s() {
+    local c pkgs=() start=$SECONDS
+    for c in "${k8s_components[@]}"; do
+      need "$c" && pkgs+=("$K8S_MOD/cmd/$c")
+    done
+    log "building ${pkgs[*]##*/} ($K8S_MOD@v$KUBERNETES_VERSION) ..."
+    rm -rf "$bin_dir/.k8s.tmp"
+    (cd "$work/kubernetes" && GOFLAGS=-mod=mod "${nice_cmd[@]}" go build -trimpath -tags notest,grpcnotrace \
+      -ldflags "$k8s_ldflags" -o "$bin_dir/.k8s.tmp/" "${pkgs[@]}") || die "go build of ${pkgs[*]} failed"
+    for c in "${pkgs[@]##*/}"; do
+      mv -f "$bin_dir/.k8s.tmp/$c" "$bin_dir/$c"
+    done
+    rm -rf "$bin_dir/.k8s.tmp"
+    log "built ${pkgs[*]##*/} in $((SECONDS - start))s"
+  }
+  parallel kubernetes build_k8s
 fi
 
 # --- etcd ------------------------------------------------------------------------------
+# Each of the following is independent of the others: side by side (scripts/lib/gomod.sh).
 if need etcd; then
   # server/v3 replaces its sibling modules (api, client/pkg, client/v3, pkg) with ../...:
   # use the published ones of the same version.
   write_wrapper "$work/etcd" "$ETCD_MOD" "v$ETCD_VERSION" "$etcd_gomod" \
     "go.etcd.io/etcd/api/v3=v$ETCD_VERSION" "go.etcd.io/etcd/client/pkg/v3=v$ETCD_VERSION" \
     "go.etcd.io/etcd/client/v3=v$ETCD_VERSION" "go.etcd.io/etcd/pkg/v3=v$ETCD_VERSION"
-  go_build "$work/etcd" "$bin_dir/etcd" "" "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=v$ETCD_VERSION" "$ETCD_MOD"
+  parallel etcd go_build "$work/etcd" "$bin_dir/etcd" "" "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=v$ETCD_VERSION" "$ETCD_MOD"
 fi
 
 # --- kwok ------------------------------------------------------------------------------
-if need kwok || need kwok-stages; then
+build_kwok() {
   if need kwok; then
     start=$SECONDS
     log "building kwok ($KWOK_MOD/cmd/kwok@v$KWOK_VERSION) ..."
@@ -179,10 +194,13 @@ if need kwok || need kwok-stages; then
   } >"$stages_file.tmp"
   mv -f "$stages_file.tmp" "$stages_file"
   log "wrote $stages_file"
+}
+if need kwok || need kwok-stages; then
+  parallel kwok build_kwok
 fi
 
 # --- Karpenter's kwok cloud provider -------------------------------------------------------
-if need karpenter-kwok; then
+build_karpenter() {
   # The module is its own main module (its replace directives apply): build inside a copy.
   cp -r "$karpenter_dir" "$work/karpenter"
   chmod -R u+w "$work/karpenter"
@@ -196,10 +214,11 @@ if need karpenter-kwok; then
   chmod -R u+w "$karpenter_share"
   printf '%s\n' "$KARPENTER_VERSION" >"$karpenter_share/version"
   log "wrote the Karpenter CRDs to $karpenter_share/crds"
-fi
+}
+need karpenter-kwok && parallel karpenter-kwok build_karpenter
 
 # --- Kueue's manager -----------------------------------------------------------------------
-if need kueue; then
+build_kueue() {
   # Built inside a copy of the module: its own go.mod and go.sum apply (from a wrapper
   # module the checksum of sigs.k8s.io/scheduler-library is missing). The version variables
   # are the ones upstream's Makefile stamps.
@@ -226,6 +245,8 @@ if need kueue; then
   chmod -R u+w "$kueue_share"
   printf '%s\n' "$KUEUE_VERSION" >"$kueue_share/version"
   log "wrote the Kueue CRDs and webhook manifests to $kueue_share"
-fi
+}
+need kueue && parallel kueue build_kueue
+parallel_wait
 
 printf '%s\n' "$bin_dir"

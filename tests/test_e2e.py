@@ -84,7 +84,7 @@ class Watch:
 
 
 def watching(cluster: Cluster, kind: str):
-    """A fixture's body: a `Watch` of `kind` for the session."""
+    """A fixture's body: a `Watch` of `kind` for the module."""
     watch = Watch(cluster, kind)
     yield watch
     watch.stop()
@@ -94,7 +94,7 @@ def server_time(stamp: str) -> datetime:
     return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     with local_cluster(tmp_path_factory.mktemp("cluster"), [node_manifest(*node) for node in NODES]) as live:
         script("karpenter-process.sh", str(live.state), "--instance-types",
@@ -134,29 +134,29 @@ class Stack:
         path.write_text(yaml.safe_dump(document, sort_keys=False))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def jobs(cluster):
     """Every Job change from before the first `up` on (the short-TTL Job is gone soon)."""
     yield from watching(cluster, "jobs.batch")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def nodes(cluster):
     """Every Node change from before the first `up` (Karpenter's nodes come and go)."""
     yield from watching(cluster, "nodes")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def pods(cluster):
     yield from watching(cluster, "pods")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def nodeclaims(cluster):
     yield from watching(cluster, "nodeclaims.karpenter.sh")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def stack(cluster, jobs, nodes, pods, nodeclaims, tmp_path_factory):
     bin_dir = script("toolchain.sh")
     root = tmp_path_factory.mktemp("local") / "kns-platform"
