@@ -232,6 +232,9 @@ def pod_spec_containers(pod_spec: dict[str, Any]) -> tuple[list[dict[str, dict[s
                         item[side][resource] = render(parse(str(amount), kind), kind)
                     except QuantityError as exc:
                         raise PlacementError("podSpec", f"{key}[{index}].resources.{side}.{resource}: {exc}") from None
+            if key == "initContainers":
+                # A native sidecar runs beside the containers: pod_usage adds it, not maxes it.
+                item["sidecar"] = (container or {}).get("restartPolicy") == "Always"
             target.append(item)
     return out
 
@@ -252,9 +255,12 @@ def pod_usage(
     init_containers: list[dict[str, dict[str, str]]],
     limit_range_spec: dict[str, Any],
 ) -> dict[str, dict[str, str]]:
-    """What one pod counts against the quota: containers summed (unset compute resources at
-    the LimitRange defaults, a lone limit also being the request), then the larger of that
-    and each init container, as the scheduler and quota admission count it."""
+    """What one pod counts against the quota, as the scheduler, quota admission and Kueue
+    count it (Kubernetes' pod-requests rules): unset compute resources at the LimitRange
+    defaults, a lone limit also being the request; the containers and every native sidecar
+    (an init container with `restartPolicy: Always`, which keeps running) summed; then the
+    larger of that and each init container's start, which is its own amount plus the
+    sidecars started before it (docs/options.md, "Native sidecars")."""
 
     def effective(item: dict[str, dict[str, str]]) -> dict[str, dict[str, Decimal]]:
         requests = dict(item["requests"])
@@ -271,15 +277,30 @@ def pod_usage(
             for side, values in (("requests", requests), ("limits", limits))
         }
 
+    def add(into: dict[str, Decimal], values: dict[str, Decimal]) -> None:
+        for resource, amount in values.items():
+            into[resource] = into.get(resource, Decimal(0)) + amount
+
     total: dict[str, dict[str, Decimal]] = {"requests": {}, "limits": {}}
     for item in containers:
         for side, values in effective(item).items():
-            for resource, amount in values.items():
-                total[side][resource] = total[side].get(resource, Decimal(0)) + amount
+            add(total[side], values)
+    sidecars: dict[str, dict[str, Decimal]] = {"requests": {}, "limits": {}}
+    starts: dict[str, dict[str, Decimal]] = {"requests": {}, "limits": {}}
     for item in init_containers:
         for side, values in effective(item).items():
-            for resource, amount in values.items():
-                total[side][resource] = max(total[side].get(resource, Decimal(0)), amount)
+            if item.get("sidecar"):
+                add(total[side], values)
+                add(sidecars[side], values)
+                start = dict(sidecars[side])
+            else:
+                start = dict(sidecars[side])
+                add(start, values)
+            for resource, amount in start.items():
+                starts[side][resource] = max(starts[side].get(resource, Decimal(0)), amount)
+    for side, values in starts.items():
+        for resource, amount in values.items():
+            total[side][resource] = max(total[side].get(resource, Decimal(0)), amount)
     return {side: {r: render(a, kind_for_resource(r)) for r, a in values.items()} for side, values in total.items()}
 
 

@@ -427,6 +427,30 @@ def test_pod_spec_limit_range_covers_init_containers_and_unbounded_requests():
     assert limits["default"] == {"cpu": "3", "memory": "2Gi"}
 
 
+def test_native_sidecars_count_beside_the_containers_and_init_containers_after_the_sidecars_before_them():
+    """Kubernetes' pod-requests rules, which the scheduler, quota admission and Kueue apply
+    (docs/options.md, "Native sidecars"): an init container with `restartPolicy: Always`
+    keeps running, so it adds to the containers; an ordinary init container needs its own
+    amount on top of the sidecars started before it."""
+    def container(name, cpu, memory, **extra):
+        amounts = {"cpu": cpu, "memory": memory}
+        return {"name": name, "image": "i", "resources": {"requests": amounts, "limits": amounts}, **extra}
+
+    sidecar = container("proxy", "1", "1Gi", restartPolicy="Always")
+    prep = container("prep", "2500m", "1Gi")
+    main = container("c", "2", "2Gi")
+    hard = {}
+    for order, init in (("sidecar first", [sidecar, prep]), ("prep first", [prep, sidecar])):
+        result = run([{"name": "j", "podSpec": {"initContainers": init, "containers": [main]}}])
+        hard[order] = result.named(QUOTA, "j-quota").inputs["spec"]["hard"]
+    # 2 + 1 running (3 CPU, 3Gi); prep after the sidecar starts with it: 1 + 2.5 CPU.
+    assert {k: hard["sidecar first"][k] for k in ("requests.cpu", "requests.memory", "limits.cpu", "limits.memory")} == {
+        "requests.cpu": "3500m", "requests.memory": "3Gi", "limits.cpu": "3500m", "limits.memory": "3Gi"}
+    # prep before the sidecar starts alone (2.5 CPU): the running pod's 3 CPU is the larger.
+    assert {k: hard["prep first"][k] for k in ("requests.cpu", "requests.memory")} == {
+        "requests.cpu": "3", "requests.memory": "3Gi"}
+
+
 def test_credentials_mount_into_every_container_of_a_pod_spec():
     spec = {"containers": [{"name": "a", "image": "i"}, {"name": "b", "image": "i"}]}
     result = run([{"name": "j", "podSpec": spec, "credentials": ["s3"]}], credentials=CREDENTIALS)

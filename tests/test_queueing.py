@@ -391,6 +391,13 @@ BAD = {
         lambda c: _entry("jobs", "own-queue")(c).update(cpu=30),
         ['kns:jobs[own-queue].queue: queue "adhoc" can never admit its pod (Kueue would keep it waiting): '
          'cpu 30 is more than pool "cpu" can hold: quota 8 + borrowing 16']),
+    "a native sidecar counted beside the containers, not in their maximum": (
+        lambda c: c["jobs"].append({"name": "proxied", "user": "bob", "queue": "adhoc", "podSpec": {
+            "initContainers": [{"name": "proxy", "image": "envoy:1", "restartPolicy": "Always",
+                                "resources": {"limits": {"cpu": 5, "memory": "1Gi"}}}],
+            "containers": [{"name": "main", "image": "busybox:1.37", "resources": {"limits": {"cpu": 20, "memory": "1Gi"}}}]}}),
+        ['kns:jobs[proxied].queue: queue "adhoc" can never admit its pod (Kueue would keep it waiting): '
+         'cpu 25 is more than pool "cpu" can hold: quota 8 + borrowing 16']),
     "an invalid entry naming an unknown queue": (
         lambda c: _entry("jobs", "etl")(c).update(queue="nope", cpu="many"),
         ['kns:jobs[etl].cpu: "many" is not a quantity',
