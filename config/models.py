@@ -623,7 +623,8 @@ class Workload(Model):
                 problems.append(f"{to_camel(field)} cannot set {names.LABEL_POOL}; use pool (it also adds the pool's tolerations)")
         if self.gpu_resource and not self.gpus:
             problems.append(rules.GPU_RESOURCE_NEEDS_GPUS.message)
-        podspec.raise_if_any([((), p) for p in problems] + self._pod_problems())
+        owned = [(("labels", key), rules.PROGRAM_OWNED_LABEL.message) for key in self.labels if key == names.QUEUE_LABEL]
+        podspec.raise_if_any([((), p) for p in problems] + owned + self._pod_problems())
         return self
 
     def generated_names(self) -> dict[str, dict[str, str]]:

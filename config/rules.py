@@ -85,6 +85,8 @@ CONTAINER_RESOURCE = Rule("not a resource a container can ask for (cpu, memory, 
 WHOLE_UNITS = Rule("not a whole number: extended resources (domain/name) are counted in whole units")
 EXACT_RESOURCE = Rule("extended resources and hugepages are requested exactly: request = limit")
 CORE_RESOURCE = Rule("extraResources is for other extended resources")
+# Labels outside kns.io/* that the program sets and relies on (docs/queueing.md).
+PROGRAM_OWNED_LABEL = Rule("is the program's: it sends a queued entry's Jobs to their queue; set queue instead")
 RESERVED_NAME = Rule("the names the program gives are reserved: choose another")
 DERIVED_NAME = Rule("names the program derives from the entries are reserved: rename one of the two")
 

@@ -8,8 +8,9 @@ and to what the program guarantees about the objects it builds:
   **pod rules** on its pod (at least one container, a Job's restart policy, images,
   resources, names, mounts);
 - what the program **keeps**: the object's name and namespace, `ttlSecondsAfterFinished`,
-  `automountServiceAccountToken: false`, every node-selector pair of the pod's placement
-  and the program's own labels stay as built; overrides add no toleration (the pod
+  `automountServiceAccountToken: false`, every node-selector pair of the pod's placement,
+  the program's own labels, a queued Job's queue label and `suspend`, and the pod's
+  `karpenter.sh/do-not-disrupt` stay as built; overrides add no toleration (the pod
   tolerates no more than its pool and the entry's `tolerations`) and change no GPU
   request (GPUs come from `gpus` or the `podSpec`, which place the pod and are held to
   `maxGpus`).
@@ -70,6 +71,17 @@ def kept(before: Mapping[str, Any], placement: str) -> list[tuple[tuple, Any, st
         for key in PROGRAM_LABELS:
             if isinstance(labels, dict) and key in labels:
                 out.append((where + (key,), labels[key], "the program (its own labels)"))
+    # What the queue and the autoscaler rely on: the Job stays in its queue and suspended
+    # until Kueue admits it, and a pod on an autoscaled pool keeps its node.
+    if _at(before, ("metadata", "labels", names.QUEUE_LABEL)) is not _MISSING:
+        out.append((("metadata", "labels", names.QUEUE_LABEL), before["metadata"]["labels"][names.QUEUE_LABEL],
+                    "queue (the Job waits in its queue)"))
+    if _at(before, ("spec", "suspend")) is True:
+        out.append((("spec", "suspend"), True, "queue (Kueue starts the Job when its queue admits it)"))
+    for key, value in names.DO_NOT_DISRUPT.items():
+        where = ("spec", "template", "metadata", "annotations", key)
+        if _at(before, where) == value:
+            out.append((where, value, "the program (the pod keeps the node its autoscaled pool made for it)"))
     return out
 
 

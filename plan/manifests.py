@@ -12,7 +12,7 @@ from config import names, resolve
 from config.loader import PlatformConfig
 from config.models import Schedule, Workload
 
-from . import nodepools, wait
+from . import wait
 from .model import CREDENTIALS_VOLUME, WorkloadPlan, credential_secret_name
 
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
@@ -81,7 +81,7 @@ def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
     if plan.on_autoscaled_pool:
         # Karpenter must not move a pod it provisioned for: a primed pod holds its warm node
         # until the start, a batch pod until it ends (docs/autoscaling.md).
-        annotations.update(nodepools.DO_NOT_DISRUPT)
+        annotations.update(names.DO_NOT_DISRUPT)
     if annotations:
         metadata["annotations"] = annotations
     if entry.pod_spec is not None:

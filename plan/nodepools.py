@@ -16,8 +16,6 @@ from config.names import LABEL_CLUSTER, MANAGED_BY
 
 API_VERSION = "karpenter.sh/v1"
 KIND = "NodePool"
-# On the pods of an autoscaled pool: Karpenter neither consolidates nor drifts their node away.
-DO_NOT_DISRUPT = {"karpenter.sh/do-not-disrupt": "true"}
 
 
 def autoscale_summary(pool: NodePool) -> Optional[dict[str, Any]]:

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from config import rules
+from config import names, rules
 from kns_testing import apiserver
 from kns_testing.program import run_program
-from tests.test_pod_classes import expected_text, program_text, validate_text
+from tests.test_pod_classes import expected_text, program_text, refused, validate_text
 
 NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
 PATCH = "kubernetes:core/v1:NodePatch"
@@ -329,6 +329,23 @@ def test_a_bad_autoscale_is_a_config_error_through_both_doors(tmp_path, capsys, 
     assert any(line.startswith(path + ": ") and fragment in line for line in lines), (path, fragment, text)
     assert validate_text(tmp_path, config, capsys) == text
     assert expected_text(lines) == text
+
+
+def test_an_override_cannot_take_do_not_disrupt_from_a_pod_on_an_autoscaled_pool(tmp_path, capsys):
+    """Karpenter may consolidate the node of a pod without it: a primed pod would lose its
+    warm node, a running one its work (docs/autoscaling.md)."""
+    config = copy.deepcopy(CONFIG)
+    key = next(iter(names.DO_NOT_DISRUPT))
+    pointer = "/spec/template/metadata/annotations/" + key.replace("/", "~1")
+    for entry in config["jobs"] + config["schedules"]:
+        if entry["name"] in ("burst-job", "warm"):
+            entry["jsonOverrides"] = [{"path": pointer, "value": "false"}]
+    refused(tmp_path, capsys, config, [
+        f'kns:jobs[burst-job].jsonOverrides[0]: {pointer}: is "true", set by the program (the pod keeps the node its '
+        'autoscaled pool made for it); overrides may not change it (they make it "false")',
+        f'kns:schedules[warm].jsonOverrides[0]: {pointer}: is "true", set by the program (the pod keeps the node its '
+        'autoscaled pool made for it); overrides may not change it (they make it "false")',
+    ])
 
 
 def test_an_entry_on_an_invalid_pool_points_at_the_pool_not_at_an_unknown_one(tmp_path, capsys):

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from config import names
+from config import names, rules
 from kns_cli import cli
 from kns_testing import apiserver
 from kns_testing.program import ROOT, pinned_versions, run_program
@@ -398,6 +398,19 @@ BAD = {
             "containers": [{"name": "main", "image": "busybox:1.37", "resources": {"limits": {"cpu": 20, "memory": "1Gi"}}}]}}),
         ['kns:jobs[proxied].queue: queue "adhoc" can never admit its pod (Kueue would keep it waiting): '
          'cpu 25 is more than pool "cpu" can hold: quota 8 + borrowing 16']),
+    "an override taking a queued Job out of its queue": (
+        lambda c: _entry("jobs", "etl")(c).update(jsonOverrides=[
+            {"path": "/metadata/labels/kueue.x-k8s.io~1queue-name", "value": "other"}]),
+        ['kns:jobs[etl].jsonOverrides[0]: /metadata/labels/kueue.x-k8s.io~1queue-name: is "kns", set by queue (the '
+         'Job waits in its queue); overrides may not change it (they make it "other")']),
+    "an override starting a queued Job before its queue admits it": (
+        lambda c: _entry("schedules", "warm")(c).update(jsonOverrides=[{"path": "/spec/suspend", "value": False}]),
+        ["kns:schedules[warm].jsonOverrides[0]: /spec/suspend: is true, set by queue (Kueue starts the Job when its "
+         "queue admits it); overrides may not change it (they make it false)"]),
+    "the queue label among an entry's labels": (
+        lambda c: c["jobs"].append({"name": "sneaky", "user": "bob", "image": "busybox:1.37",
+                                    "labels": {"kueue.x-k8s.io/queue-name": "kns"}}),
+        [f"kns:jobs[sneaky].labels.kueue.x-k8s.io/queue-name: {rules.PROGRAM_OWNED_LABEL.message}"]),
     "an invalid entry naming an unknown queue": (
         lambda c: _entry("jobs", "etl")(c).update(queue="nope", cpu="many"),
         ['kns:jobs[etl].cpu: "many" is not a quantity',
