@@ -78,9 +78,11 @@ def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
     labels = {**entry.labels, **resolve.dynamic_labels(entry, cfg.cluster.name, cfg.stack), **_pod_labels(plan)}
     metadata: dict[str, Any] = {"labels": labels}
     annotations = dict(entry.annotations)
-    if plan.on_autoscaled_pool:
+    if plan.on_autoscaled_pool or (plan.pool is None and any(p.autoscale is not None for p in cfg.node_pools)):
         # Karpenter must not move a pod it provisioned for: a primed pod holds its warm node
-        # until the start, a batch pod until it ends (docs/autoscaling.md).
+        # until the start, a batch pod until it ends (docs/autoscaling.md). A pod without a
+        # pool may land on an autoscaled one too (an untainted pool, a queue's flavor, its
+        # own nodeSelector); on a node Karpenter does not manage the annotation does nothing.
         annotations.update(names.DO_NOT_DISRUPT)
     if annotations:
         metadata["annotations"] = annotations

@@ -122,6 +122,24 @@ def test_workloads_on_an_autoscaled_pool_get_its_placement_and_keep_their_node(r
     assert {t["key"] for t in gpu["tolerations"]} == {"nvidia.com/gpu", "node-role.jarvice.io/jarvice-vcluster"}
 
 
+def test_a_pod_without_a_pool_keeps_its_node_wherever_it_lands():
+    """A pod without a pool may land on an autoscaled pool (an untainted one, a queue's
+    flavor, its own nodeSelector): Karpenter must not consolidate its node either. In a
+    stack without autoscaled pools nothing is added."""
+    entries = [{"name": "anywhere", "user": "bob", "image": "busybox:1.37"},
+               {"name": "own-selector", "user": "bob",
+                "podSpec": {"nodeSelector": {"kns.io/pool": "burst"},
+                            "tolerations": [{"key": "kns.io/burst", "operator": "Exists", "effect": "NoSchedule"}],
+                            "containers": [{"name": "c", "image": "busybox:1.37"}]}}]
+    done = run_program({**CONFIG, "jobs": CONFIG["jobs"] + entries})
+    key = next(iter(names.DO_NOT_DISRUPT))
+    for name in ("anywhere", "own-selector"):
+        assert pod_template(done, "Job", name)["metadata"]["annotations"][key] == "true", name
+    static_only = {**CONFIG, "nodePools": [CONFIG["nodePools"][0]], "jobs": entries[:1], "schedules": []}
+    bare = pod_template(run_program(static_only), "Job", "anywhere")
+    assert key not in (bare["metadata"].get("annotations") or {})
+
+
 def test_the_primer_pod_asks_for_the_whole_workload_on_the_pool(run):
     """What makes Karpenter provision at primer time: the primed pod is the workload's pod,
     with its full requests, the pool's selector and tolerations, from the first minute."""
