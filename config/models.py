@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Annotated, Any, Literal, Optional
+from types import UnionType
+from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -19,6 +20,8 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -28,11 +31,31 @@ from .quantity import MIB, Kind, QuantityError, kind_for_resource, normalise, pa
 
 
 class Model(BaseModel):
-    """Base: camelCase aliases, unknown keys forbidden."""
+    """Base: camelCase aliases, unknown keys forbidden, and no boolean taken for a number
+    (pydantic would read `weight: true` as 1)."""
 
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="forbid", validate_default=True
     )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool) and info.field_name is not None:
+            annotation = cls.model_fields[info.field_name].annotation
+            if _numbers_only(annotation):
+                raise ValueError(rules.BOOLEAN_IS_NOT_A_NUMBER.message)
+        return value
+
+
+def _numbers_only(annotation: Any) -> bool:
+    """Whether a field's type takes numbers and no boolean (int, float, Optional of them)."""
+    if annotation in (int, float):
+        return True
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    if get_origin(annotation) is Annotated:
+        return _numbers_only(args[0])
+    return bool(args) and get_origin(annotation) in (Union, UnionType) and all(_numbers_only(a) for a in args)
 
 
 def _quantity(kind: Kind, allow_zero: bool = False) -> BeforeValidator:
@@ -601,7 +624,7 @@ class Workload(Model):
         problems = []
         container = [to_camel(f) for f in CONTAINER_FIELDS if to_camel(f) in raw or f in raw]
         if raw.get("type") == "namespace":
-            used = container + [k for k in ("podSpec", "jsonOverrides", "credentials") if k in raw]
+            used = container + [k for k in ("podSpec", "jsonOverrides", "credentials", "queue") if k in raw]
             if used:
                 problems.append(f"type namespace runs no workload, so {', '.join(used)} cannot be set")
         elif raw.get("podSpec") is not None and container:
@@ -736,9 +759,13 @@ class Queue(Model):
     borrowing_limit: Optional[PoolResources] = None
     lending_limit: Optional[PoolResources] = None
     preemption: QueuePreemption = Field(default_factory=QueuePreemption)
-    fair_sharing_weight: Optional[Annotated[float, Field(ge=0, allow_inf_nan=False)]] = None
+    fair_sharing_weight: Optional[Annotated[float, Field(ge=0, le=rules.FAIR_SHARING_WEIGHT_MAX,
+                                                        allow_inf_nan=False)]] = None
 
     @model_validator(mode="after")
     def _limits(self) -> "Queue":
-        podspec.raise_if_any(queues.limit_problems(self.quota, self.cohort, self.borrowing_limit, self.lending_limit))
+        found = queues.limit_problems(self.quota, self.cohort, self.borrowing_limit, self.lending_limit)
+        if self.cohort is None and self.preemption.reclaim_within_cohort != "Never":
+            found.append((("preemption", "reclaimWithinCohort"), rules.RECLAIM_NEEDS_COHORT.message))
+        podspec.raise_if_any(found)
         return self

@@ -154,7 +154,8 @@ def apply_profile(entry: Workload, profile: Profile) -> tuple[Workload, list[tup
                 update["image"] = profile.default_image
             else:
                 problems.append(("image", "is required (no matching profile rule sets defaultImage)"))
-    if entry.queue is None and profile.queue is not None:
+    if entry.queue is None and profile.queue is not None and entry.type != "namespace":
+        # A profile's queue is for the workloads it covers: a namespace entry runs none.
         update["queue"] = profile.queue
     if entry.pod_spec is not None:
         # GPUs asked for inside a raw pod spec place the pod like `gpus` does.

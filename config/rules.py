@@ -85,6 +85,11 @@ CONTAINER_RESOURCE = Rule("not a resource a container can ask for (cpu, memory, 
 WHOLE_UNITS = Rule("not a whole number: extended resources (domain/name) are counted in whole units")
 EXACT_RESOURCE = Rule("extended resources and hugepages are requested exactly: request = limit")
 CORE_RESOURCE = Rule("extraResources is for other extended resources")
+# Kueue computes with a fair-sharing weight in thousandths, as an int64: 10^15 stays well inside.
+FAIR_SHARING_WEIGHT_MAX = 10**15
+RECLAIM_NEEDS_COHORT = Rule("reclaims from the other queues of a cohort, and this queue has none "
+                            "(Kueue would ignore it): set cohort, or leave reclaimWithinCohort out")
+BOOLEAN_IS_NOT_A_NUMBER = Rule("true and false are not numbers here: write the number")
 # Labels outside kns.io/* that the program sets and relies on (docs/queueing.md).
 PROGRAM_OWNED_LABEL = Rule("is the program's: it sends a queued entry's Jobs to their queue; set queue instead")
 RESERVED_NAME = Rule("the names the program gives are reserved: choose another")

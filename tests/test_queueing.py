@@ -122,8 +122,8 @@ def test_a_cluster_queue_covers_every_resource_of_its_quota_on_every_pool(run):
 
 def test_each_queued_entry_has_a_local_queue_and_its_jobs_wait_for_admission(run):
     local = of(run, LOCAL_QUEUE)
-    expected = {"etl": "adhoc", "train": "batch", "sandbox": "batch", "own-queue": "adhoc", "warm": "batch",
-                "plain": "batch"}
+    # `sandbox` (type namespace) runs no workload: @ml's queue leaves it out.
+    expected = {"etl": "adhoc", "train": "batch", "own-queue": "adhoc", "warm": "batch", "plain": "batch"}
     assert {name.removesuffix("-queue"): m["spec"]["clusterQueue"] for name, m in local.items()} == expected
     for name, manifest in local.items():
         assert manifest["metadata"]["name"] == names.LOCAL_QUEUE
@@ -171,7 +171,7 @@ def test_the_profile_queue_is_ordered_and_the_entry_own_wins(tmp_path):
 
 def test_every_kueue_object_is_valid_against_the_pinned_crds(run):
     kueue = [r for r in run.resources if r.type.startswith("kubernetes:kueue.x-k8s.io")]
-    assert len(kueue) == 2 + 2 + 6
+    assert len(kueue) == 2 + 2 + 5
     assert apiserver.problems(kueue) == []
 
 
@@ -216,7 +216,7 @@ def test_install_false_registers_queues_but_not_kueue():
     config["queueing"]["install"] = False
     done = run_program(config)
     assert not done.of_type("kns:queueing:Kueue") and not done.of_type(CRD)
-    assert len(done.of_type(CLUSTER_QUEUE)) == 2 and len(done.of_type(LOCAL_QUEUE)) == 6
+    assert len(done.of_type(CLUSTER_QUEUE)) == 2 and len(done.of_type(LOCAL_QUEUE)) == 5
 
 
 def test_the_vendored_manifests_are_the_pinned_version_made_by_the_recorded_command():
@@ -310,6 +310,7 @@ def _entry(section: str, name: str) -> Any:
     return lambda c: next(e for e in c[section] if e["name"] == name)
 
 
+BATCH_INVALID = 'kns:profiles[@ml].queue: queue "batch" is invalid (its problems are listed under kns:queues[batch])'
 BAD = {
     "unknown queue on an entry": (
         lambda c: _entry("jobs", "etl")(c).update(queue="nightly"),
@@ -411,6 +412,20 @@ BAD = {
         lambda c: c["jobs"].append({"name": "sneaky", "user": "bob", "image": "busybox:1.37",
                                     "labels": {"kueue.x-k8s.io/queue-name": "kns"}}),
         [f"kns:jobs[sneaky].labels.kueue.x-k8s.io/queue-name: {rules.PROGRAM_OWNED_LABEL.message}"]),
+    "reclaiming within a cohort without a cohort": (
+        lambda c: (_queue("adhoc")(c).pop("cohort"), _queue("adhoc")(c).pop("lendingLimit"),
+                   _queue("adhoc")(c).update(preemption={"reclaimWithinCohort": "Any"})),
+        [f"kns:queues[adhoc].preemption.reclaimWithinCohort: {rules.RECLAIM_NEEDS_COHORT.message}"] + ADHOC_INVALID),
+    "a boolean for a number": (
+        lambda c: _queue("batch")(c).update(fairSharingWeight=True),
+        [f"kns:queues[batch].fairSharingWeight: {rules.BOOLEAN_IS_NOT_A_NUMBER.message}", BATCH_INVALID]),
+    "a fair-sharing weight past what Kueue computes with": (
+        lambda c: _queue("batch")(c).update(fairSharingWeight=float("1e300")),
+        ["kns:queues[batch].fairSharingWeight: 1e+300 is invalid: input should be less than or equal to "
+         f"{rules.FAIR_SHARING_WEIGHT_MAX}", BATCH_INVALID]),
+    "a queue on a namespace entry": (
+        lambda c: _entry("jobs", "sandbox")(c).update(queue="batch"),
+        ["kns:jobs[sandbox]: type namespace runs no workload, so queue cannot be set"]),
     "an invalid entry naming an unknown queue": (
         lambda c: _entry("jobs", "etl")(c).update(queue="nope", cpu="many"),
         ['kns:jobs[etl].cpu: "many" is not a quantity',
@@ -421,6 +436,14 @@ BAD = {
 @pytest.mark.parametrize("change, lines", list(BAD.values()), ids=list(BAD))
 def test_a_bad_queue_is_a_config_error_through_both_doors(tmp_path, capsys, change, lines):
     refused(tmp_path, capsys, case(change), lines)
+
+
+def test_a_profile_queue_leaves_namespace_entries_out():
+    """A profile's queue is for the workloads it covers; `sandbox` (type namespace, covered
+    by @ml's queue) runs none, so it gets no LocalQueue."""
+    done = run_program(CONFIG)
+    queued = {name for name in of(done, LOCAL_QUEUE)}
+    assert "train-queue" in queued and "sandbox-queue" not in queued
 
 
 def test_an_entry_that_fits_only_by_borrowing_is_accepted():

@@ -238,6 +238,11 @@ def _hoisted_anyof(members: list[dict[str, Any]]) -> dict[str, Any]:
     return out | {"anyOf": flat}
 
 
+# A before-validator of every field that only refuses (a boolean for a number, which the
+# schema's number types refuse already): the field's own schema stands.
+NARROWING_BEFORE = models.Model._no_boolean_numbers.__func__
+
+
 class _Generator(GenerateJsonSchema):
     """pydantic's generator, taught the validators of config.models and lax scalars."""
 
@@ -249,6 +254,8 @@ class _Generator(GenerateJsonSchema):
 
     def function_before_schema(self, schema: core_schema.BeforeValidatorFunctionSchema) -> dict[str, Any]:
         function = schema["function"]["function"]
+        if getattr(function, "__func__", None) is NARROWING_BEFORE:
+            return self.generate_inner(schema["schema"])  # it refuses more, accepts nothing new
         if function not in self.before:
             raise TypeError(
                 f"tools/schema.py does not know the before-validator {getattr(function, '__qualname__', function)}: "
