@@ -293,9 +293,8 @@ def pod_usage(
             if item.get("sidecar"):
                 add(total[side], values)
                 add(sidecars[side], values)
-                start = dict(sidecars[side])
-            else:
-                start = dict(sidecars[side])
+            start = dict(sidecars[side])
+            if not item.get("sidecar"):
                 add(start, values)
             for resource, amount in start.items():
                 starts[side][resource] = max(starts[side].get(resource, Decimal(0)), amount)
