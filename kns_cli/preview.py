@@ -100,14 +100,23 @@ def _pulumi(args: Sequence[str], project_dir: Path, env: Mapping[str, str], **kw
     return subprocess.run(["pulumi", *args, "--non-interactive"], cwd=project_dir, env=dict(env), text=True, **kwargs)
 
 
-def select_stack(project_dir: Path, stack: str, env: Mapping[str, str]) -> None:
-    """`pulumi stack select`, or `init` when the backend has no such stack (as up.sh)."""
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    if _pulumi(["stack", "select", stack], project_dir, env, **quiet).returncode == 0:
+NO_SUCH_STACK = "no stack named"
+
+
+def select_stack(project_dir: Path, stack: str, env: Mapping[str, str], create: bool = True) -> None:
+    """`pulumi stack select`, or `init` when the backend has no such stack (as up.sh). Any
+    other failure (a backend left unreadable by a killed run) is reported, never answered
+    with an `init` that would fail on the stack's lock instead."""
+    done = _pulumi(["stack", "select", stack], project_dir, env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if done.returncode == 0:
         return
+    if not create or NO_SUCH_STACK not in done.stderr:
+        raise PreviewFailed(f"cannot select stack {stack} on {env['PULUMI_BACKEND_URL']}: {done.stderr.strip()}"
+                            + ("" if NO_SUCH_STACK in done.stderr else
+                               " (after an interrupted run: ./kns recover, docs/operations.md)"))
     print(f"kns preview: creating stack {stack} on {env['PULUMI_BACKEND_URL']}", file=sys.stderr)
     if _pulumi(["stack", "init", stack], project_dir, env, stdout=subprocess.DEVNULL).returncode != 0:
-        raise PreviewFailed(f"cannot select or create stack {stack} on {env['PULUMI_BACKEND_URL']}")
+        raise PreviewFailed(f"cannot create stack {stack} on {env['PULUMI_BACKEND_URL']}")
 
 
 def policy_pack(project_dir: Path) -> Path:

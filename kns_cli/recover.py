@@ -9,6 +9,12 @@ The steps, each of which is safe to repeat:
    host stops recovery: that update is still running. A lock from another host (a CI
    runner) is removed only with `--force`, as the operator's word that the run is over;
    on this host, a lock whose process is gone is stale and removed (`pulumi cancel`).
+   Before that, a file backend's half-written attribute files are removed: the storage
+   library under the engine writes `<file>.attrs` (a blob's content type and checksum) in
+   place, not atomically, so a kill in the middle leaves it empty or cut short, and every
+   later command then fails with "failed to load checkpoint: EOF". The blob itself is
+   written to a temporary file and renamed, so it is whole; without its attributes file it
+   reads as before.
 2. **Refresh** (`pulumi refresh --clear-pending-creates`): the state is made to match the
    cluster, once the platform's objects that are being deleted are gone (a namespace the
    interrupted run deleted would otherwise stay in the state while it terminates). An
@@ -74,6 +80,21 @@ def say(message: str) -> None:
 def file_backend(env: Mapping[str, str]) -> Optional[Path]:
     url = env.get("PULUMI_BACKEND_URL", "")
     return Path(os.path.expanduser(url[len("file://"):])) if url.startswith("file://") else None
+
+
+def repair_backend(backend: Path) -> list[Path]:
+    """Remove the attribute files under the backend's `.pulumi/` that are not a JSON object
+    (left cut short by a killed engine: the module's step 1); the paths removed."""
+    removed = []
+    for path in sorted((backend / ".pulumi").rglob("*.attrs")):
+        try:
+            whole = isinstance(json.loads(path.read_text()), dict)
+        except (ValueError, UnicodeDecodeError):
+            whole = False
+        if not whole:
+            path.unlink()
+            removed.append(path)
+    return removed
 
 
 def stack_locks(backend: Path, project: str, stack: str) -> list[Lock]:
@@ -267,7 +288,10 @@ def run_recover(project_dir: Path, cfg: PlatformConfig, plans: Sequence[Workload
     """Recover the stack (the module's steps); 0 once a no-change preview is clean."""
     started = time.monotonic()
     env = engine.engine_environment(project_dir, stack, (), engine.toolchain(), environ)
-    engine.select_stack(project_dir, stack, env)
+    backend = file_backend(env)
+    for path in repair_backend(backend) if backend else ():
+        say(f"step 1/5: removing {path.relative_to(backend)}: cut short by the interrupted run (unreadable JSON)")
+    engine.select_stack(project_dir, stack, env, create=False)
     project = engine.project_name(project_dir)
     release_lock(project_dir, project, stack, env, force)
     before = state_resources(project_dir, stack, env, "reading the state")
@@ -275,9 +299,13 @@ def run_recover(project_dir: Path, cfg: PlatformConfig, plans: Sequence[Workload
         types = kubernetes_types(cfg, plans, before)
         if not cfg.cluster.render_dir:
             settle_deletions(access, cfg.cluster.name, types)
-        say("step 2/5: pulumi refresh --clear-pending-creates (the state made to match the cluster)")
-        pulumi(["refresh", "--yes", "--skip-preview", "--clear-pending-creates", "--stack", stack], project_dir, env,
-               "step 2/5 (refresh)")
+        if cfg.cluster.render_dir:
+            say("step 2/5: the stack renders manifests (kns:cluster.renderDir): no cluster to refresh from; "
+                "the up rewrites them")
+        else:
+            say("step 2/5: pulumi refresh --clear-pending-creates (the state made to match the cluster)")
+            pulumi(["refresh", "--yes", "--skip-preview", "--clear-pending-creates", "--stack", stack], project_dir,
+                   env, "step 2/5 (refresh)")
 
         say("step 3/5: pulumi up (the config applied, as `make up`)")
         policy = ["--policy-pack", str(engine.policy_pack(project_dir))]

@@ -30,7 +30,15 @@ if [ -z "${PULUMI_CONFIG_PASSPHRASE:-}" ] && [ -z "${PULUMI_CONFIG_PASSPHRASE_FI
   export PULUMI_CONFIG_PASSPHRASE=kns-dev-local
 fi
 
-if ! pulumi stack select "$stack" --non-interactive >/dev/null 2>&1; then
+# A new stack is created; any other failure to select (a backend a killed run left
+# unreadable) is shown as it is, with the command that repairs it, never answered with an
+# init that would fail on the stack's lock.
+if ! selected=$(pulumi stack select "$stack" --non-interactive 2>&1 >/dev/null); then
+  if [[ $selected != *"no stack named"* ]]; then
+    echo "$selected" >&2
+    echo "up: cannot select stack $stack on $PULUMI_BACKEND_URL (after an interrupted run: make recover, docs/operations.md)" >&2
+    exit 1
+  fi
   echo "up: creating stack $stack on $PULUMI_BACKEND_URL" >&2
   pulumi stack init "$stack" --non-interactive >/dev/null
 fi

@@ -5,6 +5,7 @@ interrupted updates, is tested end to end in tests/test_faults_engine.py."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import stat
 import subprocess
@@ -13,6 +14,9 @@ from pathlib import Path
 import pytest
 
 from kns_cli import recover
+from kns_testing.program import PROJECT_FILES, ROOT, engine_project
+
+PASSPHRASE = "kns-dev-local"  # the dev stack's committed encryptionsalt belongs to it
 
 
 def test_types_and_ids_as_kubectl_and_the_state_name_them():
@@ -104,3 +108,80 @@ def test_other_backends_are_cancelled_only_with_force(backend):
     assert cancels(log) == []
     recover.release_lock(root, "proj", "dev", env, force=True)
     assert cancels(log) == ["cancel --yes dev --non-interactive"]
+
+
+def test_unreadable_attribute_files_are_removed_and_whole_ones_kept(tmp_path):
+    stacks = tmp_path / ".pulumi" / "stacks" / "proj"
+    stacks.mkdir(parents=True)
+    (stacks / "dev.json.attrs").write_text("")
+    (stacks / "dev.json.bak.attrs").write_text('{"user.cache_control":""')
+    (stacks / "prod.json.attrs").write_text('{"user.content_type":"application/json"}')
+    removed = recover.repair_backend(tmp_path)
+    assert [path.name for path in removed] == ["dev.json.attrs", "dev.json.bak.attrs"]
+    assert sorted(path.name for path in stacks.iterdir()) == ["prod.json.attrs"]
+
+
+@pytest.fixture(scope="module")
+def killed_backend(tmp_path_factory):
+    """A copy of the dev stack, applied once by the real engine, then left as a run killed
+    while it wrote a checkpoint leaves it: the stack file's attributes file cut short (the
+    storage library writes it in place) and the dead run's lock."""
+    toolchain = subprocess.run(["bash", str(ROOT / "scripts" / "toolchain.sh")], capture_output=True, text=True,
+                               timeout=5400)
+    assert toolchain.returncode == 0, f"scripts/toolchain.sh failed:\n{toolchain.stderr[-3000:]}"
+    root = tmp_path_factory.mktemp("killed") / "kns-platform"
+    env = engine_project(root, toolchain.stdout.strip(), PASSPHRASE, files=(*PROJECT_FILES, "Pulumi.dev.yaml"))
+    for args in (["stack", "init", "dev"], ["up", "--yes", "--skip-preview"]):
+        done = subprocess.run(["pulumi", *args, "--non-interactive"], cwd=root, env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+    backend = root.parent / "kns-platform-state"
+    attrs = backend / ".pulumi" / "stacks" / "kns-platform" / "dev.json.attrs"
+    assert attrs.is_file()
+
+    def break_it() -> None:
+        attrs.write_text("")
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        where = backend / ".pulumi" / "locks" / "organization" / "kns-platform" / "dev"
+        where.mkdir(parents=True, exist_ok=True)
+        (where / f"{dead.pid}.json").write_text(json.dumps(
+            {"pid": dead.pid, "username": "ci", "hostname": socket.gethostname(), "timestamp": "2026-11-25T06:00:00Z"}))
+    return root, env, break_it
+
+
+def test_up_sh_on_a_backend_a_killed_run_left_names_the_cause_and_creates_nothing(killed_backend):
+    root, env, break_it = killed_backend
+    break_it()
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "up.sh"), "up"], env={**env, "KNS_STACK": "dev"},
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode != 0
+    assert "failed to load checkpoint: EOF" in done.stderr
+    assert "make recover" in done.stderr
+    assert "creating stack" not in done.stderr and "currently locked" not in done.stderr
+
+
+def test_recover_repairs_a_backend_a_killed_run_left_and_converges(killed_backend):
+    root, env, break_it = killed_backend
+    break_it()
+    done = subprocess.run([str(ROOT / "kns"), "recover", "--stack", "dev", "--project-dir", str(root)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "removing .pulumi/stacks/kns-platform/dev.json.attrs: cut short by the interrupted run" in done.stderr
+    assert re.search(r"removing \d+ stale lock\(s\)", done.stderr)
+    assert not list((root.parent / "kns-platform-state" / ".pulumi" / "locks").rglob("*.json"))
+    assert "recovered: state, cluster and config agree" in done.stderr
+    assert "creating stack" not in done.stderr
+    listed = subprocess.run(["pulumi", "stack", "ls", "--json", "--non-interactive"], cwd=root, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0 and [s["name"] for s in json.loads(listed.stdout)] == ["dev"], listed.stderr
+
+
+def test_recover_refuses_a_stack_the_backend_does_not_have(killed_backend):
+    root, env, _ = killed_backend
+    (root / "Pulumi.other.yaml").write_text((root / "Pulumi.dev.yaml").read_text())
+    done = subprocess.run([str(ROOT / "kns"), "recover", "--stack", "other", "--project-dir", str(root)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode != 0
+    assert "no stack named 'other' found" in done.stderr
+    assert "creating stack" not in done.stderr
