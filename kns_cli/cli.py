@@ -29,17 +29,32 @@ from . import timeline as timeline_module
 from .stack import ROOT, UsageError, check_stack, load_stack
 
 MAX_HOURS = 24 * 62
+# A window shorter than a minute (cron's resolution) has nothing to draw.
+MIN_HOURS = 1 / 60
+# The times the commands reason about: each next run is searched up to 5 years past the
+# previous one (robfig's horizon, config/kcron.py), and a few runs are shown, so the last
+# supported year stays well inside what a date can hold (9999).
+EARLIEST = datetime(1970, 1, 1, tzinfo=timezone.utc)
+LATEST = datetime(9900, 12, 31, 23, 59, tzinfo=timezone.utc)
 
 
 def _instant(text: str) -> datetime:
-    """ISO 8601; without an offset it is UTC."""
+    """ISO 8601; without an offset it is UTC; within EARLIEST..LATEST."""
     try:
         moment = datetime.fromisoformat(text)
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        within = EARLIEST <= moment.astimezone(timezone.utc) <= LATEST
     except ValueError:
         raise argparse.ArgumentTypeError(
             f'"{text}" is not an ISO 8601 time (for example 2026-03-01T00:00Z or 2026-03-01T09:30+01:00)'
         ) from None
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
+    except OverflowError:
+        within = False
+    if not within:
+        raise argparse.ArgumentTypeError(
+            f'"{text}" is outside the times the commands reason about ({EARLIEST:%Y-%m-%d} to {LATEST:%Y-%m-%d}, UTC)')
+    return moment
 
 
 def _hours(text: str) -> float:
@@ -47,8 +62,8 @@ def _hours(text: str) -> float:
         hours = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f'"{text}" is not a number of hours') from None
-    if not 0 < hours <= MAX_HOURS:
-        raise argparse.ArgumentTypeError(f"{text} is outside 0 (excluded) to {MAX_HOURS} hours")
+    if not MIN_HOURS <= hours <= MAX_HOURS:
+        raise argparse.ArgumentTypeError(f"{text} is outside one minute ({MIN_HOURS:.4f}) to {MAX_HOURS} hours")
     return hours
 
 

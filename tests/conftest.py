@@ -1,6 +1,57 @@
+"""The suite's lanes for `make test` (pytest-xdist, two workers; docs/testing.md, "CI time").
+
+The modules that start a local control plane wait most of their time on it (cron minutes,
+Karpenter, Kueue, kills and restarts). They form one work unit, run first and one after
+the other on one worker, so two control planes never run at once. Every other module is a
+work unit of its own (its module-scoped fixtures are set up once), run by the other
+worker meanwhile.
+
+The units are made by a scheduler of our own (`LaneScheduling`): pytest-xdist 3.8's
+`xdist_group` marks do nothing under pytest 9, which no longer reads the node id the mark
+rewrites.
+"""
+
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+CONTROL_PLANE = "control-plane"
+CONTROL_PLANE_MODULES = frozenset({
+    "test_drift.py", "test_e2e.py", "test_e2e_queueing.py", "test_faults_controllers.py", "test_faults_engine.py",
+})
+
+
+def lane(module: str) -> str:
+    """The work unit of a test module's tests."""
+    return CONTROL_PLANE if module in CONTROL_PLANE_MODULES else module.removesuffix(".py")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The control-plane modules first (in file order), so the longest unit starts first."""
+    items.sort(key=lambda item: lane(item.path.name) != CONTROL_PLANE)
+
+
+try:
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:  # pytest runs without xdist too (one worker, file order)
+    LoadScopeScheduling = None
+else:
+    class LaneScheduling(LoadScopeScheduling):
+        """LoadScopeScheduling whose scope is the lane, in collection order."""
+
+        def __init__(self, config, log=None):
+            super().__init__(config, log)
+            config.option.loadscopereorder = False
+
+        def _split_scope(self, nodeid: str) -> str:
+            return lane(Path(nodeid.split("::", 1)[0]).name)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_xdist_make_scheduler(config, log):
+        """Every distributed run keeps the control-plane modules on one worker."""
+        return LaneScheduling(config, log) if config.getvalue("dist") != "each" else None

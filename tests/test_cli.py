@@ -18,6 +18,8 @@ from pathlib import Path
 import pulumi
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from config import cron
 from config.errors import ConfigError
@@ -418,3 +420,44 @@ def test_the_wrapper_without_a_virtualenv_says_how_to_make_one(tmp_path):
     result = kns("validate", cwd=tmp_path, env=env, script=root / "kns")
     assert "no virtualenv at" in result.stderr and "run `make venv`" in result.stderr
     assert result.returncode == 0, result.stderr
+
+
+# ---- extreme times ------------------------------------------------------------------------
+
+OFFSETS = st.integers(-14 * 60, 14 * 60).map(lambda minutes: timezone(timedelta(minutes=minutes)))
+
+
+def at(moment: datetime) -> str:
+    return moment.isoformat()
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(moment=st.datetimes(min_value=cli.EARLIEST.replace(tzinfo=None) + timedelta(days=1),
+                           max_value=cli.LATEST.replace(tzinfo=None) - timedelta(days=1), timezones=OFFSETS),
+       hours=st.floats(cli.MIN_HOURS, cli.MAX_HOURS))
+def test_any_time_in_the_supported_range_is_explained_and_drawn(tmp_path, capsys, moment, hours):
+    code, out, err = main(capsys, "explain", "--now", at(moment))
+    assert code == 0 and "Traceback" not in err, err
+    code, out, err = main(capsys, "timeline", "--start", at(moment), "--hours", repr(hours),
+                          "--output", str(tmp_path / "t.svg"))
+    assert code == 0 and "Traceback" not in err, err
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(moment=st.one_of(st.datetimes(max_value=datetime(1969, 12, 30), timezones=OFFSETS),
+                        st.datetimes(min_value=datetime(9901, 1, 2), timezones=OFFSETS)),
+       command=st.sampled_from([("explain", "--now"), ("timeline", "--start")]))
+def test_a_time_outside_it_is_a_usage_error_naming_the_range(capsys, moment, command):
+    with pytest.raises(SystemExit) as stopped:
+        cli.main([*command, at(moment)])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2
+    assert f'"{at(moment)}" is outside the times the commands reason about (1970-01-01 to 9900-12-31, UTC)' in err
+
+
+@pytest.mark.parametrize("hours", ["1e-300", "0.01", "5e-324", "0", "-0.0", "1489", "1e308", "nan", "inf"])
+def test_a_window_under_a_minute_or_over_the_maximum_is_a_usage_error(capsys, hours):
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["timeline", "--hours", hours])
+    assert stopped.value.code == 2
+    assert f"argument --hours: {hours} is outside one minute (0.0167) to 1488 hours" in capsys.readouterr().err
