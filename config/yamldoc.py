@@ -131,7 +131,7 @@ def _build(node: Node, steps: tuple[Step, ...], problems: list[YamlProblem]) -> 
     if isinstance(node, SequenceNode):
         return [_build(item, (*steps, i), problems) for i, item in enumerate(node.value)]
     if node.style is None and node.tag in _RESOLVED and not _canonical(node):
-        problems.append(YamlProblem(steps, _ambiguous(node.value, node.tag)))
+        problems.append(YamlProblem(steps, _ambiguous(node.tag)))
         return node.value
     return _constructor.construct_object(node, deep=True)
 
@@ -154,8 +154,10 @@ def _canonical(node: ScalarNode) -> bool:
     return bool(pattern and pattern.match(node.value))
 
 
-def _ambiguous(text: str, tag: str) -> str:
-    head = f'{text} is read as {_RESOLVED[tag]} by some YAML readers and as text by others; quote it ("{text}") for the text'
+def _ambiguous(tag: str) -> str:
+    """Said without the value: the reader cannot know whether it is a secret (a token in a
+    job file's env, a client secret), and a problem line ends up in CI logs."""
+    head = f"is read as {_RESOLVED[tag]} by some YAML readers and as text by others; quote the value for the text"
     if tag.endswith(":bool"):
         return head + ", or write true or false"
     if tag.endswith((":int", ":float")):

@@ -154,10 +154,23 @@ def test_yaml_11_scalars_keep_the_text_or_are_refused(tmp_path, capsys):
     root = project(tmp_path, stack_text(with_job_files), job_file("words.yaml", text))
     lines = both(capsys, root)
     base = "jobs/words.yaml:jobs[yaml-words].env"
-    assert problem_at(lines, f"{base}.COUNTRY").startswith('NO is read as a boolean by some YAML readers')
-    assert problem_at(lines, f"{base}.MODE").startswith('0755 is read as an integer by some YAML readers')
-    assert problem_at(lines, f"{base}.START").startswith('12:30 is read as an integer by some YAML readers')
+    assert problem_at(lines, f"{base}.COUNTRY").startswith('is read as a boolean by some YAML readers')
+    assert problem_at(lines, f"{base}.MODE").startswith('is read as an integer by some YAML readers')
+    assert problem_at(lines, f"{base}.START").startswith('is read as an integer by some YAML readers')
     assert not [line for line in lines if line.startswith((f"{base}.RATIO", f"{base}.SIZE", f"{base}.FLAG"))]
+
+
+@pytest.mark.parametrize("value", ["0x1f2e3d4c", "0755123", "0b1010", "12:30:45", "2026-01-01", "yes", ".inf"])
+def test_an_ambiguous_value_is_never_repeated_in_its_problem(tmp_path, capsys, value):
+    """It may be a secret (a client secret, a token in a job file's env) and problem lines
+    reach CI logs: the line names the place and the reading, not the value."""
+    text = ("jobs:\n  - name: yaml-secret\n    user: bob\n    image: busybox:1.37\n"
+            f"    env: {{API_TOKEN: {value}}}\n")
+    stack = stack_text(with_job_files, extra=f"kns:keycloakClientSecret: {value}")
+    lines = both(capsys, project(tmp_path, stack, job_file("secret.yaml", text)))
+    assert problem_at(lines, "jobs/secret.yaml:jobs[yaml-secret].env.API_TOKEN").startswith("is read as ")
+    assert problem_at(lines, "kns:keycloakClientSecret").startswith("is read as ")
+    assert not [line for line in lines if value in line], lines
 
 
 def test_an_ambiguous_scalar_in_the_stack_file_is_one_problem_whichever_reader_delivered_it(tmp_path, capsys):
@@ -169,8 +182,8 @@ def test_an_ambiguous_scalar_in_the_stack_file_is_one_problem_whichever_reader_d
     config["jobs"][0]["cpu"] = 493  # what a YAML 1.2 reader delivers
     code, lines, _ = validate_lines(capsys, root)
     assert code == 1 and lines == program_lines(root, config=config)
-    assert lines[1:] == [f'  - kns:jobs[{FIRST}].cpu: 0755 is read as an integer by some YAML readers and as text by '
-                         'others; quote it ("0755") for the text, or write the number in plain decimal digits']
+    assert lines[1:] == [f'  - kns:jobs[{FIRST}].cpu: is read as an integer by some YAML readers and as text by '
+                         'others; quote the value for the text, or write the number in plain decimal digits']
 
 
 def test_user_no_is_refused_as_ambiguous_and_a_numeric_user_is_its_digits(tmp_path, capsys):
@@ -179,7 +192,7 @@ def test_user_no_is_refused_as_ambiguous_and_a_numeric_user_is_its_digits(tmp_pa
     text = stack_text(users).replace("user: PLACEHOLDER", "user: no")
     lines = both(capsys, project(tmp_path / "no", text))
     name = dev_stack_config()["jobs"][0]["name"]
-    assert problem_at(lines, f"kns:jobs[{name}].user").startswith("no is read as a boolean")
+    assert problem_at(lines, f"kns:jobs[{name}].user").startswith("is read as a boolean")
 
     def uid(config):
         config["profiles"] = {"1001": {"maxCpu": "2"}}
