@@ -64,17 +64,37 @@ def _quantity(kind: Kind, allow_zero: bool = False) -> BeforeValidator:
             canonical = normalise(value, kind, allow_zero=allow_zero)
         except QuantityError as exc:
             raise ValueError(str(exc)) from None
-        if kind is Kind.BYTES and parse(canonical, kind) < MIB:
-            # Under 1Mi is almost surely a unit mistake: the string "4096" is bytes.
-            raise ValueError(f'"{value}" is only {parse(canonical, kind)} bytes; write a number for MiB (4096) or a unit ("4Gi")')
+        problem = _unit_mistake(value, canonical, kind, allow_zero)
+        if problem:
+            raise ValueError(problem)
         return canonical
 
     return BeforeValidator(check)
 
 
+def _unit_mistake(value: object, canonical: str, kind: Kind, allow_zero: bool) -> Optional[str]:
+    """Under 1Mi is almost surely a unit mistake: the string "4096" is bytes (a number is
+    MiB). Zero, where zero is allowed, is meant."""
+    if kind is not Kind.BYTES:
+        return None
+    size = parse(canonical, kind)
+    if size >= MIB or (allow_zero and size == 0):
+        return None
+    return f'"{value}" is only {size} bytes; write a number for MiB (4096) or a unit ("4Gi")'
+
+
 def _resource_map(value: object) -> object:
     """Normalise a {resource name: quantity} map; the kind comes from each key."""
     return _quantities(value, names.resource_name_problem)
+
+
+def _extra_resources(value: object) -> object:
+    """`extraResources`: a resource with a field of its own is named as that first (its
+    value is beside the point: it goes in that field)."""
+    if isinstance(value, dict):
+        podspec.raise_if_any([((str(key),), problem) for key in value
+                              if (problem := podspec.core_resource_problem(str(key)))])
+    return _resource_map(value)
 
 
 def _quantities(value: object, name_problem) -> object:
@@ -88,10 +108,15 @@ def _quantities(value: object, name_problem) -> object:
         if problem:
             problems.append(problem)
             continue
+        kind = kind_for_resource(str(key))
         try:
-            out[str(key)] = normalise(raw, kind_for_resource(str(key)), allow_zero=True)
+            out[str(key)] = normalise(raw, kind, allow_zero=True)
         except QuantityError as exc:
             problems.append(f"{key}: {exc}")
+            continue
+        mistake = _unit_mistake(raw, out[str(key)], kind, allow_zero=True)
+        if mistake:
+            problems.append(f"{key}: {mistake}")
     if problems:
         raise ValueError("; ".join(problems))
     return out
@@ -586,7 +611,7 @@ class Workload(Model):
     gpus: Int32 = Field(default=0, ge=0)
     gpu_vendor: Vendor = "nvidia"
     gpu_resource: Optional[Annotated[str, _check(lambda v: names.resource_name_problem(v, extended_only=True))]] = None
-    extra_resources: Annotated[ResourceMap, AfterValidator(
+    extra_resources: Annotated[dict[str, str], BeforeValidator(_extra_resources), AfterValidator(
         lambda v: podspec.raise_if_any(podspec.extra_resource_problems(v)) or v)] = Field(default_factory=dict)
     cpu_limit: Optional[Cpu] = None
     memory_limit: Optional[Bytes] = None

@@ -328,6 +328,17 @@ BAD = {
         lambda c: _queue("adhoc")(c)["quota"]["cpu"].update(nodes=3),
         ['kns:queues[adhoc].quota.cpu: "nodes" is not a resource a queue can hold (cpu, memory, '
          'ephemeral-storage, pods, hugepages-<size>, or an extended resource domain/name)'] + ADHOC_INVALID),
+    "a memory quota in bytes by mistake (digits as text)": (
+        lambda c: _queue("adhoc")(c)["quota"]["cpu"].update(memory="512"),
+        ['kns:queues[adhoc].quota.cpu: memory: "512" is only 512 bytes; write a number for MiB (4096) or a unit '
+         '("4Gi")'] + ADHOC_INVALID),
+    "a borrowing limit in bytes by mistake": (
+        lambda c: _queue("adhoc")(c).update(cohort="shared", borrowingLimit={"cpu": {"ephemeral-storage": "1000Ki"}}),
+        ['kns:queues[adhoc].borrowingLimit.cpu: ephemeral-storage: "1000Ki" is only 1024000 bytes; write a number '
+         'for MiB (4096) or a unit ("4Gi")'] + ADHOC_INVALID),
+    "an entry's own quota in bytes by mistake": (
+        lambda c: _entry("jobs", "etl")(c).update(quota={"cpu": 2, "memory": "900"}),
+        ['kns:jobs[etl].quota: memory: "900" is only 900 bytes; write a number for MiB (4096) or a unit ("4Gi")']),
     "a negative quota": (
         lambda c: _queue("adhoc")(c)["quota"]["cpu"].update(cpu=-2),
         ["kns:queues[adhoc].quota.cpu: cpu: -2 must not be negative"] + ADHOC_INVALID),

@@ -140,7 +140,7 @@ def _before_validators() -> dict[Callable, dict[str, Any]]:
         "`pods`, ...) to quantity; memory as a YAML number is MiB. See docs/queueing.md.",
     }
     return {_func(models.Cpu): cpu, _func(models.Bytes): size, _func(models.ResourceMap): resources,
-            _func(models.Limits): limits, _func(models.QueueResources): queue}
+            _func(models.Limits): limits, _func(models.QueueResources): queue, models._extra_resources: resources}
 
 
 def _after_validators() -> dict[Callable, Callable[[dict[str, Any]], dict[str, Any]]]:
