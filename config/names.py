@@ -10,6 +10,8 @@ import re
 
 from . import rules
 
+_HUGEPAGES = re.compile(rules.HUGEPAGES.pattern)
+
 MAX_ENTRY_NAME = 40
 _DNS1123_LABEL = re.compile(rules.DNS1123_LABEL)
 _LABEL_VALUE = re.compile(rules.LABEL_VALUE)
@@ -128,6 +130,9 @@ def resource_name_problem(name: str, extended_only: bool = False) -> str | None:
             f'"{name}" is not a valid resource name (domain/name, for example nvidia.com/gpu)')
     if extended_only:
         return f'"{name}" is not an extended resource name (domain/name, for example nvidia.com/gpu)'
-    if name in QUOTA_RESOURCES or name.startswith(("hugepages-", "requests.hugepages-", "limits.hugepages-")):
+    if name in QUOTA_RESOURCES:
         return None
+    page = name.removeprefix("requests.").removeprefix("limits.")
+    if page.startswith("hugepages-"):
+        return None if _HUGEPAGES.match(page) else f'"{name}" is {rules.HUGEPAGES.message}'
     return f'"{name}" is not a resource Kubernetes knows (cpu, memory, ephemeral-storage, or domain/name)'

@@ -59,6 +59,7 @@ GPU_DOMAINS = {"nvidia": "nvidia.com", "amd": "amd.com"}
 _IMAGE = re.compile(rules.IMAGE.pattern)
 _TAG = re.compile(rules.IMAGE_TAG.pattern)
 _QUALIFIED = re.compile(rules.EXTENDED_RESOURCE.pattern)
+_HUGEPAGES = re.compile(rules.HUGEPAGES.pattern)
 
 
 # ---- reporting ---------------------------------------------------------------------------
@@ -215,13 +216,7 @@ def is_extended(resource: str) -> bool:
 
 
 def _is_hugepages(resource: str) -> bool:
-    if not resource.startswith("hugepages-"):
-        return False
-    try:
-        parse(resource[len("hugepages-"):])
-    except QuantityError:
-        return False
-    return True
+    return bool(_HUGEPAGES.match(resource))
 
 
 def container_resource_problem(resource: str) -> Optional[str]:

@@ -80,6 +80,10 @@ EXTENDED_RESOURCE = Rule(
     "an extended resource (domain/name)",
     pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$",
 )
+# `hugepages-<size>`: Kubernetes reads the size as a quantity (HugePageSizeFromResourceName);
+# a name whose size is not one matches no node's capacity, so nothing could ever use it.
+HUGEPAGES = Rule("not a hugepages resource: hugepages-<page size>, such as hugepages-2Mi or hugepages-1Gi",
+                 pattern=r"^hugepages-[1-9][0-9]*(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 CONTAINER_RESOURCE = Rule("not a resource a container can ask for (cpu, memory, ephemeral-storage, "
                           "hugepages-<size>, or an extended resource domain/name)")
 WHOLE_UNITS = Rule("not a whole number: extended resources (domain/name) are counted in whole units")
@@ -111,7 +115,7 @@ EXISTS_TAKES_NO_VALUES = Rule("operators Exists and DoesNotExist take no values"
 MIN_VALUES_OVER_VALUES = Rule("minValues is more than the number of values")
 NODEPOOL_LIMIT = Rule("not a resource a node offers (cpu, memory, ephemeral-storage, pods, nodes, "
                       "hugepages-<size>, or an extended resource domain/name)",
-                      pattern=rf"^(cpu|memory|ephemeral-storage|pods|nodes|hugepages-[^/]+|{EXTENDED_RESOURCE.pattern[1:-1]})$")
+                      pattern=rf"^(cpu|memory|ephemeral-storage|pods|nodes|{HUGEPAGES.pattern[1:-1]}|{EXTENDED_RESOURCE.pattern[1:-1]})$")
 MAX_REQUIREMENTS = 100
 MAX_TEMPLATE_LABELS = 100
 MIN_VALUES_MAX = 50
@@ -139,7 +143,7 @@ GPU_COUNT_LABELS = {
 
 QUEUE_RESOURCE = Rule("not a resource a queue can hold (cpu, memory, ephemeral-storage, pods, "
                       "hugepages-<size>, or an extended resource domain/name)",
-                      pattern=rf"^(cpu|memory|ephemeral-storage|pods|hugepages-[^/]+|{EXTENDED_RESOURCE.pattern[1:-1]})$")
+                      pattern=rf"^(cpu|memory|ephemeral-storage|pods|{HUGEPAGES.pattern[1:-1]}|{EXTENDED_RESOURCE.pattern[1:-1]})$")
 QUEUES_NEED_QUEUEING = Rule("queueing is off: set kns:queueing.enabled: true to use queues (Kueue)")
 QUEUE_NEEDS_RESOURCE = Rule("the quota names no resource: give at least one pool a resource (cpu: 16)")
 LIMITS_NEED_COHORT = Rule("borrowingLimit and lendingLimit need a cohort: they bound what the queue "

@@ -562,3 +562,29 @@ def test_the_real_kns_command_agrees_with_the_program(tmp_path):
         'kns:jobs[j].jsonOverrides[0]: /spec/template/spec/restartPolicy: "Always" cannot run as a Job (Never or '
         "OnFailure)",
     ])
+
+
+# ---- hugepages names (rules.HUGEPAGES, one rule for every place a resource is named) ----
+
+
+@pytest.mark.parametrize("name", ["hugepages-junk", "hugepages-0", "hugepages-1.5Mi", "hugepages-", "hugepages-2Mi/x"])
+def test_a_hugepages_name_without_a_page_size_is_refused_wherever_resources_are_named(tmp_path, capsys, name):
+    config = stack_config(jobs=[
+        {"name": "extra", "image": "i", "extraResources": {name: 2}},
+        {"name": "quota", "image": "i", "quota": {f"requests.{name}": "64Mi"}},
+        {"name": "pod", "image": "i", "podSpec": {"containers": [
+            {"name": "main", "image": "i", "resources": {"limits": {name: "64Mi", "cpu": 1, "memory": "1Gi"}}}]}},
+    ])
+    lines = checked(config)
+    assert any(line.startswith("kns:jobs[extra].extraResources") and f'"{name}"' in line for line in lines), lines
+    assert any(line.startswith("kns:jobs[quota].quota") and f'"requests.{name}"' in line for line in lines), lines
+    assert any(line.startswith("kns:jobs[pod].podSpec") and name in line for line in lines), lines
+    refused(tmp_path, capsys, config, lines)
+
+
+@pytest.mark.parametrize("name", ["hugepages-2Mi", "hugepages-1Gi", "hugepages-64Ki"])
+def test_a_hugepages_name_with_a_page_size_is_taken(name):
+    assert checked(stack_config(jobs=[
+        {"name": "quota", "image": "i", "quota": {f"requests.{name}": "64Mi"}},
+        {"name": "extra", "image": "i", "extraResources": {name: "64Mi"}},
+    ])) == []

@@ -339,6 +339,10 @@ BAD = {
     "an entry's own quota in bytes by mistake": (
         lambda c: _entry("jobs", "etl")(c).update(quota={"cpu": 2, "memory": "900"}),
         ['kns:jobs[etl].quota: memory: "900" is only 900 bytes; write a number for MiB (4096) or a unit ("4Gi")']),
+    "hugepages without a page size": (
+        lambda c: _queue("adhoc")(c)["quota"]["cpu"].update({"hugepages-big": 4}),
+        ['kns:queues[adhoc].quota.cpu: "hugepages-big" is not a resource a queue can hold (cpu, memory, '
+         'ephemeral-storage, pods, hugepages-<size>, or an extended resource domain/name)'] + ADHOC_INVALID),
     "a negative quota": (
         lambda c: _queue("adhoc")(c)["quota"]["cpu"].update(cpu=-2),
         ["kns:queues[adhoc].quota.cpu: cpu: -2 must not be negative"] + ADHOC_INVALID),
