@@ -302,6 +302,37 @@ def _entry_path(base: str, item: Any, index: int) -> str:
     return f"{base}[{name}]" if isinstance(name, str) and name else f"{base}[{index}]"
 
 
+def _link_loop(project_dir: Path, pattern: str) -> Optional[str]:
+    """The first directory link under the pattern's fixed part that leads back to one of
+    its own ancestors (relative to the project), or None. `**` follows directory links, and
+    through such a loop the glob grows without end."""
+    fixed = []
+    for part in Path(pattern).parts:
+        if glob.has_magic(part):
+            break
+        fixed.append(part)
+    start = project_dir.joinpath(*fixed)
+    real_start = Path(os.path.realpath(start))
+    pending = [(str(start), tuple(str(d) for d in (real_start, *real_start.parents)))]
+    while pending:
+        directory, ancestors = pending.pop()
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if not entry.is_dir():
+                    continue
+            except OSError:
+                continue
+            real = os.path.realpath(entry.path)
+            if real in ancestors:
+                return os.path.relpath(entry.path, project_dir)
+            pending.append((entry.path, (*ancestors, real)))
+    return None
+
+
 def _job_file_entries(
     raw: Mapping[str, Any], project_dir: Path, problems: Problems
 ) -> Iterator[tuple[str, Any, type[Workload]]]:
@@ -317,6 +348,12 @@ def _job_file_entries(
         if os.path.isabs(pattern) or pattern.startswith("~") or ".." in Path(pattern).parts:
             problems.add(f"kns:jobFiles[{i}]", f'"{pattern}" leaves the project directory; job files are named '
                          "relative to it, without .. (for example jobs/*.yaml)")
+            continue
+        loop = _link_loop(project_dir, pattern) if "**" in pattern else None
+        if loop:
+            problems.add(f"kns:jobFiles[{i}]", f'"{pattern}" would follow the directory link "{loop}" round in a '
+                         "loop (it leads back to a directory that contains it); remove the link or name the "
+                         "files without **")
             continue
         matches = sorted(glob.glob(str(project_dir / pattern), recursive=True))
         if not matches:

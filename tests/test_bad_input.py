@@ -340,6 +340,28 @@ def test_a_job_file_link_out_of_the_project_is_refused(tmp_path, capsys):
     assert not any("leaked" in line for line in lines)
 
 
+@pytest.mark.parametrize("link, target", [("jobs/sub/up", ".."), ("jobs/a/b/top", "../../.."), ("jobs/self", ".")])
+def test_a_directory_link_loop_under_a_double_star_glob_is_refused_not_followed(tmp_path, capsys, link, target):
+    """`**` follows directory links; through a loop the glob would grow without end (with
+    two links, exponentially)."""
+    root = project(tmp_path, stack_text(lambda c: c.update(jobFiles=["jobs/**/*.yaml"])))
+    (root / link).parent.mkdir(parents=True, exist_ok=True)
+    (root / link).symlink_to(target, target_is_directory=True)
+    lines = both(capsys, root)
+    assert problem_at(lines, "kns:jobFiles[0]") == (
+        f'"jobs/**/*.yaml" would follow the directory link "{link}" round in a loop (it leads back to a directory '
+        "that contains it); remove the link or name the files without **")
+
+
+def test_a_directory_link_that_does_not_loop_is_followed(tmp_path, capsys):
+    root = project(tmp_path, stack_text(lambda c: c.update(jobFiles=["jobs/**/*.yaml"])))
+    (root / "shared").mkdir()
+    (root / "jobs" / "shared").symlink_to("../shared", target_is_directory=True)
+    (root / "shared" / "extra.yaml").write_text("jobs:\n  - {name: linked-in, user: bob, image: busybox:1.37, cpu: 0}\n")
+    lines = both(capsys, root)
+    assert problem_at(lines, "jobs/shared/extra.yaml:jobs[linked-in].cpu").startswith("0 must be greater than zero")
+
+
 def test_a_kubeconfig_parse_error_never_shows_its_content(tmp_path, capsys):
     key = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"
     text = f"apiVersion: v1\nusers:\n- name: admin\n  user:\n    client-key-data: {key}\n   bad: [indent\n"
