@@ -229,14 +229,25 @@ def check_raw_references(unchecked: list[tuple[str, dict]], pools: list[NodePool
             problems.add(path + ".pool", f'no node pool named "{pool}" (pools: {listed})')
 
 
-def check_namespaces(workloads: list[Workload], cluster: Cluster, paths: Mapping[str, str], problems: Problems) -> None:
-    """No entry's namespace is the system namespace or one Kubernetes reserves."""
+def check_namespaces(workloads: list[Workload], cluster: Cluster, paths: Mapping[str, str], problems: Problems,
+                     installed: frozenset[str] = frozenset()) -> None:
+    """No entry's namespace, nor the system namespace, is one Kubernetes reserves or one a
+    bundle the program installs creates (`installed`); no entry's is the system namespace."""
+    if cluster.system_namespace in installed:
+        problems.add("kns:cluster.systemNamespace", _installed(cluster.system_namespace))
     for entry in workloads:
         namespace = names.namespace_name(cluster.namespace_prefix, entry.name)
         if namespace == cluster.system_namespace:
             problems.add(f"{paths[entry.name]}.name", f'its namespace "{namespace}" is kns:cluster.systemNamespace')
         elif namespace in names.RESERVED_NAMESPACES:
             problems.add(f"{paths[entry.name]}.name", f'its namespace "{namespace}" is reserved by Kubernetes')
+        elif namespace in installed:
+            problems.add(f"{paths[entry.name]}.name", f"its {_installed(namespace)}")
+
+
+def _installed(namespace: str) -> str:
+    return (f'namespace "{namespace}" is Kueue\'s, which the program installs (kns:queueing.install: true); '
+            "choose another name")
 
 
 def check_dynamic_labels(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
 
-from . import checks, yamldoc
+from . import checks, names, yamldoc
 from .errors import ConfigError, Problem, Problems, closest
 from .models import (
     Cluster,
@@ -213,7 +213,9 @@ def check_config(
     checks.check_workloads(jobs + schedules, pools, credentials, paths, problems, broken_pools)
     checks.check_raw_references(unchecked, pools, problems, broken_pools, (queueing, queue_names, broken_queues))
     if cluster is not None:
-        checks.check_namespaces(jobs + schedules, cluster, paths, problems)
+        installs_kueue = queueing.enabled and queueing.install
+        checks.check_namespaces(jobs + schedules, cluster, paths, problems,
+                                names.KUEUE_INSTALL_NAMESPACES if installs_kueue else frozenset())
         checks.check_dynamic_labels(jobs + schedules, cluster.name, stack, paths, problems)
 
     primers = checks.derive_primers(schedules, paths, problems)

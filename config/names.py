@@ -22,6 +22,10 @@ _ENV_NAME = re.compile(rules.ENV_NAME)
 # Namespaces an entry must never take over, and the program must never adopt as its own
 # (it labels its namespaces and deletes them on destroy). `kube-*` is Kubernetes' own.
 RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+# The namespaces of the Kueue bundle the program installs (kns:queueing.install: true; the
+# vendored manifests of plan/kueue_install.py, which tests/test_queueing.py holds this to):
+# the stack owns them as Kueue's, so no entry and no system namespace may be one of them.
+KUEUE_INSTALL_NAMESPACES = frozenset({"kueue-system"})
 # The Kubernetes names of the KNS scheduler's objects; the packing scheduler's objects
 # are named after its scheduler name, so that name must differ from these.
 KNS_SCHEDULER = "kns-scheduler"

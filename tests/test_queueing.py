@@ -211,6 +211,36 @@ def test_install_registers_the_vendored_kueue_held_to_the_system_namespace_rules
     assert all(apiserver.manifest(r)["metadata"]["labels"]["kns.io/cluster"] == "kns-test" for r in kueue_objects)
 
 
+def test_the_reserved_kueue_namespaces_are_those_of_the_vendored_bundle():
+    bundle = kueue_install.load(ROOT)
+    created = {d["metadata"]["name"] for d in bundle if d["kind"] == "Namespace"}
+    used = {d["metadata"]["namespace"] for d in bundle if d["metadata"].get("namespace")}
+    assert created == names.KUEUE_INSTALL_NAMESPACES
+    assert used - names.RESERVED_NAMESPACES == created  # its leader-election Role is in kube-system
+
+
+KUEUE_NS = ("namespace \"kueue-system\" is Kueue's, which the program installs (kns:queueing.install: true); "
+            "choose another name")
+
+
+@pytest.mark.parametrize("change, lines", [
+    (lambda c: c["cluster"].update(systemNamespace="kueue-system"), [f"kns:cluster.systemNamespace: {KUEUE_NS}"]),
+    (lambda c: c["cluster"].update(namespacePrefix="kueue-") or c["jobs"].append(
+        {"name": "system", "user": "bob", "image": "busybox:1.37"}), [f"kns:jobs[system].name: its {KUEUE_NS}"]),
+    (lambda c: c["cluster"].update(namespacePrefix="") or c["jobs"].append(
+        {"name": "kueue-system", "type": "namespace", "user": "bob"}),
+     [f"kns:jobs[kueue-system].name: its {KUEUE_NS}"]),
+], ids=["system namespace", "entry by prefix", "namespace entry"])
+def test_no_namespace_of_the_stack_is_kueues_when_the_program_installs_it(tmp_path, capsys, change, lines):
+    refused(tmp_path, capsys, case(change), lines)
+
+
+def test_kueues_namespace_is_free_when_the_program_does_not_install_kueue():
+    config = case(lambda c: c["queueing"].update(install=False) or c["cluster"].update(systemNamespace="kueue-system"))
+    done = run_program(config)
+    assert "kueue-system" in {apiserver.manifest(r)["metadata"]["name"] for r in done.of_type("kubernetes:core/v1:Namespace")}
+
+
 def test_install_false_registers_queues_but_not_kueue():
     config = copy.deepcopy(CONFIG)
     config["queueing"]["install"] = False
