@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from . import kubeconfig, names, prescale, profile_rules, resolve, rules
 from .errors import Problems
@@ -141,14 +141,18 @@ def check_credential_sets(credentials: Mapping[str, Any], problems: Problems) ->
 
 
 def apply_profiles(
-    workloads: list[Workload], profiles: list[tuple[str, Profile]], paths: Mapping[str, str], problems: Problems
+    workloads: list[Workload], profiles: list[tuple[str, Profile]], paths: Mapping[str, str], problems: Problems,
+    queue_rules: Optional[dict[str, str]] = None,
 ) -> list[Workload]:
     """Every entry with its profile's defaults in place, held to its profile's rules
-    (config/profile_rules.py, before overrides)."""
+    (config/profile_rules.py, before overrides). `queue_rules` collects, for each entry
+    whose queue a profile rule gave, that rule (to name it where the queue is judged)."""
     out = []
     for entry in workloads:
         profile, rules, source = resolve.resolve_profile_sources(profiles, entry.user, entry.groups)
         effective, found = resolve.apply_profile(entry, profile)
+        if queue_rules is not None and entry.queue is None and effective.queue is not None:
+            queue_rules[entry.name] = source["queue"]
         found += profile_rules.check(profile_rules.entry_facts(effective), profile, source, rules)
         for key, message in found:
             problems.add(f"{paths[entry.name]}.{key}", message)
@@ -215,13 +219,16 @@ def check_raw_references(unchecked: list[tuple[str, dict]], pools: list[NodePool
     """Entries that failed validation still get their pool and queue references checked,
     so one run reports every problem. `queues`: queueing, the queue names, the invalid ones."""
     known = {p.name for p in pools}
+    invalid = {p.path for p in problems.items}  # a reference that is itself invalid is said once
     for path, item in unchecked:
         queue = item.get("queue")
-        if isinstance(queue, str) and queues is not None:
+        if isinstance(queue, str) and queues is not None and path + ".queue" not in invalid:
             problem = _queue_problem(queue, *queues)
             if problem:
                 problems.add(path + ".queue", problem)
         pool = item.get("pool")
+        if path + ".pool" in invalid:
+            continue
         if isinstance(pool, str) and pool in broken_pools:
             problems.add(path + ".pool", _broken(pool))
         elif isinstance(pool, str) and pool not in known:

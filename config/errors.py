@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import types
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Iterable, Optional, Union, get_args, get_origin
 
@@ -31,7 +32,14 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
+        return visible(f"{self.path}: {self.message}")
+
+
+def visible(text: str) -> str:
+    """Control, format and separator characters other than the space (a zero-width space
+    pasted into a name, a tab, a no-break space) written as `\\uXXXX`: a problem line must
+    show what is really in the config, and two names that print alike must not read alike."""
+    return "".join(ch if ch == " " or unicodedata.category(ch)[0] not in "CZ" else f"\\u{ord(ch):04x}" for ch in text)
 
 
 class ConfigError(Exception):

@@ -54,6 +54,8 @@ class PlatformConfig:
     primers: dict[str, Primers] = field(default_factory=dict)
     queueing: Queueing = field(default_factory=Queueing)
     queues: list[Queue] = field(default_factory=list)
+    # Entry name -> the profile rule that gave the entry its queue (the entry names none).
+    queue_rules: dict[str, str] = field(default_factory=dict)
 
     @property
     def workloads(self) -> list[Workload]:
@@ -142,7 +144,13 @@ def check_config(
         elif isinstance(item, dict) and isinstance(item.get("name"), str):
             broken_pools.add(item["name"])
 
-    queueing = problems.validate(Queueing, raw.get("queueing") or {}, "kns:queueing") or Queueing()
+    raw_queueing = raw.get("queueing") or {}
+    queueing = problems.validate(Queueing, raw_queueing, "kns:queueing")
+    if queueing is None:
+        # Its problem is reported; `enabled: true`, if written, still holds, so the queued
+        # entries are not also told that queueing is off.
+        enabled = isinstance(raw_queueing, dict) and raw_queueing.get("enabled") is True
+        queueing = Queueing(enabled=enabled)
     queues: list[Queue] = []
     broken_queues: set[str] = set()
     raw_queues = _list(raw, "queues", problems)
@@ -208,8 +216,9 @@ def check_config(
     checks.check_credential_sets(credentials, problems)
     checks.check_queues(queueing, bool(raw_queues), queues, pools, broken_pools, problems)
     checks.check_queue_references(jobs + schedules, profiles, queueing, queue_names, broken_queues, paths, problems)
-    jobs = checks.apply_profiles(jobs, profiles, paths, problems)  # type: ignore[assignment]
-    schedules = checks.apply_profiles(schedules, profiles, paths, problems)  # type: ignore[assignment]
+    queue_rules: dict[str, str] = {}
+    jobs = checks.apply_profiles(jobs, profiles, paths, problems, queue_rules)  # type: ignore[assignment]
+    schedules = checks.apply_profiles(schedules, profiles, paths, problems, queue_rules)  # type: ignore[assignment]
     checks.check_workloads(jobs + schedules, pools, credentials, paths, problems, broken_pools)
     checks.check_raw_references(unchecked, pools, problems, broken_pools, (queueing, queue_names, broken_queues))
     if cluster is not None:
@@ -237,6 +246,7 @@ def check_config(
         primers=primers,
         queueing=queueing,
         queues=queues,
+        queue_rules=queue_rules,
     )
     return Checked(config, problems)
 

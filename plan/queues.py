@@ -176,7 +176,8 @@ def fit_reasons(plan: WorkloadPlan, queue: Queue, all_queues: list[Queue]) -> di
 
 
 def fit_problems(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> list[Problem]:
-    """Every queued entry that its queue could never admit, under `<entry>.queue`."""
+    """Every queued entry that its queue could never admit, under `<entry>.queue`, or under
+    the entry naming the profile rule when the queue is the rule's."""
     problems = []
     for plan in plans:
         queue = queue_of(cfg, plan)
@@ -187,8 +188,10 @@ def fit_problems(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> list[Problem
             count = pods_at_once(plan)
             what = "its pod" if count == 1 else f"its {count} pods at once"
             listed = "; ".join(r for pool_reasons in reasons.values() for r in pool_reasons)
-            problems.append(Problem(f"{cfg.paths[plan.entry.name]}.queue",
-                                    f'queue "{queue.name}" can never admit {what} (Kueue would keep it waiting): {listed}'))
+            rule = cfg.queue_rules.get(plan.entry.name)
+            path, which = (cfg.paths[plan.entry.name], f'its queue "{queue.name}" (from kns:profiles[{rule}].queue)') \
+                if rule else (f"{cfg.paths[plan.entry.name]}.queue", f'queue "{queue.name}"')
+            problems.append(Problem(path, f"{which} can never admit {what} (Kueue would keep it waiting): {listed}"))
     return problems
 
 

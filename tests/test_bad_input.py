@@ -386,3 +386,15 @@ def test_yamldoc_error_messages_name_places_not_content():
     with pytest.raises(yamldoc.YamlError) as info:
         yamldoc.load("token: abc\n  nested: [secret-value\n", secret=True)
     assert "secret-value" not in str(info.value) and "(line " in str(info.value)
+
+
+@pytest.mark.parametrize("char", ["\u200b", "\t", "\u00a0", "\u202e", "\u2028"])
+def test_invisible_characters_are_shown_escaped_in_problem_lines(tmp_path, capsys, char):
+    """Two names that print alike must not read alike: what is not visible is written
+    \\uXXXX, wherever it is (here in a pool name and in an entry's pool reference)."""
+    def change(config):
+        config["jobs"][0]["pool"] = f"a100{char}"
+    lines = both(capsys, project(tmp_path, stack_text(change)))
+    escaped = f"\\u{ord(char):04x}"
+    assert lines and all(char not in line for line in lines)
+    assert any(f"a100{escaped}" in line for line in lines), lines

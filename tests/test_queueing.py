@@ -373,6 +373,17 @@ BAD = {
         lambda c: _queue("adhoc")(c)["quota"]["cpu"].update({"hugepages-big": 4}),
         ['kns:queues[adhoc].quota.cpu: "hugepages-big" is not a resource a queue can hold (cpu, memory, '
          'ephemeral-storage, pods, hugepages-<size>, or an extended resource domain/name)'] + ADHOC_INVALID),
+    "a typo inside kns:queueing keeps what is written of enabled": (
+        lambda c: c["queueing"].update(instal=False),
+        ['kns:queueing.instal: unknown key; did you mean "install"?']),
+    "an invisible character in a queue reference, said once and shown": (
+        lambda c: _entry("jobs", "etl")(c).update(queue="adhoc\u200b"),
+        ['kns:jobs[etl].queue: "adhoc\\u200b" is not a DNS-1123 label (lower-case letters, digits and "-", '
+         'starting and ending with a letter or digit)']),
+    "a queue a profile rule gives that can never admit the entry": (
+        lambda c: _entry("jobs", "train")(c).update(cpu=200),
+        ['kns:jobs[train]: its queue "batch" (from kns:profiles[@ml].queue) can never admit its pod (Kueue would '
+         'keep it waiting): cpu 200 is more than pool "a100" can hold: quota 32 + borrowing 0']),
     "a negative quota": (
         lambda c: _queue("adhoc")(c)["quota"]["cpu"].update(cpu=-2),
         ["kns:queues[adhoc].quota.cpu: cpu: -2 must not be negative"] + ADHOC_INVALID),
@@ -413,11 +424,11 @@ BAD = {
          'cpu 26 is more than pool "cpu" can hold: quota 8 + borrowing 16']),
     "an entry over quota plus its borrowing limit": (
         lambda c: (_queue("adhoc")(c).pop("lendingLimit"), _entry("schedules", "plain")(c).update(cpu=25)),
-        ['kns:schedules[plain].queue: queue "batch" can never admit its pod (Kueue would keep it waiting): '
+        ['kns:schedules[plain]: its queue "batch" (from kns:profiles[@ml].queue) can never admit its pod (Kueue would keep it waiting): '
          'cpu 25 is more than pool "cpu" can hold: quota 16 + borrowing 8']),
     "an entry over quota plus what the cohort's lending limits allow": (
         lambda c: _entry("schedules", "plain")(c).update(cpu=21),
-        ['kns:schedules[plain].queue: queue "batch" can never admit its pod (Kueue would keep it waiting): '
+        ['kns:schedules[plain]: its queue "batch" (from kns:profiles[@ml].queue) can never admit its pod (Kueue would keep it waiting): '
          'cpu 21 is more than pool "cpu" can hold: quota 16 + borrowing 4']),
     "an entry on a pool its queue has no quota on": (
         lambda c: _entry("jobs", "etl")(c).update(pool="spare"),
@@ -425,12 +436,12 @@ BAD = {
          'pool "spare" has no quota in it (its pools: cpu)']),
     "a prescaled pod asking a resource its pool's quota leaves out": (
         lambda c: _queue("batch")(c)["quota"]["cpu"].pop("ephemeral-storage"),
-        ['kns:schedules[warm].queue: queue "batch" can never admit its pod (Kueue would keep it waiting): '
+        ['kns:schedules[warm]: its queue "batch" (from kns:profiles[@ml].queue) can never admit its pod (Kueue would keep it waiting): '
          'ephemeral-storage 1Mi is more than pool "cpu" can hold: quota 0 + borrowing 0 (ephemeral-storage is '
          "not in its quota: name it there)"]),
     "more pods at once than the pods quota": (
         lambda c: _entry("schedules", "plain")(c).update(parallelism=5),
-        ['kns:schedules[plain].queue: queue "batch" can never admit its 5 pods at once (Kueue would keep it '
+        ['kns:schedules[plain]: its queue "batch" (from kns:profiles[@ml].queue) can never admit its 5 pods at once (Kueue would keep it '
          'waiting): pods 5 is more than pool '
          '"cpu" can hold: quota 4 + borrowing 0']),
     "an entry without a pool that fits on none of its queue's pools": (
