@@ -145,10 +145,39 @@ def attribute(found: podspec.Found, overrides: Sequence[tuple[str, Any]]) -> lis
     return out
 
 
+# The deadlines that count from the moment a prescaled run's pod starts waiting, and the
+# entry field that sets each when no override does.
+DEADLINES = ((("spec", "activeDeadlineSeconds"), "the Job", "activeDeadlineSeconds"),
+             (POD + ("activeDeadlineSeconds",), "the pod", "podSpec.activeDeadlineSeconds"))
+
+
+def deadline_problems(after: Mapping[str, Any], lead_minutes: int,
+                      overrides: Sequence[tuple[str, Any]]) -> list[tuple[str, str]]:
+    """A prescaled run's Job or pod deadline that ends it while the wait container holds it:
+    both count from the warm-up, `lead_minutes` before the workload starts (docs/prescaling.md)."""
+    lead = lead_minutes * 60
+    out = []
+    for loc, what, field in DEADLINES:
+        value = _at(after, loc)
+        if isinstance(value, int) and not isinstance(value, bool) and value <= lead:
+            override = next((label for label, o in reversed(overrides) if _related(o.path, loc)), None)
+            where = f"{podspec.pointer(loc)}: " if override else ""
+            out.append((override or field, f"{where}{value} s ends {what} during its warm-up: the wait holds it "
+                                           f"{lead} s (the {lead_minutes}-minute lead) before the workload starts, "
+                                           "and the deadline counts from the warm-up; give more than "
+                                           f"{lead} s plus the run's own time"))
+    return out
+
+
 def check(manifest: dict[str, Any], before: Mapping[str, Any], overrides: Sequence[tuple[str, Any]],
-          placement: str, tolerations_from: str) -> list[tuple[str, str]]:
-    """The problems of one built object (a Job or a CronJob) after its overrides."""
-    return attribute(problems(before, job_view(manifest), placement, tolerations_from), overrides)
+          placement: str, tolerations_from: str, lead_minutes: Optional[int] = None) -> list[tuple[str, str]]:
+    """The problems of one built object (a Job or a CronJob) after its overrides; for a
+    prescaled run (`lead_minutes`), its deadlines against the warm-up too."""
+    after = job_view(manifest)
+    found = attribute(problems(before, after, placement, tolerations_from), overrides)
+    if lead_minutes is not None and not found:
+        found += deadline_problems(after, lead_minutes, overrides)
+    return found
 
 
 def snapshot(manifest: dict[str, Any]) -> dict[str, Any]:

@@ -92,7 +92,8 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
         for manifest in plan.objects.values():
             before = final.snapshot(manifest)
             failed = apply_overrides(manifest, overrides)
-            problems += failed or final.check(manifest, before, overrides, placement, tolerations)
+            problems += failed or final.check(manifest, before, overrides, placement, tolerations,
+                                              plan.primers.lead if plan.primers else None)
         if problems:
             raise PlanError(sorted(set(problems)))
         _account(plan, profile, source, bool(overrides))
