@@ -112,6 +112,9 @@ def _account(plan: WorkloadPlan, profile: Profile, source: dict[str, str], overr
         raise PlanError([("jsonOverrides", str(exc).replace("containers[", "the final pod's containers[", 1))]) from None
     own = [c for c, raw in zip(init_containers, final.get("initContainers") or []) if raw.get("name") != wait.NAME]
     limits = resolve.limit_range(entry, resolve.pod_spec_limits(containers + own))
+    if plan.primers is not None:
+        _fit_waits(plan, resolve.pod_usage(containers, own, limits)["requests"])
+        containers, init_containers = resolve.pod_spec_containers(final)
     for item in containers + init_containers:
         for resource in ("cpu", "memory"):
             # A request with no limit gets the default limit at admission: make room for it.
@@ -129,6 +132,16 @@ def _account(plan: WorkloadPlan, profile: Profile, source: dict[str, str], overr
     problems = profile_rules.check(facts, profile, source)
     if problems:
         raise PlanError(problems)
+
+
+def _fit_waits(plan: WorkloadPlan, pod_requests: dict[str, Any]) -> None:
+    """Each primer's wait asks no more than the pod's own containers (wait.requests_within)."""
+    for manifest in plan.objects.values():
+        pod = manifest["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        for container in pod.get("initContainers") or []:
+            if container.get("name") == wait.NAME:
+                resources = container["resources"]
+                resources["requests"] = wait.requests_within(resources["requests"], pod_requests)
 
 
 def apply_overrides(manifest: dict[str, Any], overrides: list[tuple[str, Any]]) -> list[tuple[str, str]]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from config.cron import zone as time_zone
 from config.podspec import WAIT_CONTAINER
-from config.quantity import kind_for_resource, minimum
+from config.quantity import kind_for_resource, minimum, parse
 
 NAME = WAIT_CONTAINER  # reserved in the pod: config/podspec.py
 DEFAULT_IMAGE = "busybox:1.37"
@@ -109,6 +109,20 @@ def resources_under(maximum: dict[str, str]) -> dict[str, dict[str, str]]:
             key: minimum(value, maximum[key], kind_for_resource(key)) if key in maximum else value
             for key, value in amounts.items()
         }
+    return out
+
+
+def requests_within(requests: dict[str, str], pod: dict[str, Any]) -> dict[str, str]:
+    """The wait's requests, each no more than what the rest of the pod asks of that resource
+    (`pod`: the pod's requests without the wait, as quantities), and zero for what
+    it asks none of. The wait runs before the workload, never beside it, so the pod then
+    counts exactly what its own containers ask: the wait adds nothing a quota or a queue
+    must hold (Kueue skips a zero request of a resource its queue does not name)."""
+    out = {}
+    for resource, amount in requests.items():
+        kind = kind_for_resource(resource)
+        ceiling = pod.get(resource)
+        out[resource] = minimum(amount, ceiling, kind) if ceiling and parse(ceiling, kind) > 0 else "0"
     return out
 
 

@@ -244,7 +244,7 @@ def test_explain_facts_are_the_plan_objects():
     assert weekly["nodePool"] == "a100" and weekly["quota"]["requests.nvidia.com/gpu"] == "2"
     assert [c["name"] for c in weekly["containers"]] == ["kns-wait", "weekly-finetune"]
     # the wait's small local-disk bound counts too (init containers count by their maximum)
-    assert weekly["podTotals"] == {"requests": {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "2", "ephemeral-storage": "1Mi"},
+    assert weekly["podTotals"] == {"requests": {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "2", "ephemeral-storage": "0"},
                                    "limits": {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "2", "ephemeral-storage": "16Mi"}}
     for run in weekly["schedule"]["nextRuns"]:
         start, primer = (datetime.fromisoformat(run[k]) for k in ("start", "primer"))

@@ -537,8 +537,31 @@ def test_the_wait_fits_under_a_small_entry_limit_range():
     run = run_program(cfg)
     pod = run.named(CRON, "weekly").inputs["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     assert pod["initContainers"][0]["resources"] == {
-        "requests": {"cpu": "10m", "memory": "16Mi", "ephemeral-storage": "1Mi"},
+        # no ephemeral-storage request: the workload asks none (test below)
+        "requests": {"cpu": "10m", "memory": "16Mi", "ephemeral-storage": "0"},
         "limits": {"cpu": "50m", "memory": "24Mi", "ephemeral-storage": "16Mi"},
     }
     limits = run.named("kubernetes:core/v1:LimitRange", "weekly-defaults").inputs["spec"]["limits"][0]
     assert limits["max"] == {"cpu": "50m", "memory": "24Mi"}
+
+
+@pytest.mark.parametrize("workload, wait_requests", [
+    ({"cpu": "5m", "memory": 8}, {"cpu": "5m", "memory": "8Mi", "ephemeral-storage": "0"}),
+    ({"cpu": 2, "memory": 4096, "storage": 512}, {"cpu": "10m", "memory": "16Mi", "ephemeral-storage": "1Mi"}),
+])
+def test_the_wait_asks_no_more_than_the_workload_so_the_pod_counts_only_what_the_user_wrote(workload, wait_requests):
+    """The wait runs before the workload, never beside it: capped at what the workload asks
+    (zero where it asks nothing), the pod's requests, its quota and what its queue must hold
+    are the workload's own (issue 29)."""
+    cfg = copy.deepcopy(BASE)
+    cfg["schedules"][0].update({"gpus": 0, "warmUpMinutes": 5, **workload})
+    del cfg["schedules"][0]["pool"]
+    plain = copy.deepcopy(cfg)
+    del plain["schedules"][0]["warmUpMinutes"]
+    primed, unprimed = run_program(cfg), run_program(plain)
+    pod = primed.named(CRON, "weekly").inputs["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["initContainers"][0]["resources"]["requests"] == wait_requests
+    primed_quota, plain_quota = (run.named("kubernetes:core/v1:ResourceQuota", "weekly-quota").inputs["spec"]["hard"]
+                                 for run in (primed, unprimed))
+    requests = {k: v for k, v in primed_quota.items() if not k.startswith("limits.") and v != "0"}
+    assert requests == {k: v for k, v in plain_quota.items() if not k.startswith("limits.")}

@@ -434,11 +434,6 @@ BAD = {
         lambda c: _entry("jobs", "etl")(c).update(pool="spare"),
         ['kns:jobs[etl].queue: queue "adhoc" can never admit its 2 pods at once (Kueue would keep it waiting): '
          'pool "spare" has no quota in it (its pools: cpu)']),
-    "a prescaled pod asking a resource its pool's quota leaves out": (
-        lambda c: _queue("batch")(c)["quota"]["cpu"].pop("ephemeral-storage"),
-        ['kns:schedules[warm]: its queue "batch" (from kns:profiles[@ml].queue) can never admit its pod (Kueue would keep it waiting): '
-         'ephemeral-storage 1Mi is more than pool "cpu" can hold: quota 0 + borrowing 0 (ephemeral-storage is '
-         "not in its quota: name it there)"]),
     "more pods at once than the pods quota": (
         lambda c: _entry("schedules", "plain")(c).update(parallelism=5),
         ['kns:schedules[plain]: its queue "batch" (from kns:profiles[@ml].queue) can never admit its 5 pods at once (Kueue would keep it '
@@ -492,6 +487,22 @@ BAD = {
 @pytest.mark.parametrize("change, lines", list(BAD.values()), ids=list(BAD))
 def test_a_bad_queue_is_a_config_error_through_both_doors(tmp_path, capsys, change, lines):
     refused(tmp_path, capsys, case(change), lines)
+
+
+def test_a_queue_of_cpu_memory_and_pods_admits_a_prescaled_schedule():
+    """What the platform adds to a pod (the warm-up wait) adds nothing a queue must hold: a
+    queue naming only cpu, memory and pods takes a prescaled schedule, whose wait asks no
+    ephemeral-storage (Kueue skips a zero request of a resource its queue does not name)."""
+    config = case(lambda c: _queue("batch")(c)["quota"]["cpu"].pop("ephemeral-storage"))
+    assert set(_queue("batch")(config)["quota"]["cpu"]) == {"cpu", "memory", "pods"}
+    done = run_program(config)
+    warm = next(r for r in done.of_type("kubernetes:batch/v1:CronJob") if r.name == "warm")
+    pod = warm.inputs["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert names.QUEUE_LABEL in warm.inputs["spec"]["jobTemplate"]["metadata"]["labels"]
+    wait = next(c for c in pod["initContainers"] if c["name"] == "kns-wait")
+    assert wait["resources"]["requests"]["ephemeral-storage"] == "0"
+    assert all("ephemeral-storage" not in c.get("resources", {}).get("requests", {})
+               for c in pod["containers"])
 
 
 def test_a_profile_queue_leaves_namespace_entries_out():
