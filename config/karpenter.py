@@ -11,9 +11,10 @@ NodePool against the CRD itself.
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Mapping, Optional
 
 from . import names, rules
+from .quantity import kind_for_resource, parse
 
 _DURATION_OR_NEVER = re.compile(rules.DURATION_OR_NEVER.pattern)
 _WHOLE = re.compile(r"^[0-9]+$")
@@ -74,3 +75,20 @@ def limit_name_problem(name: str) -> Optional[str]:
     if _LIMIT.match(name) and len(name) <= 316:
         return None
     return f'"{name}" is {rules.NODEPOOL_LIMIT.message}'
+
+
+def limits_below_one_node(limits: Mapping[str, str], gpus_per_node: int,
+                          gpu_resource: Optional[str]) -> list[tuple[str, str]]:
+    """(limit, why) for each of an autoscaled pool's limits that no node fits under: Karpenter
+    launches a node only if the pool's nodes, that one included, stay within every limit, so
+    a zero `cpu`, `memory`, `pods` or `nodes`, or fewer GPUs than one node has, means the
+    pool never gets a node (docs/autoscaling.md)."""
+    out = []
+    for key, amount in limits.items():
+        value = parse(amount, kind_for_resource(key))
+        if key in ("cpu", "memory", "pods", "nodes") and value == 0:
+            out.append((key, f"0 {rules.LIMIT_BELOW_ONE_NODE.message}"))
+        elif key == gpu_resource and value < gpus_per_node:
+            out.append((key, f"{amount} is fewer GPUs than one node of the pool has (gpu.perNode {gpus_per_node}): "
+                             f"{rules.LIMIT_BELOW_ONE_NODE.message}"))
+    return out

@@ -313,8 +313,19 @@ class NodePool(Model):
         if self.autoscale is not None:
             group = self.autoscale.node_class_ref.group
             podspec.raise_if_any([(("labels", key), problem) for key in self.labels
-                                  if (problem := karpenter.restricted_key_problem(key, group))])
+                                  if (problem := karpenter.restricted_key_problem(key, group))]
+                                 + [(("autoscale", "limits", key), problem) for key, problem in
+                                    karpenter.limits_below_one_node(self.autoscale.limits, self.gpu_per_node,
+                                                                    self.gpu_resource)])
         return self
+
+    @property
+    def gpu_per_node(self) -> int:
+        return self.gpu.per_node if self.gpu is not None else 0
+
+    @property
+    def gpu_resource(self) -> Optional[str]:
+        return f"{self.gpu.vendor}.com/gpu" if self.gpu is not None else None
 
     @property
     def static_nodes(self) -> list[str]:

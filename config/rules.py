@@ -117,6 +117,7 @@ NODEPOOL_LIMIT = Rule("not a resource a node offers (cpu, memory, ephemeral-stor
                       "hugepages-<size>, or an extended resource domain/name)",
                       pattern=rf"^(cpu|memory|ephemeral-storage|pods|nodes|{HUGEPAGES.pattern[1:-1]}|{EXTENDED_RESOURCE.pattern[1:-1]})$")
 MAX_REQUIREMENTS = 100
+LIMIT_BELOW_ONE_NODE = Rule("holds no node: Karpenter never creates one past a limit, so the pool could run nothing")
 MAX_TEMPLATE_LABELS = 100
 MIN_VALUES_MAX = 50
 WEIGHT_MIN, WEIGHT_MAX = 1, 100

@@ -8,11 +8,15 @@ workload's pod targets it with the same selector and tolerations as a static poo
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 from config import resolve, rules
+from config.errors import Problem
 from config.models import NodePool
 from config.names import LABEL_CLUSTER, MANAGED_BY
+from config.quantity import kind_for_resource, parse
+
+from .model import WorkloadPlan
 
 API_VERSION = "karpenter.sh/v1"
 KIND = "NodePool"
@@ -78,3 +82,49 @@ def nodepool_manifest(pool: NodePool, cluster: str) -> dict[str, Any]:
         "metadata": {"name": pool.name, "labels": {**MANAGED_BY, LABEL_CLUSTER: cluster}},
         "spec": spec,
     }
+
+
+def most_gpus_per_node(pool: NodePool) -> Optional[int]:
+    """The most GPUs a node of the autoscaled pool may have, from its requirements on the
+    node class's GPU-count label (In, Lt, Lte); None when they set no upper bound."""
+    label = rules.GPU_COUNT_LABELS.get(pool.autoscale.node_class_ref.group) if pool.autoscale else None
+    bounds = []
+    for requirement in pool.autoscale.requirements if label else ():
+        if requirement.key != label:
+            continue
+        numbers = [int(v) for v in requirement.values if v.isdigit()]
+        if requirement.operator == "In" and numbers:
+            bounds.append(max(numbers))
+        elif requirement.operator in ("Lt", "Lte") and numbers:
+            bounds.append(numbers[0] - (requirement.operator == "Lt"))
+    return min(bounds) if bounds else None
+
+
+def fit_problems(plans: Iterable[WorkloadPlan], paths: dict[str, str]) -> list[Problem]:
+    """Each entry on an autoscaled pool whose pod no node of the pool could hold: it asks
+    more of a resource than the pool's `limits` allow all its nodes together, or more GPUs
+    than its requirements let a node have. Karpenter would never create the node, and the
+    pod would wait for ever (docs/autoscaling.md)."""
+    problems = []
+    for plan in plans:
+        pool = plan.pool
+        if pool is None or pool.autoscale is None or plan.pod_spec is None:
+            continue
+        containers, init_containers = resolve.pod_spec_containers(plan.pod_spec)
+        asked = resolve.pod_usage(containers, init_containers, plan.limit_range)["requests"]
+        reasons = []
+        for resource, limit in pool.autoscale.limits.items():
+            kind = kind_for_resource(resource)
+            if resource in asked and parse(asked[resource], kind) > parse(limit, kind):
+                reasons.append(f"{resource} {asked[resource]}, more than autoscale.limits.{resource} {limit} "
+                               "allows all its nodes together")
+        most, gpu = most_gpus_per_node(pool), pool.gpu_resource
+        gpus = int(parse(asked.get(gpu, "0"), kind_for_resource(gpu))) if gpu else 0
+        if most is not None and gpus > most:
+            label = rules.GPU_COUNT_LABELS[pool.autoscale.node_class_ref.group]
+            reasons.append(f"{gpus} {gpu}, more than its requirements let a node have ({label} at most {most})")
+        if reasons:
+            problems.append(Problem(f"{paths[plan.entry.name]}.pool",
+                                    f'pool "{pool.name}" could never get a node for its pod, which asks '
+                                    + "; ".join(reasons) + ": Karpenter would never create one"))
+    return problems

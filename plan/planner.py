@@ -20,7 +20,7 @@ from config.errors import Problem
 from config.loader import Checked, PlatformConfig
 from config.models import Profile, Workload
 
-from . import final, inventory, queues, wait
+from . import final, inventory, nodepools, queues, wait
 from .manifests import (
     NAMESPACE_RUNNER_RULES,
     POD_RUNNER_RULES,
@@ -183,6 +183,7 @@ def plan_checked(checked: Checked) -> list[WorkloadPlan]:
     cfg = checked.clean()
     plans, problems = plan_all(cfg)
     problems += queues.fit_problems(cfg, plans)
+    problems += nodepools.fit_problems(plans, cfg.paths)
     problems += inventory.collisions(cfg, plans, [p.path for p in checked.problems.items + problems])
     checked.problems.items.extend(problems)
     checked.problems.raise_if_any()

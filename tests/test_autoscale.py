@@ -334,6 +334,12 @@ CASES = [
      POOL + ".labels.kubernetes.io/hostname", "a pool cannot set or select it"),
     ("template label in the node class domain", bad(pool_change=_set("labels", {"karpenter.kwok.sh/x": "a"})),
      POOL + ".labels.karpenter.kwok.sh/x", "node class"),
+    # limits no node fits under (rules.LIMIT_BELOW_ONE_NODE)
+    *[(f"limit {key} 0", bad(limits={key: 0}), AUTO + f".limits.{key}", rules.LIMIT_BELOW_ONE_NODE.message)
+      for key in ("cpu", "memory", "pods", "nodes")],
+    ("GPU limit under one node", bad(pool_change=lambda p: p.update(role="gpu", gpu={"vendor": "nvidia", "perNode": 8}),
+                                     limits={"nvidia.com/gpu": 4}),
+     AUTO + ".limits.nvidia.com/gpu", "fewer GPUs than one node of the pool has (gpu.perNode 8)"),
     ("taint twice", bad(pool_change=_set("taints", [{"key": "a/b", "value": "1", "effect": "NoSchedule"},
                                                     {"key": "a/b", "value": "2", "effect": "NoSchedule"}])),
      POOL + ".taints", 'two taints with key "a/b"'),
@@ -396,3 +402,46 @@ def test_the_kwok_stage_for_primed_pods_reads_what_the_wait_container_carries():
     expression = stage["spec"]["delay"]["durationFrom"]["expressionFrom"]
     assert {"KNS_LEAD_SECONDS", "KNS_TZ_OFFSETS"} <= env
     assert all(f'"{name}"' in expression for name in ("KNS_LEAD_SECONDS", "KNS_TZ_OFFSETS", wait.NAME))
+
+
+# ---- entries no node of their autoscaled pool could hold ---------------------------------
+
+FIT = {
+    "a pod over the cpu limit": (
+        lambda c: c["jobs"][0].update(cpu=80),
+        'kns:jobs[burst-job].pool: pool "burst" could never get a node for its pod, which asks cpu 80, more than '
+        "autoscale.limits.cpu 64 allows all its nodes together: Karpenter would never create one"),
+    "a pod over the memory limit (a prescaled schedule)": (
+        lambda c: c["schedules"][0].update(memory="300Gi"),
+        'kns:schedules[warm].pool: pool "burst" could never get a node for its pod, which asks memory 300Gi, more '
+        "than autoscale.limits.memory 256Gi allows all its nodes together: Karpenter would never create one"),
+}
+
+
+@pytest.mark.parametrize("change, line", list(FIT.values()), ids=list(FIT))
+def test_an_entry_no_node_of_its_autoscaled_pool_could_hold_is_refused(tmp_path, capsys, change, line):
+    config = copy.deepcopy(CONFIG)
+    change(config)
+    text = program_text(config)
+    assert text == expected_text([line])
+    assert validate_text(tmp_path, config, capsys) == text
+
+
+def test_a_gpu_count_requirement_below_the_entrys_gpus_is_refused(tmp_path, capsys):
+    config = copy.deepcopy(CONFIG)
+    config["nodePools"][2]["autoscale"]["requirements"] = [
+        {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "In", "values": ["1", "2"]}]
+    text = program_text(config)
+    assert text == expected_text([
+        'kns:jobs[train].pool: pool "h100" could never get a node for its pod, which asks 4 nvidia.com/gpu, more than '
+        "its requirements let a node have (karpenter.k8s.aws/instance-gpu-count at most 2): Karpenter would never "
+        "create one"])
+    assert validate_text(tmp_path, config, capsys) == text
+
+
+@pytest.mark.parametrize("operator, values", [("Lte", ["4"]), ("Lt", ["5"]), ("In", ["4", "8"]), ("Gt", ["2"])])
+def test_a_gpu_count_requirement_that_leaves_room_is_taken(operator, values):
+    config = copy.deepcopy(CONFIG)
+    config["nodePools"][2]["autoscale"]["requirements"] = [
+        {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": operator, "values": values}]
+    assert run_program(config).named("kns:cluster:NodePool", "h100") is not None
