@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from . import kubeconfig, names, prescale, profile_rules, resolve, rules
+from . import karpenter, kubeconfig, names, prescale, profile_rules, resolve, rules
 from .errors import Problems
 from .models import Cluster, NodePool, Profile, Queue, Queueing, Schedule, Workload
 from .rules import CREDENTIAL_FILE
@@ -71,6 +71,15 @@ def check_pools(pools: list[NodePool], cluster_name: str, problems: Problems) ->
         if pool.autoscale is not None and len(resolve.pool_labels(pool, cluster_name)) > rules.MAX_TEMPLATE_LABELS:
             problems.add(path + ".labels", f"a NodePool template holds at most {rules.MAX_TEMPLATE_LABELS} labels, "
                          "the pool's role and name included")
+        if pool.autoscale is not None:
+            labels = resolve.pool_labels(pool, cluster_name)
+            for index, requirement in enumerate(pool.autoscale.requirements):
+                if requirement.key in labels and not karpenter.satisfies(requirement.operator, requirement.values,
+                                                                         labels[requirement.key]):
+                    problems.add(f"{path}.autoscale.requirements[{index}]",
+                                 f"{karpenter.describe(requirement.operator, requirement.values, requirement.key)} "
+                                 f"contradicts the label {requirement.key}={labels[requirement.key]} the pool puts "
+                                 "on every node it creates: Karpenter would create none")
         for node in pool.static_nodes:
             if node in node_owner and node_owner[node] != pool.name:
                 problems.add(

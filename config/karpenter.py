@@ -92,3 +92,25 @@ def limits_below_one_node(limits: Mapping[str, str], gpus_per_node: int,
             out.append((key, f"{amount} is fewer GPUs than one node of the pool has (gpu.perNode {gpus_per_node}): "
                              f"{rules.LIMIT_BELOW_ONE_NODE.message}"))
     return out
+
+
+def satisfies(operator: str, values: list[str], value: Optional[str]) -> bool:
+    """Whether a node whose label has `value` (None: the node has no such label) meets the
+    requirement `operator values`, as Karpenter's (and the scheduler's) node selectors read it."""
+    if operator == "Exists":
+        return value is not None
+    if operator == "DoesNotExist":
+        return value is None
+    if operator == "In":
+        return value is not None and value in values
+    if operator == "NotIn":
+        return value is None or value not in values
+    if value is None or not value.lstrip("-").isdigit():
+        return False
+    bound, number = int(values[0]), int(value)
+    return {"Gt": number > bound, "Lt": number < bound, "Gte": number >= bound, "Lte": number <= bound}[operator]
+
+
+def describe(operator: str, values: list[str], key: str) -> str:
+    """`kns.io/pool In [other]`: a requirement as a problem line names it."""
+    return f"{key} {operator}" + (f" [{', '.join(values)}]" if values else "")

@@ -196,9 +196,10 @@ def autoscaled_pool(draw) -> dict[str, Any]:
     if draw(st.booleans()):
         auto["requirements"] = draw(st.lists(requirement(), max_size=5))
     if draw(st.booleans()):
-        amounts = {"cpu": st.integers(0, 4096) | st.sampled_from(["500m", "1.5", "64"]),
+        # at least one node's worth: a limit no node fits under is refused (test above)
+        amounts = {"cpu": st.integers(1, 4096) | st.sampled_from(["500m", "1.5", "64"]),
                    "memory": st.integers(1, 10**6) | st.sampled_from(["2Gi", "1.5Ti", "4096Mi"]),
-                   "pods": st.integers(0, 4096), "nvidia.com/gpu": st.integers(0, 256), "nodes": st.integers(0, 100)}
+                   "pods": st.integers(1, 4096), "nvidia.com/gpu": st.integers(16, 256), "nodes": st.integers(1, 100)}
         chosen = draw(st.lists(st.sampled_from(sorted(amounts)), unique=True, max_size=3))
         auto["limits"] = {name: draw(amounts[name]) for name in chosen}
     if draw(st.booleans()):
@@ -445,3 +446,34 @@ def test_a_gpu_count_requirement_that_leaves_room_is_taken(operator, values):
     config["nodePools"][2]["autoscale"]["requirements"] = [
         {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": operator, "values": values}]
     assert run_program(config).named("kns:cluster:NodePool", "h100") is not None
+
+
+@pytest.mark.parametrize("requirement, label", [
+    ({"key": "kns.io/pool", "operator": "In", "values": ["other"]}, "kns.io/pool=p"),
+    ({"key": "team", "operator": "NotIn", "values": ["ml"]}, "team=ml"),
+    ({"key": "team", "operator": "DoesNotExist"}, "team=ml"),
+    ({"key": "kns.io/cluster", "operator": "In", "values": ["kns-other"]}, "kns.io/cluster=kns-test"),
+    ({"key": "nvidia.com/gpu", "operator": "DoesNotExist"}, "nvidia.com/gpu=present"),
+    ({"key": "tier", "operator": "Gt", "values": ["5"]}, "tier=3"),
+])
+def test_a_requirement_that_contradicts_the_pools_own_labels_is_refused(tmp_path, capsys, requirement, label):
+    def change(pool):
+        pool["labels"] = {"team": "ml", "tier": "3"}
+        if requirement["key"] == "nvidia.com/gpu":
+            pool.update(role="gpu", gpu={"vendor": "nvidia", "perNode": 1})
+    config = bad(pool_change=change, requirements=[{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                                                   requirement])
+    key, value = label.split("=")
+    shown = f"{requirement['key']} {requirement['operator']}" + (
+        f" [{', '.join(requirement['values'])}]" if requirement.get("values") else "")
+    refused(tmp_path, capsys, config, [f"{AUTO}.requirements[1]: {shown} contradicts the label {label} the pool puts "
+                                       "on every node it creates: Karpenter would create none"])
+
+
+@pytest.mark.parametrize("requirement", [
+    {"key": "kns.io/pool", "operator": "In", "values": ["p"]}, {"key": "team", "operator": "Exists"},
+    {"key": "tier", "operator": "Lt", "values": ["5"]}, {"key": "team", "operator": "NotIn", "values": ["ops"]},
+])
+def test_a_requirement_the_pools_own_labels_meet_is_taken(requirement):
+    config = bad(pool_change=lambda pool: pool.update(labels={"team": "ml", "tier": "3"}), requirements=[requirement])
+    assert run_program(config).named("kns:cluster:NodePool", "p") is not None
