@@ -126,6 +126,12 @@ WEIGHT_MIN, WEIGHT_MAX = 1, 100
 KARPENTER_DOMAIN = "karpenter.sh"
 KARPENTER_SELECTABLE = ("karpenter.sh/capacity-type", "karpenter.sh/nodepool")
 KARPENTER_NODEPOOL_LABEL = "karpenter.sh/nodepool"
+# Labels every node Karpenter creates carries, from its instance type and offering (Karpenter
+# v1's WellKnownLabels), beside the template's labels and the requirements' values; keys in
+# the node class provider's domain (karpenter.k8s.aws/...) are its provider's own.
+KARPENTER_WELL_KNOWN_LABELS = ("karpenter.sh/nodepool", "karpenter.sh/capacity-type", "kubernetes.io/arch",
+                               "kubernetes.io/os", "node.kubernetes.io/instance-type", "topology.kubernetes.io/zone",
+                               "topology.kubernetes.io/region", "node.kubernetes.io/windows-build")
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
 CAPACITY_TYPES = ("on-demand", "spot", "reserved")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Optional
 
-from config import resolve, rules
+from config import karpenter, resolve, rules
 from config.errors import Problem
 from config.models import NodePool
 from config.names import LABEL_CLUSTER, MANAGED_BY
@@ -100,10 +100,35 @@ def most_gpus_per_node(pool: NodePool) -> Optional[int]:
     return min(bounds) if bounds else None
 
 
-def fit_problems(plans: Iterable[WorkloadPlan], paths: dict[str, str]) -> list[Problem]:
+def selector_reasons(pool: NodePool, selector: dict[str, str], cluster: str) -> list[str]:
+    """Why no node of the autoscaled pool matches the pod's node selector: a node Karpenter
+    creates carries the template's labels, one value of each requirement, and the labels it
+    knows from the instance type (rules.KARPENTER_WELL_KNOWN_LABELS, the provider's own)."""
+    assert pool.autoscale is not None
+    labels = resolve.pool_labels(pool, cluster)
+    labels[rules.KARPENTER_NODEPOOL_LABEL] = pool.name
+    provider = pool.autoscale.node_class_ref.group
+    out = []
+    for key, value in selector.items():
+        requirements = [r for r in pool.autoscale.requirements if r.key == key]
+        if key in labels:
+            if labels[key] != value:
+                out.append(f"the node selector {key}={value}, but every node of the pool has {key}={labels[key]}")
+        elif requirements:
+            for requirement in requirements:
+                if not karpenter.satisfies(requirement.operator, requirement.values, value):
+                    out.append(f"the node selector {key}={value}, which its requirement "
+                               f"{karpenter.describe(requirement.operator, requirement.values, key)} rules out")
+        elif key not in rules.KARPENTER_WELL_KNOWN_LABELS and key.split("/", 1)[0] != provider:
+            out.append(f"the node selector {key}={value}, a label no node of the pool carries (the pool neither "
+                       "sets it in labels nor requires it)")
+    return out
+
+
+def fit_problems(plans: Iterable[WorkloadPlan], paths: dict[str, str], cluster: str) -> list[Problem]:
     """Each entry on an autoscaled pool whose pod no node of the pool could hold: it asks
-    more of a resource than the pool's `limits` allow all its nodes together, or more GPUs
-    than its requirements let a node have. Karpenter would never create the node, and the
+    more of a resource than the pool's `limits` allow all its nodes together, more GPUs
+    than its requirements let a node have, or a node selector no node of the pool matches. Karpenter would never create the node, and the
     pod would wait for ever (docs/autoscaling.md)."""
     problems = []
     for plan in plans:
@@ -123,6 +148,7 @@ def fit_problems(plans: Iterable[WorkloadPlan], paths: dict[str, str]) -> list[P
         if most is not None and gpus > most:
             label = rules.GPU_COUNT_LABELS[pool.autoscale.node_class_ref.group]
             reasons.append(f"{gpus} {gpu}, more than its requirements let a node have ({label} at most {most})")
+        reasons += selector_reasons(pool, plan.pod_spec.get("nodeSelector") or {}, cluster)
         if reasons:
             problems.append(Problem(f"{paths[plan.entry.name]}.pool",
                                     f'pool "{pool.name}" could never get a node for its pod, which asks '

@@ -183,7 +183,7 @@ def plan_checked(checked: Checked) -> list[WorkloadPlan]:
     cfg = checked.clean()
     plans, problems = plan_all(cfg)
     problems += queues.fit_problems(cfg, plans)
-    problems += nodepools.fit_problems(plans, cfg.paths)
+    problems += nodepools.fit_problems(plans, cfg.paths, cfg.cluster.name)
     problems += inventory.collisions(cfg, plans, [p.path for p in checked.problems.items + problems])
     checked.problems.items.extend(problems)
     checked.problems.raise_if_any()

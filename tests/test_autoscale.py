@@ -416,6 +416,22 @@ FIT = {
         lambda c: c["schedules"][0].update(memory="300Gi"),
         'kns:schedules[warm].pool: pool "burst" could never get a node for its pod, which asks memory 300Gi, more '
         "than autoscale.limits.memory 256Gi allows all its nodes together: Karpenter would never create one"),
+    "placement that differs from the pool's label": (
+        lambda c: c["jobs"][0].update(placement={"team": "ops"}),
+        'kns:jobs[burst-job].pool: pool "burst" could never get a node for its pod, which asks the node selector '
+        "team=ops, but every node of the pool has team=ml: Karpenter would never create one"),
+    "a node selector key the pool neither sets nor requires": (
+        lambda c: c["jobs"][0].update(nodeSelector={"disk": "ssd"}),
+        'kns:jobs[burst-job].pool: pool "burst" could never get a node for its pod, which asks the node selector '
+        "disk=ssd, a label no node of the pool carries (the pool neither sets it in labels nor requires it): "
+        "Karpenter would never create one"),
+    "a podSpec node selector its requirement rules out": (
+        lambda c: [c["schedules"][0].pop(k) for k in ("image", "cpu", "memory")] and c["schedules"][0].update(
+            podSpec={"nodeSelector": {"kubernetes.io/arch": "arm64"}, "containers": [
+                {"name": "main", "image": "busybox:1.37", "resources": {"limits": {"cpu": 1, "memory": "1Gi"}}}]}),
+        'kns:schedules[warm].pool: pool "burst" could never get a node for its pod, which asks the node selector '
+        "kubernetes.io/arch=arm64, which its requirement kubernetes.io/arch In [amd64] rules out: Karpenter would "
+        "never create one"),
 }
 
 
@@ -477,3 +493,12 @@ def test_a_requirement_that_contradicts_the_pools_own_labels_is_refused(tmp_path
 def test_a_requirement_the_pools_own_labels_meet_is_taken(requirement):
     config = bad(pool_change=lambda pool: pool.update(labels={"team": "ml", "tier": "3"}), requirements=[requirement])
     assert run_program(config).named("kns:cluster:NodePool", "p") is not None
+
+
+@pytest.mark.parametrize("selector", [{"karpenter.sh/capacity-type": "spot"}, {"kubernetes.io/arch": "amd64"},
+                                      {"karpenter.kwok.sh/instance-family": "c"}, {"team": "ml"},
+                                      {"topology.kubernetes.io/zone": "zone-a"}, {"karpenter.sh/nodepool": "burst"}])
+def test_a_node_selector_some_node_of_the_pool_matches_is_taken(selector):
+    config = copy.deepcopy(CONFIG)
+    config["jobs"][0]["nodeSelector"] = selector
+    assert run_program(config).named("kns:cluster:NodePool", "burst") is not None
