@@ -11,7 +11,7 @@ NodePool against the CRD itself.
 from __future__ import annotations
 
 import re
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from . import names, rules
 from .quantity import kind_for_resource, parse
@@ -21,8 +21,18 @@ _WHOLE = re.compile(r"^[0-9]+$")
 _LIMIT = re.compile(rules.NODEPOOL_LIMIT.pattern)
 
 
+_UNIT_SECONDS = {"h": 3600, "m": 60, "s": 1}
+# Karpenter reads durations with Go's time.ParseDuration: an int64 of nanoseconds.
+_MAX_DURATION_SECONDS = (2**63 - 1) // 10**9
+
+
 def duration_or_never_problem(value: str) -> Optional[str]:
-    return None if _DURATION_OR_NEVER.match(value) else f'"{value}" is {rules.DURATION_OR_NEVER.message}'
+    if not _DURATION_OR_NEVER.match(value):
+        return f'"{value}" is {rules.DURATION_OR_NEVER.message}'
+    seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in re.findall(r"([0-9]+)([hms])", value))
+    if seconds > _MAX_DURATION_SECONDS:
+        return f'"{value}" is longer than Karpenter can read (a Go duration: at most {_MAX_DURATION_SECONDS // 3600}h)'
+    return None
 
 
 def group_problem(group: str) -> Optional[str]:
@@ -114,3 +124,14 @@ def satisfies(operator: str, values: list[str], value: Optional[str]) -> bool:
 def describe(operator: str, values: list[str], key: str) -> str:
     """`kns.io/pool In [other]`: a requirement as a problem line names it."""
     return f"{key} {operator}" + (f" [{', '.join(values)}]" if values else "")
+
+
+def gpu_requirement(pool_gpu_per_node: int, group: str, requirements: list[Any]) -> list[dict[str, Any]]:
+    """A GPU pool's `perNode` as a requirement on the instance's GPU count, where the node
+    class's provider labels it (rules.GPU_COUNT_LABELS) and the pool does not already require
+    something of that label; elsewhere none (docs/autoscaling.md: the workload's GPU request
+    alone steers Karpenter to instance types that have them)."""
+    label = rules.GPU_COUNT_LABELS.get(group)
+    if not pool_gpu_per_node or label is None or any(r.key == label for r in requirements):
+        return []
+    return [{"key": label, "operator": "In", "values": [str(pool_gpu_per_node)]}]

@@ -253,7 +253,8 @@ class NodeClassRef(Model):
 
     group: Annotated[NonEmpty, _check(karpenter.group_problem)]
     kind: NonEmpty
-    name: NonEmpty
+    name: Annotated[NonEmpty, _check(lambda v: names.dns1123_subdomain_problem(v) and
+                                     f"node class name {names.dns1123_subdomain_problem(v)}")]
 
 
 class Requirement(Model):
@@ -316,8 +317,18 @@ class NodePool(Model):
                                   if (problem := karpenter.restricted_key_problem(key, group))]
                                  + [(("autoscale", "limits", key), problem) for key, problem in
                                     karpenter.limits_below_one_node(self.autoscale.limits, self.gpu_per_node,
-                                                                    self.gpu_resource)])
+                                                                    self.gpu_resource)]
+                                 + [(("autoscale", "requirements"), problem) for problem in self._requirement_count()])
         return self
+
+    def _requirement_count(self) -> list[str]:
+        assert self.autoscale is not None
+        requirements = self.autoscale.requirements
+        added = karpenter.gpu_requirement(self.gpu_per_node, self.autoscale.node_class_ref.group, requirements)
+        if added and len(requirements) + len(added) > rules.MAX_REQUIREMENTS:
+            return [f"{len(requirements)} requirements and the one the program adds for gpu.perNode "
+                    f"({added[0]['key']}) are more than the {rules.MAX_REQUIREMENTS} a NodePool holds"]
+        return []
 
     @property
     def gpu_per_node(self) -> int:

@@ -31,16 +31,11 @@ def autoscale_summary(pool: NodePool) -> Optional[dict[str, Any]]:
 
 
 def gpu_requirement(pool: NodePool) -> list[dict[str, Any]]:
-    """A GPU pool's `perNode` as a requirement on the instance's GPU count, where the node
-    class's provider labels it (config/rules.py GPU_COUNT_LABELS) and the pool does not
-    already require something of that label; elsewhere none (docs/autoscaling.md: the
-    workload's GPU request alone steers Karpenter to instance types that have them)."""
-    if pool.gpu is None or pool.autoscale is None:
+    """The requirement the program adds for a GPU pool's `perNode` (config/karpenter.py)."""
+    if pool.autoscale is None:
         return []
-    label = rules.GPU_COUNT_LABELS.get(pool.autoscale.node_class_ref.group)
-    if label is None or any(r.key == label for r in pool.autoscale.requirements):
-        return []
-    return [{"key": label, "operator": "In", "values": [str(pool.gpu.per_node)]}]
+    return karpenter.gpu_requirement(pool.gpu_per_node, pool.autoscale.node_class_ref.group,
+                                     pool.autoscale.requirements)
 
 
 def _taint(taint: dict[str, str]) -> dict[str, str]:

@@ -335,6 +335,17 @@ CASES = [
      POOL + ".labels.kubernetes.io/hostname", "a pool cannot set or select it"),
     ("template label in the node class domain", bad(pool_change=_set("labels", {"karpenter.kwok.sh/x": "a"})),
      POOL + ".labels.karpenter.kwok.sh/x", "node class"),
+    # what the pinned CRD or Karpenter would refuse of the NodePool as emitted
+    ("a duration past Go's", bad(consolidateAfter="2562048h"), AUTO + ".consolidateAfter",
+     "longer than Karpenter can read (a Go duration: at most 2562047h)"),
+    ("an expiry past Go's", bad(expireAfter="9999999999m"), AUTO + ".expireAfter", "longer than Karpenter can read"),
+    ("a node class name that is not an object name", bad(auto_change=lambda a: a["nodeClassRef"].update(name="My Class")),
+     AUTO + ".nodeClassRef.name", "node class name"),
+    ("100 requirements and the program's GPU one",
+     bad(pool_change=lambda p: p.update(role="gpu", gpu={"vendor": "nvidia", "perNode": 8}),
+         auto_change=lambda a: a.update(nodeClassRef=dict(AWS_CLASS)),
+         requirements=[{"key": f"example.com/k{i}", "operator": "Exists"} for i in range(100)]),
+     AUTO + ".requirements", "the one the program adds for gpu.perNode (karpenter.k8s.aws/instance-gpu-count)"),
     # limits no node fits under (rules.LIMIT_BELOW_ONE_NODE)
     *[(f"limit {key} 0", bad(limits={key: 0}), AUTO + f".limits.{key}", rules.LIMIT_BELOW_ONE_NODE.message)
       for key in ("cpu", "memory", "pods", "nodes")],
