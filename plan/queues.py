@@ -147,7 +147,12 @@ def show(resource: str, amount: Decimal) -> str:
 
 
 def pools_of(plan: WorkloadPlan, queue: Queue) -> list[str]:
-    """The pools of the queue an entry's Jobs may be admitted on: its own pool, or any."""
+    """The pools of the queue an entry's Jobs may be admitted on: the pool its pod as finally
+    built selects (`pool`, or a `podSpec` nodeSelector or an override on kns.io/pool: Kueue
+    skips every flavor whose node labels the pod's selector contradicts), or any."""
+    selected = ((plan.pod_spec or {}).get("nodeSelector") or {}).get(names.LABEL_POOL)
+    if selected is not None:
+        return [selected]
     return [plan.pool.name] if plan.pool is not None else list(queue.quota)
 
 

@@ -384,6 +384,17 @@ BAD = {
         lambda c: _entry("jobs", "train")(c).update(cpu=200),
         ['kns:jobs[train]: its queue "batch" (from kns:profiles[@ml].queue) can never admit its pod (Kueue would '
          'keep it waiting): cpu 200 is more than pool "a100" can hold: quota 32 + borrowing 0']),
+    "a podSpec selecting a pool the queue cannot hold it on": (
+        lambda c: [_entry("jobs", "own-queue")(c).pop(k, None) for k in ("image", "cpu", "memory")] and
+        _entry("jobs", "own-queue")(c).update(podSpec={"nodeSelector": {"kns.io/pool": "spare"}, "containers": [
+            {"name": "main", "image": "busybox:1.37", "resources": {"limits": {"cpu": 1, "memory": "1Gi"}}}]}),
+        ['kns:jobs[own-queue].queue: queue "adhoc" can never admit its pod (Kueue would keep it waiting): '
+         'pool "spare" has no quota in it (its pools: cpu)']),
+    "an override selecting a pool the queue cannot hold it on": (
+        lambda c: _entry("jobs", "own-queue")(c).update(jsonOverrides=[
+            {"path": "/spec/template/spec/nodeSelector", "value": {"kns.io/pool": "spare"}}]),
+        ['kns:jobs[own-queue].queue: queue "adhoc" can never admit its pod (Kueue would keep it waiting): '
+         'pool "spare" has no quota in it (its pools: cpu)']),
     "a negative quota": (
         lambda c: _queue("adhoc")(c)["quota"]["cpu"].update(cpu=-2),
         ["kns:queues[adhoc].quota.cpu: cpu: -2 must not be negative"] + ADHOC_INVALID),
