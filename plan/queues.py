@@ -156,9 +156,13 @@ def pools_of(plan: WorkloadPlan, queue: Queue) -> list[str]:
     return [plan.pool.name] if plan.pool is not None else list(queue.quota)
 
 
-def fit_reasons(plan: WorkloadPlan, queue: Queue, all_queues: list[Queue]) -> dict[str, list[str]]:
+def fit_reasons(plan: WorkloadPlan, queue: Queue, all_queues: list[Queue],
+                capacity: Optional[dict[tuple[str, str, str], tuple[Decimal, Decimal]]] = None) -> dict[str, list[str]]:
     """Why the queue can never hold one of the entry's Jobs, per pool the entry may use
-    (an empty list: it fits there)."""
+    (an empty list: it fits there). `capacity` keeps each (queue, pool, resource)'s quota
+    and borrowing across entries: what the cohort lends is summed once, not per entry, so
+    the check grows with the entries, not with entries x queues."""
+    capacity = {} if capacity is None else capacity
     requests = workload_requests(plan)
     covered = queue_rules.covered_resources(queue.quota)
     out: dict[str, list[str]] = {}
@@ -170,8 +174,11 @@ def fit_reasons(plan: WorkloadPlan, queue: Queue, all_queues: list[Queue]) -> di
         for resource, amount in requests.items():
             if resource == PODS and PODS not in covered:
                 continue  # Kueue counts pods only where the queue has a quota for them
-            nominal = queue_rules.nominal(queue.quota, pool, resource)
-            borrow = borrowable(queue, all_queues, pool, resource)
+            key = (queue.name, pool, resource)
+            if key not in capacity:
+                capacity[key] = (queue_rules.nominal(queue.quota, pool, resource),
+                                 borrowable(queue, all_queues, pool, resource))
+            nominal, borrow = capacity[key]
             if amount > nominal + borrow:
                 named = "" if resource in queue.quota[pool] else f" ({resource} is not in its quota: name it there)"
                 reasons.append(f"{resource} {show(resource, amount)} is more than pool \"{pool}\" can hold: quota "
@@ -184,11 +191,13 @@ def fit_problems(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> list[Problem
     """Every queued entry that its queue could never admit, under `<entry>.queue`, or under
     the entry naming the profile rule when the queue is the rule's."""
     problems = []
+    capacity: dict[tuple[str, str, str], tuple[Decimal, Decimal]] = {}
+    by_name = {q.name: q for q in cfg.queues}
     for plan in plans:
-        queue = queue_of(cfg, plan)
+        queue = by_name.get(plan.entry.queue) if plan.entry.queue else None
         if queue is None or plan.pod_spec is None:
             continue
-        reasons = fit_reasons(plan, queue, cfg.queues)
+        reasons = fit_reasons(plan, queue, cfg.queues, capacity)
         if all(reasons.values()):
             count = pods_at_once(plan)
             what = "its pod" if count == 1 else f"its {count} pods at once"
