@@ -51,6 +51,35 @@ ENTRY_VALUES = {
                       [{"path": "/spec/template/spec/restartPolicy", "value": "Always"}],
                       [{"path": "/metadata/labels/kns.io~1job", "value": "x"}]],
     "credentialsMountPath": ["/creds", "/", "relative"],
+    # the newer surface (issue 29): queues, native sidecars, program-owned fields, deadlines
+    "queue": ["batch", "adhoc", "nope", None],
+    "activeDeadlineSeconds": [60, 86400],
+    "nodeSelector ": [{"kubernetes.io/arch": "arm64"}, {"team": "other"}],
+    "podSpec ": [{"containers": [{"name": "c", "image": "busybox:1.37",
+                                  "resources": {"limits": {"cpu": 1, "memory": "1Gi"}}}],
+                  "initContainers": [{"name": "side", "image": "busybox:1.37", "restartPolicy": "Always",
+                                      "resources": {"limits": {"cpu": 2, "memory": "2Gi"}}}]}],
+    "jsonOverrides ": [[{"path": "/metadata/labels/kueue.x-k8s.io~1queue-name", "value": "other"}],
+                       [{"path": "/spec/suspend", "value": False}],
+                       [{"path": "/spec/template/metadata/annotations/karpenter.sh~1do-not-disrupt", "value": "false"}],
+                       [{"path": "/spec/activeDeadlineSeconds", "value": 30}]],
+}
+# Queues (kns:queueing on): good ones and members of the queue classes.
+QUEUE_SETS = [
+    [{"name": "batch", "cohort": "all", "quota": {"burst": {"cpu": 64, "memory": "256Gi", "pods": 10}}},
+     {"name": "adhoc", "cohort": "all", "quota": {"burst": {"cpu": 8, "memory": "32Gi"}},
+      "lendingLimit": {"burst": {"cpu": 4}}}],
+    [{"name": "batch", "quota": {"burst": {"cpu": 64, "memory": "512"}}}],
+    [{"name": "batch", "quota": {"burst": {"cpu": 4, "hugepages-junk": 1}},
+      "preemption": {"reclaimWithinCohort": "Any"}}],
+    [{"name": "batch", "quota": {"a100": {"nvidia.com/gpu": 8, "cpu": 1}}, "fairSharingWeight": True}],
+]
+# The autoscaled pool `burst`: limits and requirements, good and not.
+AUTOSCALE_VALUES = {
+    "limits": [{"cpu": 64, "memory": "256Gi"}, {"cpu": 0}, {"nodes": 0}, {"cpu": "500m"}],
+    "requirements": [[{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
+                     [{"key": "kns.io/pool", "operator": "In", "values": ["other"]}]],
+    "consolidateAfter": ["30s", "2562048h"],
 }
 SCHEDULE_VALUES = {
     "schedule": ["0 0 * * *", "0 0 30 2 *", "0 0 */1 * 1", "0 0 L * *", "@daily", "61 * * * *", "0 * * * *",
@@ -79,20 +108,30 @@ def mutations(draw):
             field = draw(st.sampled_from(sorted(pool)))
             index = draw(st.integers(0, len(config[kind]) - 1))
             value = draw(st.sampled_from(pool[field]))
+            field = field.strip()  # "podSpec " and the like: more values for a key listed above
             if value is None:
                 config[kind][index].pop(field, None)
             else:
                 config[kind][index][field] = copy.deepcopy(value)
         else:
-            section, field, values = draw(st.sampled_from(STACK_VALUES))
-            config.setdefault(section, {})[field] = draw(st.sampled_from(values))
+            where = draw(st.sampled_from(["stack", "queues", "autoscale"]))
+            if where == "queues":
+                config["queueing"] = {"enabled": draw(st.booleans()), "install": False}
+                config["queues"] = copy.deepcopy(draw(st.sampled_from(QUEUE_SETS)))
+            elif where == "autoscale":
+                burst = next(p for p in config["nodePools"] if p["name"] == "burst")
+                field = draw(st.sampled_from(sorted(AUTOSCALE_VALUES)))
+                burst["autoscale"][field] = copy.deepcopy(draw(st.sampled_from(AUTOSCALE_VALUES[field])))
+            else:
+                section, field, values = draw(st.sampled_from(STACK_VALUES))
+                config.setdefault(section, {})[field] = draw(st.sampled_from(values))
     job_file = None
     if draw(st.booleans()):
         entry = {"name": "from-file", "user": "carol", "image": "busybox:1.37"}
         field = draw(st.sampled_from(sorted(ENTRY_VALUES)))
         value = draw(st.sampled_from(ENTRY_VALUES[field]))
         if value is not None:
-            entry[field] = copy.deepcopy(value)
+            entry[field.strip()] = copy.deepcopy(value)
         job_file = yaml.safe_dump({"jobs": [entry]}, sort_keys=False)
         if draw(st.booleans()):
             job_file += draw(st.sampled_from(["jobs: []\n", "schedules:\n  - {name: twice, user: no}\n"]))
@@ -103,7 +142,7 @@ def mutations(draw):
 OUTCOMES: list[bool] = []  # accepted or not, per generated project (read by the test after)
 
 
-@settings(max_examples=60, derandomize=True, deadline=None,
+@settings(max_examples=90, derandomize=True, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(mutations())
 def test_generated_configs_agree_and_accepted_ones_are_valid_objects(tmp_path_factory, capsys, case):
