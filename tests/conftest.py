@@ -51,7 +51,7 @@ else:
         def _split_scope(self, nodeid: str) -> str:
             return lane(Path(nodeid.split("::", 1)[0]).name)
 
-    @pytest.hookimpl(tryfirst=True)
+    @pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: `-p no:xdist` still runs
     def pytest_xdist_make_scheduler(config, log):
         """Every distributed run keeps the control-plane modules on one worker."""
         return LaneScheduling(config, log) if config.getvalue("dist") != "each" else None
