@@ -68,11 +68,11 @@ def check_pools(pools: list[NodePool], cluster_name: str, problems: Problems) ->
         for key, effect in sorted({pair for pair in pairs if pairs.count(pair) > 1}):
             problems.add(path + ".taints", f'two taints with key "{key}" and effect {effect} (the role may set one); '
                          "a node holds one taint per key and effect")
-        if pool.autoscale is not None and len(resolve.pool_labels(pool, cluster_name)) > rules.MAX_TEMPLATE_LABELS:
-            problems.add(path + ".labels", f"a NodePool template holds at most {rules.MAX_TEMPLATE_LABELS} labels, "
-                         "the pool's role and name included")
         if pool.autoscale is not None:
             labels = resolve.pool_labels(pool, cluster_name)
+            if len(labels) > rules.MAX_TEMPLATE_LABELS:
+                problems.add(path + ".labels", f"a NodePool template holds at most {rules.MAX_TEMPLATE_LABELS} "
+                             "labels, the pool's role and name included")
             for index, requirement in enumerate(pool.autoscale.requirements):
                 if requirement.key in labels and not karpenter.satisfies(requirement.operator, requirement.values,
                                                                          labels[requirement.key]):

@@ -336,7 +336,7 @@ class NodePool(Model):
 
     @property
     def gpu_resource(self) -> Optional[str]:
-        return f"{self.gpu.vendor}.com/gpu" if self.gpu is not None else None
+        return names.gpu_resource_name(self.gpu.vendor) if self.gpu is not None else None
 
     @property
     def static_nodes(self) -> list[str]:

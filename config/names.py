@@ -125,6 +125,16 @@ def env_name_problem(name: str) -> str | None:
     return None
 
 
+def gpu_resource_name(vendor: str) -> str:
+    """The extended resource a vendor's device plugin offers (`nvidia.com/gpu`)."""
+    return f"{vendor}.com/gpu"
+
+
+def is_hugepages(name: str) -> bool:
+    """`hugepages-<page size>` (rules.HUGEPAGES)."""
+    return bool(_HUGEPAGES.match(name))
+
+
 def resource_name_problem(name: str, extended_only: bool = False) -> str | None:
     """Why `name` is not a resource name Kubernetes accepts in requests, limits or a quota
     (a known name, `hugepages-<size>`, or a `domain/name` extended resource), or None.
@@ -138,5 +148,5 @@ def resource_name_problem(name: str, extended_only: bool = False) -> str | None:
         return None
     page = name.removeprefix("requests.").removeprefix("limits.")
     if page.startswith("hugepages-"):
-        return None if _HUGEPAGES.match(page) else f'"{name}" is {rules.HUGEPAGES.message}'
+        return None if is_hugepages(page) else f'"{name}" is {rules.HUGEPAGES.message}'
     return f'"{name}" is not a resource Kubernetes knows (cpu, memory, ephemeral-storage, or domain/name)'

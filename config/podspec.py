@@ -59,7 +59,6 @@ GPU_DOMAINS = {"nvidia": "nvidia.com", "amd": "amd.com"}
 _IMAGE = re.compile(rules.IMAGE.pattern)
 _TAG = re.compile(rules.IMAGE_TAG.pattern)
 _QUALIFIED = re.compile(rules.EXTENDED_RESOURCE.pattern)
-_HUGEPAGES = re.compile(rules.HUGEPAGES.pattern)
 
 
 # ---- reporting ---------------------------------------------------------------------------
@@ -215,13 +214,9 @@ def is_extended(resource: str) -> bool:
     return bool(domain) and not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
 
 
-def _is_hugepages(resource: str) -> bool:
-    return bool(_HUGEPAGES.match(resource))
-
-
 def container_resource_problem(resource: str) -> Optional[str]:
     """Why a container may not name `resource` in its requests or limits, or None."""
-    if resource in NATIVE_CONTAINER_RESOURCES or _is_hugepages(resource):
+    if resource in NATIVE_CONTAINER_RESOURCES or names.is_hugepages(resource):
         return None
     if is_extended(resource) and _QUALIFIED.match(resource) and len(resource.split("/", 1)[1]) <= 63:
         return None
@@ -282,7 +277,7 @@ def extra_resource_problems(resources: Mapping[str, Any]) -> Found:
     found: Found = []
     for resource, value in resources.items():
         problem = core_resource_problem(resource)
-        if problem is None and not _is_hugepages(resource):
+        if problem is None and not names.is_hugepages(resource):
             problem = container_resource_problem(resource)
         if problem is None:
             _, problem = _amount(resource, value)

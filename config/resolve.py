@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any, Optional
 
 from . import names
+from .names import gpu_resource_name
 from .models import NodePool, Profile, Schedule, Workload
 from .quantity import Kind, QuantityError, kind_for_resource, minimum, parse, render, scale
 
@@ -27,10 +28,6 @@ class PlacementError(ValueError):
     def __init__(self, field: str, message: str):
         super().__init__(message)
         self.field = field
-
-
-def gpu_resource_name(vendor: str) -> str:
-    return f"{vendor}.com/gpu"
 
 
 # ---- node pools -------------------------------------------------------------------------

@@ -123,8 +123,9 @@ def selector_reasons(pool: NodePool, selector: dict[str, str], cluster: str) -> 
 def fit_problems(plans: Iterable[WorkloadPlan], paths: dict[str, str], cluster: str) -> list[Problem]:
     """Each entry on an autoscaled pool whose pod no node of the pool could hold: it asks
     more of a resource than the pool's `limits` allow all its nodes together, more GPUs
-    than its requirements let a node have, or a node selector no node of the pool matches. Karpenter would never create the node, and the
-    pod would wait for ever (docs/autoscaling.md)."""
+    than its requirements let a node have, or a node selector no node of the pool matches.
+    Karpenter would never create the node, and the pod would wait for ever
+    (docs/autoscaling.md)."""
     problems = []
     for plan in plans:
         pool = plan.pool
