@@ -14,6 +14,7 @@ import re
 from typing import Any, Mapping, Optional
 
 from . import names, rules
+from .errors import closest
 from .quantity import kind_for_resource, parse
 
 _DURATION_OR_NEVER = re.compile(rules.DURATION_OR_NEVER.pattern)
@@ -58,9 +59,26 @@ def restricted_key_problem(key: str, node_class_group: Optional[str] = None) -> 
         return f'"{key}" is in the domain {rules.KARPENTER_DOMAIN}, which Karpenter keeps for itself'
     if key == rules.HOSTNAME_LABEL:
         return f'"{key}" is each node\'s own; a pool cannot set or select it'
-    if node_class_group and _domain(key).endswith(node_class_group):
-        return f'"{key}" is in the domain of the node class ({node_class_group}), which its provider keeps for itself'
-    return None
+    return provider_key_problem(key, node_class_group, unknown_provider_refused=True) if node_class_group else None
+
+
+def provider_key_problem(key: str, group: str, unknown_provider_refused: bool) -> Optional[str]:
+    """Why the node class's provider refuses label key `key` in a NodePool, or None: its own
+    domain is reserved but for the labels it sets from the instance type
+    (rules.PROVIDER_LABELS). For a provider the program does not know, only template labels
+    (`unknown_provider_refused`) are refused in its domain: its requirement keys cannot be told."""
+    if not _domain(key).endswith(group):
+        return None
+    known = rules.PROVIDER_LABELS.get(group)
+    if known is None:
+        return (f'"{key}" is in the domain of the node class ({group}), which its provider keeps for itself'
+                if unknown_provider_refused else None)
+    if key in known:
+        return None
+    close = closest(key, known)
+    hint = f'; did you mean "{close}"?' if close else " (docs/autoscaling.md lists them)"
+    return (f'"{key}" is in the domain of the node class ({group}), which its provider keeps for the labels '
+            f"it sets from the instance type, and it sets no such label{hint}")
 
 
 def requirement_problems(key: str, operator: str, values: list[str], min_values: Optional[int]) -> list[str]:

@@ -315,6 +315,9 @@ class NodePool(Model):
             group = self.autoscale.node_class_ref.group
             podspec.raise_if_any([(("labels", key), problem) for key in self.labels
                                   if (problem := karpenter.restricted_key_problem(key, group))]
+                                 + [(("autoscale", "requirements", i, "key"), problem)
+                                    for i, requirement in enumerate(self.autoscale.requirements)
+                                    if (problem := karpenter.provider_key_problem(requirement.key, group, False))]
                                  + [(("autoscale", "limits", key), problem) for key, problem in
                                     karpenter.limits_below_one_node(self.autoscale.limits, self.gpu_per_node,
                                                                     self.gpu_resource)]

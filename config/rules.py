@@ -132,6 +132,28 @@ KARPENTER_NODEPOOL_LABEL = "karpenter.sh/nodepool"
 KARPENTER_WELL_KNOWN_LABELS = ("karpenter.sh/nodepool", "karpenter.sh/capacity-type", "kubernetes.io/arch",
                                "kubernetes.io/os", "node.kubernetes.io/instance-type", "topology.kubernetes.io/zone",
                                "topology.kubernetes.io/region", "node.kubernetes.io/windows-build")
+# Each Karpenter provider keeps its node class's API group for itself (RestrictedLabelDomains)
+# but for the labels it puts on its nodes from the instance type (its WellKnownLabels): a
+# NodePool requirement, template label or pod selector on another key of that domain is
+# refused or matches no node. Read from each provider's source (its WellKnownLabels): AWS
+# v1.14.1, Azure at commit 00ae112, kwok in Karpenter v1.14.1 (docs/autoscaling.md).
+PROVIDER_LABELS = {
+    "karpenter.k8s.aws": tuple(f"karpenter.k8s.aws/{name}" for name in (
+        "capacity-reservation-id", "capacity-reservation-type", "capacity-reservation-interruptible",
+        "ec2nodeclass", "instance-tenancy", "instance-hypervisor", "instance-encryption-in-transit-supported",
+        "instance-category", "instance-capability-flex", "instance-family", "instance-generation",
+        "instance-size", "instance-local-nvme", "instance-cpu", "instance-cpu-manufacturer",
+        "instance-cpu-sustained-clock-speed-mhz", "instance-memory", "instance-ebs-bandwidth",
+        "instance-network-bandwidth", "instance-gpu-name", "instance-gpu-manufacturer", "instance-gpu-count",
+        "instance-gpu-memory", "instance-accelerator-name", "instance-accelerator-manufacturer",
+        "instance-accelerator-count", "placement-group-id", "placement-group-partition")),
+    "karpenter.azure.com": tuple(f"karpenter.azure.com/{name}" for name in (
+        "sku-name", "sku-family", "sku-series", "sku-version", "sku-cpu", "sku-memory",
+        "sku-networking-accelerated", "sku-storage-premium-capable", "sku-storage-ephemeralos-maxsize",
+        "sku-gpu-name", "sku-gpu-manufacturer", "sku-gpu-count", "placement-scope")),
+    "karpenter.kwok.sh": tuple(f"karpenter.kwok.sh/{name}" for name in (
+        "instance-size", "instance-family", "instance-memory", "instance-cpu")),
+}
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
 CAPACITY_TYPES = ("on-demand", "spot", "reserved")

@@ -98,7 +98,7 @@ def most_gpus_per_node(pool: NodePool) -> Optional[int]:
 def selector_reasons(pool: NodePool, selector: dict[str, str], cluster: str) -> list[str]:
     """Why no node of the autoscaled pool matches the pod's node selector: a node Karpenter
     creates carries the template's labels, one value of each requirement, and the labels it
-    knows from the instance type (rules.KARPENTER_WELL_KNOWN_LABELS, the provider's own)."""
+    knows from the instance type (rules.KARPENTER_WELL_KNOWN_LABELS, rules.PROVIDER_LABELS)."""
     assert pool.autoscale is not None
     labels = resolve.pool_labels(pool, cluster)
     labels[rules.KARPENTER_NODEPOOL_LABEL] = pool.name
@@ -114,6 +114,9 @@ def selector_reasons(pool: NodePool, selector: dict[str, str], cluster: str) -> 
                 if not karpenter.satisfies(requirement.operator, requirement.values, value):
                     out.append(f"the node selector {key}={value}, which its requirement "
                                f"{karpenter.describe(requirement.operator, requirement.values, key)} rules out")
+        elif karpenter.provider_key_problem(key, provider, False):
+            out.append(f"the node selector {key}={value}, a label the node class's provider ({provider}) "
+                       "never sets on its nodes")
         elif key not in rules.KARPENTER_WELL_KNOWN_LABELS and key.split("/", 1)[0] != provider:
             out.append(f"the node selector {key}={value}, a label no node of the pool carries (the pool neither "
                        "sets it in labels nor requires it)")

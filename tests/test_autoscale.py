@@ -7,6 +7,8 @@ registered. The same NodePools meet the real API server and Karpenter in tests/t
 from __future__ import annotations
 
 import copy
+import pathlib
+import re
 from typing import Any
 
 import pytest
@@ -219,6 +221,8 @@ def autoscaled_pool(draw) -> dict[str, Any]:
     if role == "gpu":
         pool["gpu"] = {"vendor": draw(st.sampled_from(["nvidia", "amd"])), "perNode": draw(st.integers(1, 16))}
         pool["vcluster"] = draw(st.booleans())
+    # a requirement on a key the template labels set may contradict them (refused, a test below)
+    auto["requirements"] = [r for r in auto.get("requirements", []) if r["key"] not in pool["labels"]]
     return pool
 
 
@@ -352,6 +356,23 @@ CASES = [
     ("GPU limit under one node", bad(pool_change=lambda p: p.update(role="gpu", gpu={"vendor": "nvidia", "perNode": 8}),
                                      limits={"nvidia.com/gpu": 4}),
      AUTO + ".limits.nvidia.com/gpu", "fewer GPUs than one node of the pool has (gpu.perNode 8)"),
+    # keys in the node class provider's domain that the provider never sets (rules.PROVIDER_LABELS)
+    *[(f"requirement key {key} of {group}",
+       bad(auto_change=lambda a, g=group, k=kind: a["nodeClassRef"].update(group=g, kind=k),
+           requirements=[{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+                         {"key": key, "operator": "Exists"}]),
+       AUTO + ".requirements[1].key", f"keeps for the labels it sets from the instance type, and it sets no such label{hint}")
+      for group, kind, key, hint in (
+          ("karpenter.k8s.aws", "EC2NodeClass", "karpenter.k8s.aws/instance-famly",
+           '; did you mean "karpenter.k8s.aws/instance-family"?'),
+          ("karpenter.k8s.aws", "EC2NodeClass", "karpenter.k8s.aws/zone", ""),
+          ("karpenter.k8s.aws", "EC2NodeClass", "gpu.karpenter.k8s.aws/instance-gpu-count", ""),
+          ("karpenter.azure.com", "AKSNodeClass", "karpenter.azure.com/gpu-count", ""),
+          ("karpenter.kwok.sh", "KWOKNodeClass", "karpenter.kwok.sh/instance-gpu-count", ""))],
+    ("template label of AWS it never sets",
+     bad(auto_change=lambda a: a["nodeClassRef"].update(AWS_CLASS),
+         pool_change=_set("labels", {"karpenter.k8s.aws/team": "a"})),
+     POOL + ".labels.karpenter.k8s.aws/team", "it sets no such label"),
     ("taint twice", bad(pool_change=_set("taints", [{"key": "a/b", "value": "1", "effect": "NoSchedule"},
                                                     {"key": "a/b", "value": "2", "effect": "NoSchedule"}])),
      POOL + ".taints", 'two taints with key "a/b"'),
@@ -497,6 +518,39 @@ def test_a_requirement_that_contradicts_the_pools_own_labels_is_refused(tmp_path
                                        "on every node it creates: Karpenter would create none"])
 
 
+@pytest.mark.parametrize("group, kind, key", [
+    ("karpenter.k8s.aws", "EC2NodeClass", "karpenter.k8s.aws/instance-family"),
+    ("karpenter.k8s.aws", "EC2NodeClass", "karpenter.k8s.aws/capacity-reservation-type"),
+    ("karpenter.azure.com", "AKSNodeClass", "karpenter.azure.com/sku-family"),
+    ("karpenter.kwok.sh", "KWOKNodeClass", "karpenter.kwok.sh/instance-cpu"),
+    ("example.com", "CustomNodeClass", "example.com/rack-kind"),
+])
+def test_a_requirement_on_a_label_the_provider_sets_is_taken(group, kind, key):
+    """The provider's well-known labels (and any key of a provider the program does not know)
+    are requirements Karpenter takes; the NodePool passes the pinned CRD."""
+    config = bad(auto_change=lambda a: a["nodeClassRef"].update(group=group, kind=kind),
+                 requirements=[{"key": key, "operator": "Exists"}])
+    pool = run_program(config).named(NODEPOOL, "p")
+    assert apiserver.manifest(pool)["spec"]["template"]["spec"]["requirements"] == [{"key": key, "operator": "Exists"}]
+    assert apiserver.problems([pool]) == []
+
+
+def test_a_template_label_the_provider_sets_is_taken():
+    config = bad(auto_change=lambda a: a["nodeClassRef"].update(AWS_CLASS),
+                 pool_change=_set("labels", {"karpenter.k8s.aws/instance-category": "g"}))
+    labels = apiserver.manifest(run_program(config).named(NODEPOOL, "p"))["spec"]["template"]["metadata"]["labels"]
+    assert labels["karpenter.k8s.aws/instance-category"] == "g"
+
+
+def test_a_node_selector_on_a_label_the_provider_never_sets_is_refused(tmp_path, capsys):
+    config = copy.deepcopy(CONFIG)
+    config["jobs"][0]["nodeSelector"] = {"karpenter.kwok.sh/instance-gpu": "1"}
+    refused(tmp_path, capsys, config, [
+        'kns:jobs[burst-job].pool: pool "burst" could never get a node for its pod, which asks the node selector '
+        "karpenter.kwok.sh/instance-gpu=1, a label the node class's provider (karpenter.kwok.sh) never sets on its "
+        "nodes: Karpenter would never create one"])
+
+
 @pytest.mark.parametrize("requirement", [
     {"key": "kns.io/pool", "operator": "In", "values": ["p"]}, {"key": "team", "operator": "Exists"},
     {"key": "tier", "operator": "Lt", "values": ["5"]}, {"key": "team", "operator": "NotIn", "values": ["ops"]},
@@ -513,3 +567,12 @@ def test_a_node_selector_some_node_of_the_pool_matches_is_taken(selector):
     config = copy.deepcopy(CONFIG)
     config["jobs"][0]["nodeSelector"] = selector
     assert run_program(config).named("kns:cluster:NodePool", "burst") is not None
+
+
+def test_the_provider_labels_documented_are_the_ones_the_program_takes():
+    text = (pathlib.Path(__file__).parent.parent / "docs" / "autoscaling.md").read_text()
+    section = text.split("### Labels each provider sets", 1)[1].split("\n## ", 1)[0]
+    documented = {}
+    for group, labels in re.findall(r"^\| `([a-z0-9.]+)` \| (.+) \|$", section, re.M):
+        documented[group] = tuple(f"{group}/{name}" for name in re.findall(r"`([^`]+)`", labels))
+    assert documented == rules.PROVIDER_LABELS
