@@ -56,6 +56,8 @@ class PlatformConfig:
     queues: list[Queue] = field(default_factory=list)
     # Entry name -> the profile rule that gave the entry its queue (the entry names none).
     queue_rules: dict[str, str] = field(default_factory=dict)
+    # The text of the policy pack's config file (KNS_POLICY_CONFIG), None without one.
+    policy_config: Optional[str] = None
 
     @property
     def workloads(self) -> list[Workload]:
@@ -247,8 +249,29 @@ def check_config(
         queueing=queueing,
         queues=queues,
         queue_rules=queue_rules,
+        policy_config=read_policy_config(environ, project_dir, problems),
     )
     return Checked(config, problems)
+
+
+POLICY_CONFIG_VARIABLE = "KNS_POLICY_CONFIG"
+
+
+def read_policy_config(environ: Mapping[str, str], project_dir: Path, problems: Problems) -> Optional[str]:
+    """The text of the `--policy-pack-config` file that `make up`, `./kns preview` and
+    `./kns recover` hand the policy pack (KNS_POLICY_CONFIG; a relative path is read from
+    the project directory, where they run pulumi), so that the checks judge the program's
+    objects with the pack's settings (docs/policy.md)."""
+    name = environ.get(POLICY_CONFIG_VARIABLE)
+    if not name:
+        return None
+    path = Path(name) if Path(name).is_absolute() else Path(project_dir) / name
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.add(POLICY_CONFIG_VARIABLE, f"cannot read the policy pack config {name} "
+                                             f"({getattr(exc, 'strerror', None) or type(exc).__name__})")
+        return None
 
 
 def parse_config(raw: Mapping[str, Any], **options: Any) -> PlatformConfig:

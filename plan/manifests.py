@@ -60,6 +60,20 @@ def namespace_labels(plan: WorkloadPlan) -> dict[str, str]:
     return labels
 
 
+def admitted_resources(plan: WorkloadPlan) -> dict[str, dict[str, str]]:
+    """The container's resources as admission would leave them: a resource the entry sets
+    neither limit nor request for takes the entry's LimitRange default and default request
+    (what the LimitRanger writes in). Written out, the Job the program submits already has
+    the limits the policy pack requires (docs/policy.md), with the same pod and quota."""
+    resources = copy.deepcopy(plan.resources)
+    for key, limit in plan.limit_range["default"].items():
+        if key not in resources["limits"] and key not in resources["requests"]:
+            resources["limits"][key] = limit
+            if key in plan.limit_range["defaultRequest"]:
+                resources["requests"][key] = plan.limit_range["defaultRequest"][key]
+    return resources
+
+
 def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
     """The pod template shared by a Job and a CronJob's job template."""
     entry = plan.entry
@@ -112,7 +126,7 @@ def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
         container["args"] = list(entry.args)
     if entry.env:
         container["env"] = [_env(name, value) for name, value in entry.env.items()]
-    container["resources"] = copy.deepcopy(plan.resources)
+    container["resources"] = admitted_resources(plan)
     if entry.privileged:
         container["securityContext"] = {"privileged": True}
     if entry.volume_mounts:

@@ -17,10 +17,10 @@ from typing import Any
 
 from config import names, pointer, profile_rules, resolve
 from config.errors import Problem
-from config.loader import Checked, PlatformConfig
+from config.loader import POLICY_CONFIG_VARIABLE, Checked, PlatformConfig
 from config.models import Profile, Workload
 
-from . import final, inventory, nodepools, queues, wait
+from . import final, guardrails, inventory, nodepools, queues, wait
 from .manifests import (
     NAMESPACE_RUNNER_RULES,
     POD_RUNNER_RULES,
@@ -184,6 +184,9 @@ def plan_checked(checked: Checked) -> list[WorkloadPlan]:
     plans, problems = plan_all(cfg)
     problems += queues.fit_problems(cfg, plans)
     problems += nodepools.fit_problems(plans, cfg.paths, cfg.cluster.name)
+    settings, file_problems = guardrails.pack_settings(cfg.policy_config)
+    problems += [Problem(POLICY_CONFIG_VARIABLE, f"the policy pack config {m}") for m in file_problems]
+    problems += [Problem(path, message) for path, message in guardrails.config_problems(cfg, plans, settings)]
     problems += inventory.collisions(cfg, plans, [p.path for p in checked.problems.items + problems])
     checked.problems.items.extend(problems)
     checked.problems.raise_if_any()

@@ -132,7 +132,8 @@ def test_a_pod_without_a_pool_keeps_its_node_wherever_it_lands():
                {"name": "own-selector", "user": "bob",
                 "podSpec": {"nodeSelector": {"kns.io/pool": "burst"},
                             "tolerations": [{"key": "kns.io/burst", "operator": "Exists", "effect": "NoSchedule"}],
-                            "containers": [{"name": "c", "image": "busybox:1.37"}]}}]
+                            "containers": [{"name": "c", "image": "busybox:1.37",
+                                            "resources": {"limits": {"cpu": 1, "memory": "1Gi"}}}]}}]
     done = run_program({**CONFIG, "jobs": CONFIG["jobs"] + entries})
     key = next(iter(names.DO_NOT_DISRUPT))
     for name in ("anywhere", "own-selector"):
@@ -194,6 +195,8 @@ def requirement(draw) -> dict[str, Any]:
 @st.composite
 def autoscaled_pool(draw) -> dict[str, Any]:
     role = draw(st.sampled_from(["compute", "gpu", "vcluster", "system"]))
+    gpu = ({"vendor": draw(st.sampled_from(["nvidia", "amd"])), "perNode": draw(st.integers(1, 16))}
+           if role == "gpu" else None)
     auto: dict[str, Any] = {"nodeClassRef": draw(st.sampled_from([KWOK_CLASS, AWS_CLASS]))}
     if draw(st.booleans()):
         auto["requirements"] = draw(st.lists(requirement(), max_size=5))
@@ -201,7 +204,9 @@ def autoscaled_pool(draw) -> dict[str, Any]:
         # at least one node's worth: a limit no node fits under is refused (test above)
         amounts = {"cpu": st.integers(1, 4096) | st.sampled_from(["500m", "1.5", "64"]),
                    "memory": st.integers(1, 10**6) | st.sampled_from(["2Gi", "1.5Ti", "4096Mi"]),
-                   "pods": st.integers(1, 4096), "nvidia.com/gpu": st.integers(16, 256), "nodes": st.integers(1, 100)}
+                   "pods": st.integers(1, 4096), "nodes": st.integers(1, 100)}
+        if gpu is not None:  # a GPU limit on a pool not tainted for that GPU is refused (tests/test_policy.py)
+            amounts[names.gpu_resource_name(gpu["vendor"])] = st.integers(16 * gpu["perNode"], 256)
         chosen = draw(st.lists(st.sampled_from(sorted(amounts)), unique=True, max_size=3))
         auto["limits"] = {name: draw(amounts[name]) for name in chosen}
     if draw(st.booleans()):
@@ -219,7 +224,7 @@ def autoscaled_pool(draw) -> dict[str, Any]:
                                  "effect": st.sampled_from(["NoSchedule", "PreferNoSchedule", "NoExecute"])},
                                 optional={"value": _value}), max_size=2, unique_by=lambda t: (t["key"], t["effect"])))}
     if role == "gpu":
-        pool["gpu"] = {"vendor": draw(st.sampled_from(["nvidia", "amd"])), "perNode": draw(st.integers(1, 16))}
+        pool["gpu"] = gpu
         pool["vcluster"] = draw(st.booleans())
     # a requirement on a key the template labels set may contradict them (refused, a test below)
     auto["requirements"] = [r for r in auto.get("requirements", []) if r["key"] not in pool["labels"]]

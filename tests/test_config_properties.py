@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from kns_testing import apiserver
 from kns_testing.program import RecordingMocks, dev_stack_config, run_program
+from plan.guardrails import GUARD_RAILS, Resource
 from tests.test_bad_input import STACK, project, validate_lines
 
 BASE = dev_stack_config()
@@ -167,6 +168,12 @@ def test_generated_configs_agree_and_accepted_ones_are_valid_objects(tmp_path_fa
         return
     assert mocks.resources
     assert apiserver.problems(mocks.resources) == []
+    # ... and the policy pack's rules pass them (docs/policy.md): cluster-admin-only-kns needs
+    # each resource's parents, which mocks do not record; no config key binds cluster-admin.
+    registered = [Resource(r.type, f"urn:pulumi:{STACK}::kns-platform::{r.type}::{r.name}", r.inputs)
+                  for r in mocks.resources]
+    assert [v.message for rail in GUARD_RAILS if rail.name != "cluster-admin-only-kns"
+            for v in rail.rule(registered, {})] == []
 
 
 def test_the_generated_projects_were_both_accepted_and_refused():

@@ -439,7 +439,8 @@ def test_a_profile_override_is_named_and_a_good_override_passes():
         'kns:jobs[j].jsonOverrides (profile rule "*" jsonOverrides[0]): /spec/template/spec/nodeSelector/'
         'kns.io~1pool: is "a100", set by pool; overrides may not change it (they remove it)']
     fine = [{"path": "/spec/template/spec/nodeSelector/region", "value": "eu"},
-            {"path": "/spec/template/spec/containers/-", "value": {"name": "side", "image": "busybox:1.37"}},
+            {"path": "/spec/template/spec/containers/-", "value": {"name": "side", "image": "busybox:1.37",
+                                                                      "resources": {"limits": {"cpu": 1, "memory": "64Mi"}}}},
             {"path": "/spec/template/spec/priorityClassName", "value": "batch-low"}]
     assert checked(stack_config(jobs=[override_job(*fine, gpus=1)])) == []
 

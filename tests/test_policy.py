@@ -11,8 +11,8 @@ import yaml
 from pulumi_policy import ResourceValidationArgs, StackValidationArgs
 from pulumi_policy.policy import PolicyResource, PolicyResourceOptions
 
-from policy import kns_rules
-from policy.kns_rules import Resource
+from plan import guardrails as kns_rules
+from plan.guardrails import Resource
 from policy.pack import POLICIES
 from kns_testing.program import PROJECT_FILES, ROOT, engine_project, run_program
 
@@ -359,16 +359,16 @@ def engine(tmp_path_factory):
     root = tmp_path_factory.mktemp("policy") / "kns-platform"
     env = engine_project(root, toolchain.stdout.strip(), PASSPHRASE, files=(*PROJECT_FILES, "Pulumi.dev.yaml"))
 
-    def pulumi(*args):
-        return subprocess.run(["pulumi", *args, "--non-interactive"], cwd=root, env=env, capture_output=True,
-                              text=True, timeout=600)
+    def pulumi(*args, **extra_env):
+        return subprocess.run(["pulumi", *args, "--non-interactive"], cwd=root, env={**env, **extra_env},
+                              capture_output=True, text=True, timeout=600)
 
     assert pulumi("stack", "init", "dev").returncode == 0
     return root, pulumi
 
 
-def preview_with_policy(pulumi):
-    return pulumi("preview", "--policy-pack", str(ROOT / "policy"))
+def preview_with_policy(pulumi, **extra_env):
+    return pulumi("preview", "--policy-pack", str(ROOT / "policy"), **extra_env)
 
 
 def test_engine_preview_with_the_policy_pack_passes_the_dev_stack(engine):
@@ -379,7 +379,9 @@ def test_engine_preview_with_the_policy_pack_passes_the_dev_stack(engine):
     assert "mandatory" not in done.stdout
 
 
-def test_engine_preview_with_the_policy_pack_blocks_a_violating_stack(engine):
+def _violating_preview(engine, **extra_env):
+    """`pulumi preview --policy-pack policy` of the dev stack with the docs' worked example:
+    privilege and a private image through overrides (docs/policy.md)."""
     root, pulumi = engine
     stack_file = root / "Pulumi.dev.yaml"
     original = stack_file.read_text()
@@ -387,8 +389,6 @@ def test_engine_preview_with_the_policy_pack_blocks_a_violating_stack(engine):
     jobs = document["config"]["kns:jobs"]
     smoke = next(j for j in jobs if j["name"] == "vcluster-smoke")
     violating = copy.deepcopy(smoke)
-    # Both slip past the program's own checks (overrides are applied verbatim): the
-    # policy pack is what stops them.
     violating["jsonOverrides"] = [
         {"path": "/spec/template/spec/containers/0/securityContext", "value": {"privileged": True}},
         {"path": "/spec/template/spec/containers/0/image", "value": "registry.example.com/tools/debug:1"},
@@ -396,11 +396,32 @@ def test_engine_preview_with_the_policy_pack_blocks_a_violating_stack(engine):
     jobs[jobs.index(smoke)] = violating
     stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
     try:
-        done = preview_with_policy(pulumi)
+        done = preview_with_policy(pulumi, **extra_env)
     finally:
         stack_file.write_text(original)
-    output = done.stdout + done.stderr
+    return done, done.stdout + done.stderr
+
+
+def test_engine_preview_refuses_a_violating_stack_in_the_program_with_the_packs_rules(engine):
+    """The program runs the pack's rules on what it plans (tests/test_guardrails.py): the
+    update stops at the config error, before a resource is registered."""
+    done, output = _violating_preview(engine)
     assert done.returncode != 0, output
+    assert "invalid configuration, 2 problems; nothing was applied" in output
+    assert ("kns:jobs[vcluster-smoke]: containers[0] 'vcluster-smoke' privileged: true, but entry 'vcluster-smoke' "
+            "is not privileged through its profile") in output
+    assert "(policy privileged-only-where-allowed, docs/policy.md)" in output
+    assert "registry.example.com/tools/debug:1" in output and "(policy allowed-registries, docs/policy.md)" in output
+
+
+def test_engine_preview_with_the_policy_pack_blocks_what_the_program_lets_through(engine, tmp_path):
+    """The pack is the second look: with the program's checks of the pack's rules switched
+    off (its KNS_POLICY_CONFIG disables them all), the pack itself stops the preview."""
+    off = tmp_path / "off.json"
+    off.write_text('{"all": "disabled"}')
+    done, output = _violating_preview(engine, KNS_POLICY_CONFIG=str(off))
+    assert done.returncode != 0, output
+    assert "invalid configuration" not in output
     assert "privileged-only-where-allowed" in output and "allowed-registries" in output
     assert "Job kns-vcluster-smoke/vcluster-smoke: containers[0] 'vcluster-smoke' privileged: true" in output
     assert "registry.example.com/tools/debug:1" in output

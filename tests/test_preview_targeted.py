@@ -54,8 +54,7 @@ def project(tmp_path_factory) -> Project:
         next(j for j in config["kns:jobs"] if j["name"] == "queued")["queue"] = "second"
         next(s for s in config["kns:schedules"] if s["name"] == "weekly-finetune")["cpu"] = 3
         config["kns:jobs"].append({"name": "added-smoke", "image": "busybox:1.37", "cpu": 1, "memory": 256})
-        config["kns:jobs"].append({"name": "added-elsewhere", "image": "registry.example.com/tool:1",
-                                   "cpu": 1, "memory": 256})
+        config["kns:jobs"].append({"name": "added-other", "image": "busybox:1.37", "cpu": 1, "memory": 128})
 
     project.edit_config(change)
     return project
@@ -90,7 +89,7 @@ def test_targeted_preview_shows_exactly_the_named_entries_changes(project):
 
     # The full preview sees the three changed entries and both new ones ...
     assert {owner(urn, full) for urn in changes(full)} == {"train-resnet", "queued", "weekly-finetune",
-                                                            "added-smoke", "added-elsewhere"}
+                                                            "added-smoke", "added-other"}
     # ... the targeted one only the named entries', and exactly as the full preview shows them,
     named = {u: c for u, c in changes(full).items() if owner(u, full) in ("train-resnet", "queued")}
     assert changes(targeted) == named
@@ -106,19 +105,26 @@ def test_a_new_entry_is_previewed_with_its_summary(project):
     assert done.returncode == 0, done.stderr
     assert "### Job `added-smoke`: `+` 9 to create" in done.stdout
     assert "**Totals:** `+` 9 to create (9 resources)" in done.stdout
-    for other in ("train-resnet", "weekly-finetune", "added-elsewhere", "### Platform"):
+    for other in ("train-resnet", "weekly-finetune", "added-other", "### Platform"):
         assert other not in done.stdout
     assert "**Not previewed** (`--target`): the platform" in done.stdout and "and the 9 other entries" in done.stdout
 
 
-def test_a_policy_violation_of_a_named_entry_fails_with_it_in_the_summary(project):
-    done = kns_preview(project, "added-elsewhere")
+def test_a_policy_violation_of_a_named_entry_fails_before_the_engine_under_its_path(project):
+    """The program and `./kns preview`'s own check run the pack's rules (docs/policy.md): the
+    entry's violation is a config error naming it and the policy, and no preview runs."""
+    original = project.stack_file.read_text()
+    project.edit_config(lambda config: config["kns:jobs"].append(
+        {"name": "added-elsewhere", "image": "registry.example.com/tool:1", "cpu": 1, "memory": 256}))
+    try:
+        done = kns_preview(project, "added-elsewhere")
+    finally:
+        project.stack_file.write_text(original)
     assert done.returncode == 1
-    assert "### Policy violations" in done.stdout
-    (row,) = [line for line in done.stdout.splitlines() if "allowed-registries" in line]
-    assert row.startswith("| mandatory | `kns-platform/allowed-registries` | added-elsewhere | `added-elsewhere` |")
-    assert "image 'registry.example.com/tool:1' (registry.example.com/tool) is not from an allowed registry" in row
-    assert "### Job `added-elsewhere`: `+` 9 to create" in done.stdout
+    assert ("kns:jobs[added-elsewhere]: containers[0] 'added-elsewhere' image 'registry.example.com/tool:1' "
+            "(registry.example.com/tool) is not from an allowed registry") in done.stderr
+    assert "(policy allowed-registries, docs/policy.md)" in done.stderr
+    assert "to create" not in done.stdout
 
 
 @pytest.fixture

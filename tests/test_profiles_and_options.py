@@ -172,18 +172,30 @@ def test_profile_overrides_apply_before_the_entry_ones():
 # ---- jsonOverrides -----------------------------------------------------------------------
 
 
+LIMITED = {"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}
+
+
+@pytest.fixture
+def limits_not_required(tmp_path, monkeypatch):
+    """A site whose policy pack does not require limits (docs/policy.md): containers
+    without them run, and the LimitRange fills them in at admission."""
+    settings = tmp_path / "policy-config.json"
+    settings.write_text('{"containers-have-limits": "disabled"}')
+    monkeypatch.setenv("KNS_POLICY_CONFIG", str(settings))
+
+
 def test_overrides_set_and_add_values():
     overrides = [
         {"path": "/spec/template/spec/hostname", "value": "trainer"},
         {"path": "/spec/template/spec/containers/0/securityContext/runAsUser", "value": 1000},
-        {"path": "/spec/template/spec/containers/-", "value": {"name": "sidecar", "image": "busybox"}},
+        {"path": "/spec/template/spec/containers/-", "value": {"name": "sidecar", "image": "busybox", **LIMITED}},
         {"path": "/metadata/annotations/example.com~1team", "value": "ml"},
     ]
     job = run([{"name": "j", "image": "i", "jsonOverrides": overrides}]).named(JOB, "j").inputs
     spec = job["spec"]["template"]["spec"]
     assert spec["hostname"] == "trainer"
     assert spec["containers"][0]["securityContext"] == {"runAsUser": 1000}
-    assert spec["containers"][1] == {"name": "sidecar", "image": "busybox"}
+    assert spec["containers"][1] == {"name": "sidecar", "image": "busybox", **LIMITED}
     assert job["metadata"]["annotations"]["example.com/team"] == "ml"
 
 
@@ -229,7 +241,7 @@ def test_override_problems_are_reported_with_the_other_problems():
 # ---- Nodepool options --------------------------------------------------------------------
 
 
-def test_pod_spec_is_used_verbatim_with_our_placement_where_it_is_silent():
+def test_pod_spec_is_used_verbatim_with_our_placement_where_it_is_silent(limits_not_required):
     spec = {"containers": [
         {"name": "main", "image": "ubuntu:jammy", "command": ["/bin/sh", "-c"], "args": ["sleep 30"],
          "resources": {"limits": {"cpu": "2", "memory": "2Gi"}}},
@@ -252,7 +264,8 @@ def test_pod_spec_is_used_verbatim_with_our_placement_where_it_is_silent():
 
 
 def test_pod_spec_gpus_are_placed_like_gpus():
-    spec = {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"amd.com/gpu": "2"}}}]}
+    spec = {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"amd.com/gpu": "2", "cpu": 1,
+                                                                                "memory": "1Gi"}}}]}
     result = run([{"name": "j", "podSpec": spec}])
     template = pod(result.named(JOB, "j"))
     assert template["nodeSelector"] == {"kns.io/pool": "mi300"}
@@ -418,7 +431,7 @@ def test_keys_a_namespace_entry_cannot_use_are_refused():
     ]
 
 
-def test_pod_spec_limit_range_covers_init_containers_and_unbounded_requests():
+def test_pod_spec_limit_range_covers_init_containers_and_unbounded_requests(limits_not_required):
     spec = {"initContainers": [{"name": "prep", "image": "i", "resources": {"limits": {"cpu": "4", "memory": "8Gi"}}}],
             "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "3", "memory": "2Gi"}}}]}
     limits = run([{"name": "j", "podSpec": spec}]).named(LR, "j-defaults").inputs["spec"]["limits"][0]
@@ -452,7 +465,7 @@ def test_native_sidecars_count_beside_the_containers_and_init_containers_after_t
 
 
 def test_credentials_mount_into_every_container_of_a_pod_spec():
-    spec = {"containers": [{"name": "a", "image": "i"}, {"name": "b", "image": "i"}]}
+    spec = {"containers": [{"name": "a", "image": "i", **LIMITED}, {"name": "b", "image": "i", **LIMITED}]}
     result = run([{"name": "j", "podSpec": spec, "credentials": ["s3"]}], credentials=CREDENTIALS)
     template = pod(result.named(JOB, "j"))
     assert all({"name": "kns-credentials", "mountPath": "/credentials", "readOnly": True} in c["volumeMounts"]

@@ -1,16 +1,23 @@
-"""The guard rails of the kns-platform policy pack, as pure functions.
+"""The kns-platform guard rails, as pure functions: one source for the policy pack and the checks.
 
-Each rule takes the resources Pulumi is about to create or update (type token, URN and
-inputs) plus the rule's config, and returns the violations it finds. They read Kubernetes
-objects only, never the stack config: a guard rail must hold whatever produced the
-objects, including jsonOverrides, raw pod specs and changes to the program itself.
-`__main__.py` wires them into a PolicyPack; tests call them directly.
+Each rule takes Kubernetes objects (type token, URN and inputs) plus the rule's config and
+returns the violations it finds. They read objects only, never the stack config: a guard
+rail must hold whatever produced the objects, including jsonOverrides, raw pod specs and
+changes to the program itself. The policy pack (policy/pack.py) serves them to the engine;
+`config_problems` runs the same rules on what the program plans, so that `./kns validate`
+and the program refuse, as config errors with their paths, what the pack would refuse of
+the program's own objects (docs/policy.md).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
+
+from config import resolve
+
+from . import manifests, nodepools, schedulers
 
 # What a team gets without --policy-pack-config: the registries the platform's own images
 # and the examples come from. Entries are registry hosts or host/path prefixes.
@@ -326,4 +333,128 @@ def cluster_admin_only_kns(resources: Iterable[Resource], config: Mapping[str, A
                 f"{resource.label}: binds cluster-admin to {', '.join(bad)}; only the KNS scheduler's ServiceAccount "
                 f"({', '.join(sorted(allowed)) or 'none in this stack'}) may have it",
             ))
+    return found
+
+
+# ---- the guard rails as the pack serves them, and as the checks run them ------------------
+
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+# Extended resource -> the taint key of its pools: read by both GPU rules.
+_GPU_TAINTS = {"type": "object", "additionalProperties": {"type": "string"}, "default": dict(DEFAULT_GPU_TAINTS)}
+
+
+@dataclass(frozen=True)
+class GuardRail:
+    """One policy of the pack: `stack` rules need the other resources of the stack
+    (namespaces, the KNS account); the others judge one resource at a time."""
+
+    name: str
+    description: str
+    rule: Any
+    schema: Mapping[str, Any]
+    stack: bool = False
+
+
+GUARD_RAILS = (
+    GuardRail("containers-have-limits",
+              "Every container (init containers included) sets limits for the required resources.",
+              containers_have_limits,
+              {"requiredLimits": {**_STRINGS, "default": list(DEFAULT_REQUIRED_LIMITS)}}),
+    GuardRail("privileged-only-where-allowed",
+              "Privileged containers and host namespaces only in entries whose profile allows them.",
+              privileged_only_where_allowed, {}, stack=True),
+    GuardRail("allowed-registries", "Images come only from the allowed registries.", allowed_registries,
+              {"allowedRegistries": {**_STRINGS, "default": list(DEFAULT_ALLOWED_REGISTRIES)}}),
+    GuardRail("gpu-pods-tolerate-gpu-taint", "Pods that request a GPU tolerate the GPU pools' taint.",
+              gpu_pods_tolerate_gpu_taint, {"gpuTaints": _GPU_TAINTS}),
+    GuardRail("gpu-pools-are-tainted",
+              "GPU node pools, static or autoscaled (Karpenter NodePools), taint their nodes for GPU pods only.",
+              gpu_pools_are_tainted, {"gpuTaints": _GPU_TAINTS}),
+    GuardRail("cluster-admin-only-kns", "cluster-admin is bound only to the KNS scheduler's ServiceAccount.",
+              cluster_admin_only_kns, {"allowedSubjects": {**_STRINGS, "default": []}}, stack=True),
+)
+_LEVELS = ("advisory", "mandatory", "remediate", "disabled")
+
+
+def pack_settings(text: Optional[str]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Each guard rail's config from the text of a `--policy-pack-config` file (Pulumi's
+    format: policy name, or "all", to an enforcement level or an object of properties and
+    `enforcementLevel`), the rails it disables left out; and the problems of the file, which
+    never quote its content. No file: every rail with its defaults."""
+    settings: dict[str, dict[str, Any]] = {rail.name: {} for rail in GUARD_RAILS}
+    if text is None:
+        return settings, []
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        return settings, [f"is not JSON (line {getattr(exc, 'lineno', '?')})"]
+    if not isinstance(raw, dict):
+        return settings, ["is not a JSON object of policy names"]
+    problems = []
+    known = {rail.name for rail in GUARD_RAILS} | {"all"}
+    for name, value in raw.items():
+        if name not in known:
+            problems.append(f"names no policy of the pack: {name!r} (policies: {', '.join(sorted(known - {'all'}))})")
+        elif not isinstance(value, (str, dict)) or (isinstance(value, str) and value not in _LEVELS):
+            problems.append(f"{name}: an enforcement level ({', '.join(_LEVELS)}) or an object of properties")
+    everyone = raw.get("all")
+    for rail in GUARD_RAILS:
+        value = raw.get(rail.name, everyone)
+        level = value if isinstance(value, str) else (value or {}).get("enforcementLevel") if isinstance(value, dict) \
+            else None
+        if level == "disabled":
+            del settings[rail.name]
+        elif isinstance(raw.get(rail.name), dict):
+            settings[rail.name] = {k: v for k, v in raw[rail.name].items() if k != "enforcementLevel"}
+    return settings, problems
+
+
+def _objects(cfg: Any, plans: Iterable[Any]) -> Iterator[tuple[str, Resource]]:
+    """(config path, object) for every object the program builds from config that a guard
+    rail judges: each entry's namespace and workloads, each pool's NodePool or node patches,
+    the two schedulers' Deployments. The config path stands in for the URN."""
+    for plan in plans:
+        path = cfg.paths[plan.entry.name]
+        yield path, Resource("kubernetes:core/v1:Namespace", path, {
+            "metadata": {"name": plan.namespace, "labels": manifests.namespace_labels(plan)}})
+        for manifest in plan.objects.values():
+            yield path, Resource(f"kubernetes:batch/v1:{manifest['kind']}", path, manifest)
+    for pool in cfg.node_pools:
+        path = f"kns:nodePools[{pool.name}]"
+        if pool.autoscale is not None:
+            yield path, Resource("kubernetes:karpenter.sh/v1:NodePool", path,
+                                 nodepools.nodepool_manifest(pool, cfg.cluster.name))
+        for node in pool.static_nodes:
+            yield path, Resource("kubernetes:core/v1:NodePatch", path, {
+                "metadata": {"name": node, "labels": resolve.pool_labels(pool, cfg.cluster.name)},
+                "spec": {"taints": resolve.pool_taints(pool)}})
+    system = cfg.cluster.system_namespace
+    if cfg.packing_scheduler.enabled:
+        spec = schedulers.packing_pod_spec(cfg.packing_scheduler, system, cfg.node_pools, "config")
+        yield "kns:packingScheduler", Resource("kubernetes:apps/v1:Deployment", "kns:packingScheduler", {
+            "metadata": {"name": cfg.packing_scheduler.name, "namespace": system}, "spec": {"template": {"spec": spec}}})
+    if cfg.kns_scheduler.enabled:
+        spec = schedulers.kns_pod_spec(cfg.kns_scheduler, cfg.node_pools, cfg.keycloak_client_secret is not None, {})
+        yield "kns:knsScheduler", Resource("kubernetes:apps/v1:Deployment", "kns:knsScheduler", {
+            "metadata": {"name": schedulers.KNS_ACCOUNT, "namespace": system}, "spec": {"template": {"spec": spec}}})
+
+
+def config_problems(cfg: Any, plans: Iterable[Any], settings: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """(config path, message) for each violation a guard rail of the pack finds in what the
+    program plans, under the settings of `pack_settings`: the pack would refuse the update,
+    so `./kns validate` and the program refuse the config first (docs/policy.md)."""
+    objects = [resource for _, resource in _objects(cfg, plans)]
+    labels = {resource.label for resource in objects}
+    found: list[tuple[str, str]] = []
+    for rail in GUARD_RAILS:
+        if rail.name not in settings:
+            continue
+        for violation in rail.rule(objects, settings[rail.name]):
+            # The config path names the entry or pool; which of its objects (a primer's
+            # CronJobs, a static pool's nodes) does not add to what the user must change.
+            label, _, rest = violation.message.partition(": ")
+            item = (violation.urn, f"{rest if label in labels else violation.message} "
+                                   f"(policy {rail.name}, docs/policy.md)")
+            if item not in found:
+                found.append(item)
     return found
