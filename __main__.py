@@ -88,13 +88,17 @@ if cfg.packing_scheduler.enabled or cfg.kns_scheduler.enabled:
 queue_dependencies: list[pulumi.Resource] = []
 if cfg.queueing.enabled:
     if cfg.queueing.install:
-        objects = kueue_install.install_objects(kueue_install.load(PROJECT_DIR), cfg.cluster.name, cfg.node_pools)
+        objects = kueue_install.install_objects(kueue_install.load(PROJECT_DIR), cfg.cluster.name, cfg.node_pools,
+                                                cfg.queueing.wait_for_pods_ready)
         queue_dependencies.append(KueueInstall("kueue", KueueInstallArgs(objects), on_cluster))
     if cfg.queues:
+        queued_pools = queues.queued_pools(cfg)
         queue_dependencies.append(Queues("queues", QueuesArgs(
-            [queues.flavor_manifest(p, cfg.cluster.name) for p in queues.queued_pools(cfg)],
+            [queues.flavor_manifest(p, cfg.cluster.name) for p in queued_pools],
             [queues.cluster_queue_manifest(q, cfg.cluster.name) for q in cfg.queues],
-            list(queue_dependencies)), on_cluster))
+            list(queue_dependencies),
+            [queues.topology_manifest(p, cfg.cluster.name) for p in queued_pools if p.topology is not None]),
+            on_cluster))
 
 for plan in registered:
     local_queue = queues.local_queue_manifest(plan) if plan.entry.queue is not None else None

@@ -18,6 +18,8 @@ class QueuesArgs:
     flavors: list[dict[str, Any]]
     cluster_queues: list[dict[str, Any]]
     depends_on: list[pulumi.Resource] = field(default_factory=list)
+    # Kueue Topologies the flavors name (docs/distributed.md), registered before them.
+    topologies: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _register(manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
@@ -31,7 +33,9 @@ class Queues(pulumi.ComponentResource):
     def __init__(self, name: str, args: QueuesArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(TYPE, name, None, opts)
         after_install = pulumi.ResourceOptions(parent=self, depends_on=args.depends_on)
-        self.flavors = [_register(m, after_install) for m in args.flavors]
+        self.topologies = [_register(m, after_install) for m in args.topologies]
+        after_topologies = pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, *self.topologies])
+        self.flavors = [_register(m, after_topologies) for m in args.flavors]
         after_flavors = pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, *self.flavors])
         self.cluster_queues = [_register(m, after_flavors) for m in args.cluster_queues]
         self.register_outputs({

@@ -55,6 +55,12 @@ class KnsWorkload(pulumi.ComponentResource):
                 spec=queue["spec"], opts=pulumi.ResourceOptions(
                     parent=self, depends_on=[self.job_namespace.namespace, *args.queue_dependencies]))
             guards.append(self.local_queue)
+        self.service: Optional[k8s.core.v1.Service] = None
+        if plan.service is not None:
+            self.service = k8s.core.v1.Service(
+                f"{name}-workers", metadata=plan.service["metadata"], spec=plan.service["spec"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.job_namespace.namespace]))
+            guards.append(self.service)
         resource = k8s.batch.v1.CronJob if plan.is_schedule else k8s.batch.v1.Job
         self.workloads: list[pulumi.CustomResource] = [
             resource(

@@ -200,7 +200,23 @@ def check_workloads(
                 path + ".gpus",
                 f"{entry.gpus} GPUs do not fit on one node of pool \"{pool.name}\" (perNode: {pool.gpu.per_node})",
             )
+        if entry.topology is not None:
+            for problem in _topology_problems(entry, pool):
+                problems.add(path + ".topology", problem)
         _check_credentials(entry, credentials, path, problems)
+
+
+def _topology_problems(entry: Workload, pool: Optional[NodePool]) -> list[str]:
+    """Why Kueue could not place the entry's workers by its `topology` (docs/distributed.md)."""
+    assert entry.topology is not None
+    found = [rules.TOPOLOGY_NEEDS_QUEUE.message] if entry.queue is None else []
+    if pool is None or pool.topology is None:
+        where = f' (pool "{pool.name}" declares none)' if pool is not None else ""
+        found.append(rules.TOPOLOGY_NEEDS_POOL.message + where)
+    elif entry.topology.level not in pool.topology.levels:
+        found.append(f'"{entry.topology.level}" is not a level of pool "{pool.name}" '
+                     f"(levels: {', '.join(pool.topology.levels)})")
+    return found
 
 
 def _check_credentials(entry: Workload, credentials: Mapping[str, Any], path: str, problems: Problems) -> None:

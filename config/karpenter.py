@@ -30,10 +30,22 @@ _MAX_DURATION_SECONDS = (2**63 - 1) // 10**9
 def duration_or_never_problem(value: str) -> Optional[str]:
     if not _DURATION_OR_NEVER.match(value):
         return f'"{value}" is {rules.DURATION_OR_NEVER.message}'
-    seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in re.findall(r"([0-9]+)([hms])", value))
+    seconds = duration_seconds(value)
     if seconds > _MAX_DURATION_SECONDS:
         return f'"{value}" is longer than Karpenter can read (a Go duration: at most {_MAX_DURATION_SECONDS // 3600}h)'
     return None
+
+
+def duration_seconds(value: str) -> int:
+    """The seconds of a duration of whole units (`1h30m`), as Go reads it."""
+    return sum(int(n) * _UNIT_SECONDS[u] for n, u in re.findall(r"([0-9]+)([hms])", value))
+
+
+def wait_for_pods_ready_problem(value: str) -> Optional[str]:
+    """Why `value` is not a waitForPodsReady timeout Kueue reads, or None."""
+    if re.match(rules.WAIT_FOR_PODS_READY.pattern or "", value) and 0 < duration_seconds(value) <= _MAX_DURATION_SECONDS:
+        return None
+    return f'"{value}" is not {rules.WAIT_FOR_PODS_READY.message}'
 
 
 def group_problem(group: str) -> Optional[str]:

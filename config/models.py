@@ -286,6 +286,24 @@ class Autoscale(Model):
     weight: Optional[int] = Field(default=None, ge=rules.WEIGHT_MIN, le=rules.WEIGHT_MAX)
 
 
+class PoolTopology(Model):
+    """The pool's network topology (docs/distributed.md): node labels from the coarsest
+    domain to the node, which Kueue's Topology Aware Scheduling places workers within."""
+
+    levels: list[str] = Field(min_length=1, max_length=rules.TOPOLOGY_LEVELS_MAX)
+
+    @model_validator(mode="after")
+    def _levels(self) -> "PoolTopology":
+        found: podspec.Found = [(("levels", i), problem) for i, level in enumerate(self.levels)
+                                if (problem := names.label_key_problem(level))]
+        found += [(("levels", i), f'"{level}" is already level {self.levels.index(level)}')
+                  for i, level in enumerate(self.levels) if self.levels.index(level) != i]
+        if self.levels[-1] != rules.TOPOLOGY_LAST_LEVEL:
+            found.append((("levels",), rules.TOPOLOGY_ENDS_WITH_HOST.message))
+        podspec.raise_if_any(found)
+        return self
+
+
 class NodePool(Model):
     name: EntryName
     role: Literal["vcluster", "gpu", "compute", "system"]
@@ -295,6 +313,7 @@ class NodePool(Model):
     taints: list[Taint] = Field(default_factory=list)
     gpu: Optional[GpuSpec] = None
     vcluster: bool = False
+    topology: Optional[PoolTopology] = None
 
     @model_validator(mode="after")
     def _role(self) -> "NodePool":
@@ -306,6 +325,8 @@ class NodePool(Model):
             raise ValueError(rules.VCLUSTER_ONLY_ON_GPU_POOLS.message)
         if (self.nodes is None) == (self.autoscale is None):
             raise ValueError(rules.NODES_OR_AUTOSCALE.message)
+        if self.topology is not None and self.autoscale is not None:
+            podspec.raise_if_any([(("topology",), rules.TOPOLOGY_ON_AUTOSCALED.message)])
         for node in self.static_nodes:
             if names.dns1123_subdomain_problem(node):
                 raise ValueError(f'node name {names.dns1123_subdomain_problem(node)}')
@@ -546,6 +567,9 @@ class Profile(Model):
     max_memory: Optional[Bytes] = None
     default_gpus: Optional[GpuCounts] = None
     max_gpus: Optional[GpuCounts] = None
+    # maxCpu, maxMemory and maxGpus hold each worker's pod; this, how many workers an
+    # entry may have (docs/profiles.md).
+    max_workers: Optional[Annotated[int, Field(strict=True, ge=1, le=rules.WORKERS_MAX)]] = None
     images: Optional[list[ImageRef]] = None
     default_image: Optional[ImageRef] = None
     allow_unknown_images: Optional[bool] = None
@@ -611,6 +635,14 @@ EnvValue = Annotated[
     ),
 ]
 
+class TopologyAsk(Model):
+    """Where an entry's workers go (docs/distributed.md): all within one domain of `level`
+    of its pool's topology, or as close as Kueue can (`preferred`)."""
+
+    level: str
+    mode: Literal["required", "preferred"] = "required"
+
+
 CONTAINER_FIELDS = (
     "image", "image_pull_policy", "command", "args", "env", "cpu", "memory", "storage", "gpus",
     "gpu_resource", "extra_resources", "cpu_limit", "memory_limit", "storage_limit", "privileged",
@@ -664,6 +696,24 @@ class Workload(Model):
     limit_range: Optional[LimitRangeSpec] = None
     quota: Optional[ResourceMap] = None
     queue: Optional[DnsLabel] = None
+    # A distributed entry (docs/distributed.md): N workers of one Indexed Job.
+    workers: Annotated[int, Field(strict=True, ge=1, le=rules.WORKERS_MAX)] = 1
+    leader_port: Optional[Annotated[int, Field(strict=True, ge=1, le=65535)]] = None
+    restart_workers: Literal["together", "individually"] = "together"
+    topology: Optional[TopologyAsk] = None
+
+    @property
+    def distributed(self) -> bool:
+        return self.workers >= 2
+
+    @property
+    def pods_per_run(self) -> int:
+        """The pods one Job of the entry runs at once: its workers, or parallelism (fewer
+        completions)."""
+        if self.distributed:
+            return self.workers
+        count = self.parallelism or 1
+        return min(count, self.completions) if self.completions is not None else count
 
     @classmethod
     def key_problems(cls, raw: Any) -> list[str]:
@@ -674,7 +724,8 @@ class Workload(Model):
         problems = []
         container = [to_camel(f) for f in CONTAINER_FIELDS if to_camel(f) in raw or f in raw]
         if raw.get("type") == "namespace":
-            used = container + [k for k in ("podSpec", "jsonOverrides", "credentials", "queue") if k in raw]
+            used = container + [k for k in ("podSpec", "jsonOverrides", "credentials", "queue", "workers",
+                                            "leaderPort", "restartWorkers", "topology") if k in raw]
             if used:
                 problems.append(f"type namespace runs no workload, so {', '.join(used)} cannot be set")
         elif raw.get("podSpec") is not None and container:
@@ -697,8 +748,33 @@ class Workload(Model):
         if self.gpu_resource and not self.gpus:
             problems.append(rules.GPU_RESOURCE_NEEDS_GPUS.message)
         owned = [(("labels", key), rules.PROGRAM_OWNED_LABEL.message) for key in self.labels if key == names.QUEUE_LABEL]
-        podspec.raise_if_any([((), p) for p in problems] + owned + self._pod_problems())
+        owned += [(("annotations", key), "is set by the program from topology: {level, mode}; use that")
+                  for key in self.annotations if key in rules.TOPOLOGY_ANNOTATIONS.values()]
+        podspec.raise_if_any([((), p) for p in problems] + owned + self._pod_problems() + self._worker_problems())
         return self
+
+    def _worker_problems(self) -> podspec.Found:
+        """What a distributed entry derives, and what only a distributed entry may set."""
+        if self.type != "pod":
+            return []
+        if not self.distributed:
+            return [((to_camel(f),), rules.WORKERS_ONLY.message) for f in ("leader_port", "restart_workers")
+                    if f in self.model_fields_set]
+        found: podspec.Found = [((to_camel(f),), rules.WORKERS_DERIVE.message)
+                                for f in ("parallelism", "completions") if getattr(self, f) is not None]
+        if self.backoff_limit is not None and self.restart_workers == "together":
+            found.append((("backoffLimit",), rules.WORKERS_BACKOFF.message))
+        taken = f"is set by the program for every worker ({', '.join(rules.WORKER_ENV)})"
+        found += [(("env", key), taken) for key in self.env if key in rules.WORKER_ENV]
+        if self.pod_spec is not None:
+            found += [(("podSpec", key), rules.WORKERS_POD_NAMES.message) for key in ("hostname", "subdomain")
+                      if key in self.pod_spec]
+            for field in ("initContainers", "containers"):
+                for index, container in enumerate(self.pod_spec.get(field) or []):
+                    for position, item in enumerate((container or {}).get("env") or []):
+                        if isinstance(item, dict) and item.get("name") in rules.WORKER_ENV:
+                            found.append((("podSpec", field, index, "env", position, "name"), taken))
+        return found
 
     def generated_names(self) -> dict[str, dict[str, str]]:
         """What the program adds to this entry's pod, by scope: {name: what it is}."""
@@ -790,6 +866,14 @@ class Queueing(Model):
 
     enabled: bool = False
     install: bool = True
+    # Kueue's waitForPodsReady timeout (docs/distributed.md): unset, off.
+    wait_for_pods_ready: Optional[Annotated[str, _check(karpenter.wait_for_pods_ready_problem)]] = None
+
+    @model_validator(mode="after")
+    def _installed(self) -> "Queueing":
+        if self.wait_for_pods_ready is not None and not self.install:
+            podspec.raise_if_any([(("waitForPodsReady",), rules.WAIT_NEEDS_INSTALL.message)])
+        return self
 
 
 class QueuePreemption(Model):

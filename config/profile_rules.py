@@ -49,6 +49,7 @@ class Facts:
     images: list[Seen] = field(default_factory=list)
     selectors: list[Seen] = field(default_factory=list)
     privileged: Optional[Seen] = None
+    workers: Optional[Seen] = None
 
 
 def rule_name(source: Mapping[str, str], setting: str) -> str:
@@ -76,6 +77,8 @@ def check(facts: Facts, profile: Profile, source: Mapping[str, str], rules: Sequ
         maximum = getattr(profile.max_gpus, vendor, None) if profile.max_gpus else None
         if maximum is not None and count > maximum:
             reject(seen, f"over maxGpus.{vendor} {maximum} of {rule_name(source, f'max_gpus.{vendor}')}")
+    if facts.workers is not None and profile.max_workers is not None and facts.workers.value > profile.max_workers:
+        reject(facts.workers, f"over maxWorkers {profile.max_workers} of {rule_name(source, 'max_workers')}")
     if profile.allow_unknown_images is False:
         allowed = allowed_images(profile)
         listed = ", ".join(sorted(allowed)) or "none"
@@ -137,6 +140,7 @@ def entry_facts(entry: Workload) -> Facts:
         facts.selectors += [Seen((k, v), f"{key_field}.{k}", f'"{k}: {v}" is') for k, v in selector.items()]
     if entry.privileged:
         facts.privileged = Seen(True, "privileged")
+    facts.workers = Seen(entry.workers, "workers", f"{entry.workers} workers are")
     return facts
 
 

@@ -302,10 +302,11 @@ def pod_usage(
 
 
 def pods_per_entry(entry: Workload) -> int:
-    """Pods an entry may run at once: parallelism, doubled for overlapping schedule runs."""
+    """Pods an entry may run at once: its workers or parallelism, doubled for overlapping
+    schedule runs."""
     if entry.type == "namespace":
         return NAMESPACE_ENTRY_PODS
-    pods = entry.parallelism or 1
+    pods = entry.workers if entry.distributed else entry.parallelism or 1
     if isinstance(entry, Schedule) and entry.concurrency_policy != "Forbid":
         pods *= 2
     return pods
@@ -357,6 +358,8 @@ def quota(entry: Workload, resources: dict[str, dict[str, str]], limit_range_spe
             if side == "limits" and kind is Kind.COUNT:
                 continue  # extended resources are quota'd by requests only
             hard[key] = scale(amount, pods, kind)
+    if entry.distributed:
+        hard["services"] = "1"  # the Service that names the workers
     if entry.quota:
         hard.update(entry.quota)
     return dict(sorted(hard.items()))

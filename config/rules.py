@@ -57,6 +57,34 @@ MOUNT_PATH_NEEDS_CREDENTIALS = Rule("credentialsMountPath is set but credentials
 GPU_RESOURCE_NEEDS_GPUS = Rule("gpuResource is set but gpus is 0")
 WARM_UP_OR_PRIMER = Rule("set warmUpMinutes or primerSchedule, not both")
 
+# ---- distributed entries: `workers` (docs/distributed.md) -------------------------------
+
+WORKERS_MAX = 1000
+LEADER_PORT_DEFAULT = 29500  # PyTorch's MASTER_PORT default
+WORKERS_DERIVE = Rule("workers sets parallelism and completions (both N); leave them out")
+WORKERS_ONLY = Rule("is only for a distributed entry (workers 2 or more)")
+WORKERS_BACKOFF = Rule("a failed worker fails the whole Job, so backoffLimit does not apply; with "
+                       "restartWorkers: individually it is each worker's retries")
+WORKERS_POD_NAMES = Rule("the program names each worker (hostname <entry>-<index>) under the entry's Service "
+                         "(subdomain <entry>); a podSpec may not set them")
+WAIT_FOR_PODS_READY = Rule('a duration of Kueue\'s (numbers with a unit s, m or h: "5m", "1h30m"), more than 0',
+                           pattern=r"^([0-9]+(s|m|h))+$")
+WAIT_NEEDS_INSTALL = Rule("configures the Kueue the program installs (install: true); for your own Kueue set "
+                          "waitForPodsReady in its configuration")
+TOPOLOGY_LEVELS_MAX = 16  # Kueue's Topology CRD
+TOPOLOGY_LAST_LEVEL = "kubernetes.io/hostname"
+TOPOLOGY_ENDS_WITH_HOST = Rule(f"the levels go from the coarsest to the node: the last is {TOPOLOGY_LAST_LEVEL}")
+TOPOLOGY_ON_AUTOSCALED = Rule("Kueue counts topology capacity on existing Ready nodes only, so an autoscaled "
+                              "pool cannot declare topology")
+TOPOLOGY_NEEDS_QUEUE = Rule("needs a queue: Kueue places the workers by topology only for the Jobs it admits")
+TOPOLOGY_NEEDS_POOL = Rule("needs a pool that declares topology.levels (Kueue places within the pool's domains)")
+# The pod-set annotations Kueue's Topology Aware Scheduling reads, by `topology.mode`.
+TOPOLOGY_ANNOTATIONS = {"required": "kueue.x-k8s.io/podset-required-topology",
+                        "preferred": "kueue.x-k8s.io/podset-preferred-topology"}
+# What every worker's containers get (docs/distributed.md): not the entry's to set.
+WORKER_ENV = ("KNS_WORKERS", "KNS_WORKER_INDEX", "KNS_JOB_NAME", "KNS_LEADER", "WORLD_SIZE", "RANK", "MASTER_ADDR",
+              "MASTER_PORT")
+
 # ---- pods (config/podspec.py) ----------------------------------------------------------
 
 _PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"

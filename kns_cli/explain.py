@@ -12,9 +12,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Iterable, Optional
 
-from config import resolve
+from config import resolve, rules
+from config.quantity import kind_for_resource, scale
 from config.loader import PlatformConfig
-from plan import queues, wait
+from plan import manifests, queues, wait
 from plan.model import WorkloadPlan
 from plan.nodepools import autoscale_summary
 
@@ -37,6 +38,30 @@ def queue_facts(cfg: PlatformConfig, plan: WorkloadPlan, lines: list[queues.Line
         "quota": {pool: dict(queue.quota[pool]) for pool in pools},
         "requests": {r: queues.show(r, a) for r, a in requests.items()},
         "warnings": queues.warnings(cfg, plan, lines),
+    }
+
+
+def worker_facts(plan: WorkloadPlan, per_worker: Optional[dict[str, dict[str, str]]]) -> Optional[dict[str, Any]]:
+    """A distributed entry's workers (docs/distributed.md): how many, where the leader is,
+    what they ask together, and a warning when nothing starts them together."""
+    entry = plan.entry
+    if not entry.distributed:
+        return None
+    total = {side: {r: scale(a, entry.workers, kind_for_resource(r)) for r, a in amounts.items()}
+             for side, amounts in (per_worker or {}).items()}
+    warnings = []
+    if entry.queue is None:
+        warnings.append(f"{entry.workers} workers without a queue start as they fit, not together: set queue so "
+                        "that Kueue admits all of them at once or none (docs/distributed.md)")
+    return {
+        "count": entry.workers,
+        "leader": manifests.leader_address(plan).replace(
+            "$(KNS_JOB_NAME)", "<the run's Job>" if plan.is_schedule else entry.name)
+        + f":{entry.leader_port or rules.LEADER_PORT_DEFAULT}",
+        "service": entry.name,
+        "restart": entry.restart_workers,
+        "total": total,
+        "warnings": warnings,
     }
 
 
@@ -73,7 +98,8 @@ def entry_facts(cfg: PlatformConfig, plan: WorkloadPlan, now: Optional[datetime]
         "user": entry.user,
         "groups": list(entry.groups),
         "namespace": plan.namespace,
-        "objects": [f"{m['kind']}/{name}" for name, m in plan.objects.items()],
+        "objects": [f"{m['kind']}/{name}" for name, m in plan.objects.items()]
+        + ([f"Service/{entry.name}"] if plan.service else []),
         "nodePool": plan.pool.name if plan.pool else None,
         "nodePoolAutoscale": autoscale_summary(plan.pool) if plan.pool else None,
         "schedulerName": (pod or {}).get("schedulerName", plan.scheduler_name),
@@ -87,6 +113,7 @@ def entry_facts(cfg: PlatformConfig, plan: WorkloadPlan, now: Optional[datetime]
         "tolerations": list((pod or {}).get("tolerations") or []),
         "nodeSelector": dict((pod or {}).get("nodeSelector") or {}),
         "queue": queue_facts(cfg, plan, lines or []),
+        "workers": worker_facts(plan, totals),
     }
     if plan.is_schedule:
         schedule = entry
@@ -189,8 +216,14 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
         field_rows.append(["queue", f"{queue['name']} (Kueue ClusterQueue{cohort}; {held or 'no quota on its pool'})"])
         if queue["requests"]:
             field_rows.append(["one Job asks", _amounts(queue["requests"])])
+    workers = facts["workers"]
+    if workers is not None:
+        failing = ("a failed worker fails the whole Job" if workers["restart"] == "together"
+                   else "each worker retried on its own")
+        field_rows.append(["workers", f"{workers['count']} (Indexed Job, Service {workers['service']}; leader "
+                                      f"{workers['leader']}; {failing})"])
     lines += table([[k + ":", v] for k, v in field_rows], "  ")
-    lines += [f"  warning: {w}" for w in (queue or {}).get("warnings", [])]
+    lines += [f"  warning: {w}" for w in (queue or {}).get("warnings", []) + (workers or {}).get("warnings", [])]
     if facts["containers"]:
         lines.append("  containers (after profiles and overrides):")
         rows = [["container", "requests", "limits"]]
@@ -198,7 +231,12 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
             label = c["name"] + (" (init, warm-up wait)" if c["wait"] else " (init)" if c["init"] else "")
             rows.append([label, _amounts(c["requests"]), _amounts(c["limits"])])
         totals = facts["podTotals"] or {}
-        rows.append(["pod total (quota)", _amounts(totals.get("requests")), _amounts(totals.get("limits"))])
+        if workers is not None:
+            rows.append(["each worker's pod", _amounts(totals.get("requests")), _amounts(totals.get("limits"))])
+            rows.append([f"all {workers['count']} workers", _amounts(workers["total"].get("requests")),
+                         _amounts(workers["total"].get("limits"))])
+        else:
+            rows.append(["pod total (quota)", _amounts(totals.get("requests")), _amounts(totals.get("limits"))])
         lines += table(rows)
     limit_range = facts["limitRange"]
     lines.append("  LimitRange kns-defaults (per container):")

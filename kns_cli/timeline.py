@@ -77,6 +77,8 @@ def _describe(plan: WorkloadPlan) -> str:
         text += f" \u00b7 warm-up {plan.primers.lead} min"
     if plan.on_autoscaled_pool:
         text += f" \u00b7 autoscaled pool {plan.pool.name}"
+    if entry.distributed:
+        text += f" \u00b7 {entry.workers} workers"
     return text
 
 

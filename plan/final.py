@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Mapping, Optional, Sequence
 
-from config import names, podspec, pointer
+from config import names, podspec, pointer, rules
 
 POD = ("spec", "template", "spec")
 _MISSING = object()
@@ -82,12 +82,42 @@ def kept(before: Mapping[str, Any], placement: str) -> list[tuple[tuple, Any, st
         where = ("spec", "template", "metadata", "annotations", key)
         if _at(before, where) == value:
             out.append((where, value, "the program (the pod keeps the node its autoscaled pool made for it)"))
+    for key in rules.TOPOLOGY_ANNOTATIONS.values():
+        where = ("spec", "template", "metadata", "annotations", key)
+        if _at(before, where) is not _MISSING:
+            out.append((where, _at(before, where), "topology (Kueue places the workers by it)"))
+    # A distributed entry's Job: N indexed workers, named under its Service, failing together.
+    if _at(before, ("spec", "completionMode")) == "Indexed":
+        for key in ("completionMode", "completions", "parallelism", "backoffLimit", "backoffLimitPerIndex"):
+            if _at(before, ("spec", key)) is not _MISSING:
+                out.append((("spec", key), before["spec"][key], "workers"))
+        if _at(before, POD + ("subdomain",)) is not _MISSING:
+            out.append((POD + ("subdomain",), before["spec"]["template"]["spec"]["subdomain"],
+                        "workers (the Service that names the workers)"))
     return out
+
+
+def _worker_env_problems(before: Mapping[str, Any], after: Mapping[str, Any]) -> podspec.Found:
+    """The worker variables of each container, compared by name (overrides may add env)."""
+    found: podspec.Found = []
+    containers = _at(before, POD + ("containers",))
+    for index, container in enumerate(containers if isinstance(containers, list) else []):
+        mine = {e["name"]: e for e in container.get("env") or [] if e.get("name") in rules.WORKER_ENV}
+        later = _at(after, POD + ("containers", index, "env"))
+        theirs: dict[Any, Any] = {}
+        for item in later if isinstance(later, list) else []:
+            if isinstance(item, dict) and item.get("name") in mine:
+                theirs.setdefault(item["name"], []).append(item)
+        changed = [name for name, item in mine.items() if theirs.get(name) != [item]]
+        if changed:
+            found.append((POD + ("containers", index, "env"),
+                          f"{', '.join(changed)}: set by workers for every worker; overrides may not change them"))
+    return found
 
 
 def _kept_problems(before: Mapping[str, Any], after: Mapping[str, Any], placement: str,
                    tolerations_from: str) -> podspec.Found:
-    found: podspec.Found = []
+    found: podspec.Found = _worker_env_problems(before, after)
     for loc, value, source in kept(before, placement):
         got = _at(after, loc)
         if got != value:

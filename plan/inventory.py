@@ -124,6 +124,9 @@ def _workload(plan: WorkloadPlan, owner: str) -> Iterator[Registration]:
     for set_name in plan.credentials:
         yield Registration(inner + ("kubernetes:core/v1:Secret",), f"{name}-cred-{set_name}", owner, "credentials",
                            f'Secret of credential set "{set_name}"')
+    if plan.service is not None:
+        yield Registration(top + ("kubernetes:core/v1:Service",), f"{name}-workers", owner, "workers",
+                           "Service of its workers")
     kind = "kubernetes:batch/v1:CronJob" if plan.is_schedule else "kubernetes:batch/v1:Job"
     count = len(plan.objects)
     for index, object_name in enumerate(plan.objects, start=1):

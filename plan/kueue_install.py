@@ -14,8 +14,9 @@ upstream's, pinned by version.
 from __future__ import annotations
 
 import copy
+import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import yaml
 
@@ -42,18 +43,36 @@ def load(project_dir: Path) -> list[dict[str, Any]]:
         return [doc for doc in yaml.load_all(handle, Loader=loader) if doc]
 
 
-def install_objects(upstream: list[dict[str, Any]], cluster: str, pools: list[NodePool]) -> list[dict[str, Any]]:
-    """The upstream objects with the platform's rules applied (see the module docstring)."""
+CONFIG_KEY = "controller_manager_config.yaml"
+# On the controller's pods when the program changes Kueue's configuration, so that a change
+# rolls the controller (it reads the file once, at start).
+CONFIG_HASH = "kns.io/kueue-config"
+
+
+def install_objects(upstream: list[dict[str, Any]], cluster: str, pools: list[NodePool],
+                    wait_for_pods_ready: Optional[str] = None) -> list[dict[str, Any]]:
+    """The upstream objects with the platform's rules applied (see the module docstring),
+    and `kns:queueing.waitForPodsReady` in the controller's configuration: an admitted
+    Job whose pods are not all Ready within it is evicted and requeued whole."""
     out = []
+    configured = None
     for document in upstream:
         obj = copy.deepcopy(document)
         metadata = obj.setdefault("metadata", {})
         metadata["labels"] = {**(metadata.get("labels") or {}), names.LABEL_CLUSTER: cluster}
         if obj["kind"] == "Namespace":
             metadata["labels"].update(POD_SECURITY)
+        if obj["kind"] == "ConfigMap" and CONFIG_KEY in (obj.get("data") or {}) and wait_for_pods_ready:
+            config = yaml.safe_load(obj["data"][CONFIG_KEY])
+            config["waitForPodsReady"] = {"timeout": wait_for_pods_ready}
+            obj["data"][CONFIG_KEY] = configured = yaml.safe_dump(config, sort_keys=False)
+        out.append(obj)
+    for obj in out:
         if obj["kind"] == "Deployment":
             _harden(obj["spec"]["template"]["spec"], pools)
-        out.append(obj)
+            if configured is not None:
+                template = obj["spec"]["template"].setdefault("metadata", {})
+                template.setdefault("annotations", {})[CONFIG_HASH] = hashlib.sha256(configured.encode()).hexdigest()[:16]
     return out
 
 

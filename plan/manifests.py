@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from config import names, resolve
+from config import names, resolve, rules
 from config.loader import PlatformConfig
 from config.models import Schedule, Workload
 
@@ -21,6 +21,9 @@ SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
 # skipped, not started late, and a controller that was down long cannot hit the "too many
 # missed start times" limit (100), which stops a CronJob without a deadline for good.
 DEFAULT_STARTING_DEADLINE_SECONDS = 3600
+# Each worker's retries with `restartWorkers: individually` unless backoffLimit says (the
+# Job's own default backoffLimit).
+DEFAULT_BACKOFF_PER_INDEX = 6
 
 # kube-score (tests/test_manifest_lint.py) checks a user workload cannot meet, and why; the
 # program sets `kube-score/ignore` on a Job or CronJob only for those its pod really fails.
@@ -98,6 +101,9 @@ def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
         # pool may land on an autoscaled one too (an untainted pool, a queue's flavor, its
         # own nodeSelector); on a node Karpenter does not manage the annotation does nothing.
         annotations.update(names.DO_NOT_DISRUPT)
+    if entry.topology is not None:
+        # Kueue admits the pod set within one domain of the level (docs/distributed.md).
+        annotations[rules.TOPOLOGY_ANNOTATIONS[entry.topology.mode]] = entry.topology.level
     if annotations:
         metadata["annotations"] = annotations
     if entry.pod_spec is not None:
@@ -115,7 +121,7 @@ def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
             raw.setdefault("volumes", []).append(_credentials_volume(plan))
             for container in raw["containers"]:
                 container.setdefault("volumeMounts", []).append(_credentials_mount(entry))
-        return {"metadata": metadata, "spec": raw}
+        return {"metadata": metadata, "spec": _as_worker(plan, raw)}
 
     container: dict[str, Any] = {"name": entry.name, "image": entry.image}
     if entry.image_pull_policy:
@@ -149,7 +155,64 @@ def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
         spec["volumes"] = copy.deepcopy(entry.volumes)
     if plan.credentials:
         spec.setdefault("volumes", []).append(_credentials_volume(plan))
-    return {"metadata": metadata, "spec": spec}
+    return {"metadata": metadata, "spec": _as_worker(plan, spec)}
+
+
+# The labels and annotations the Job controller gives each pod of an Indexed Job.
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+WORKER_SERVICE_RULES = [
+    {"apiGroups": [""], "resources": ["services", "endpoints"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["get", "list", "watch"]},
+]
+
+
+def leader_address(plan: WorkloadPlan) -> str:
+    """Worker 0's name under the entry's Service, with the Job's name left to the pod
+    (`$(KNS_JOB_NAME)`: a schedule's Jobs are named per run)."""
+    return f"$(KNS_JOB_NAME)-0.{plan.entry.name}.{plan.namespace}.svc"
+
+
+def worker_env(plan: WorkloadPlan) -> list[dict[str, Any]]:
+    """What every worker's containers are told (docs/distributed.md): how many workers,
+    which one it is, where the leader is; also under the names PyTorch's launcher reads."""
+    entry = plan.entry
+    index = {"valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}}}
+    port = entry.leader_port or rules.LEADER_PORT_DEFAULT
+    return [
+        {"name": "KNS_JOB_NAME", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOB_NAME_LABEL}']"}}},
+        {"name": "KNS_WORKERS", "value": str(entry.workers)},
+        {"name": "KNS_WORKER_INDEX", **index},
+        {"name": "KNS_LEADER", "value": leader_address(plan)},
+        {"name": "WORLD_SIZE", "value": str(entry.workers)},
+        {"name": "RANK", **index},
+        {"name": "MASTER_ADDR", "value": "$(KNS_LEADER)"},
+        {"name": "MASTER_PORT", "value": str(port)},
+    ]
+
+
+def _as_worker(plan: WorkloadPlan, spec: dict[str, Any]) -> dict[str, Any]:
+    """A distributed entry's pod: named under the entry's Service, its containers told the
+    workers (the program's names first, so the entry's own env may refer to them)."""
+    if not plan.entry.distributed:
+        return spec
+    spec["subdomain"] = plan.entry.name
+    for container in spec["containers"]:
+        container["env"] = worker_env(plan) + list(container.get("env") or [])
+    return spec
+
+
+def service_manifest(plan: WorkloadPlan) -> dict[str, Any]:
+    """The headless Service that names a distributed entry's workers: worker i is
+    `<job>-<i>.<entry>.<namespace>.svc`, Ready or not (the workers find each other before
+    they serve anything)."""
+    labels = {**plan.entry.labels, **plan.labels}
+    return {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": plan.entry.name, "namespace": plan.namespace, "labels": labels},
+        "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
+                 "selector": {names.LABEL_JOB: plan.labels[names.LABEL_JOB]}},
+    }
 
 
 def _credentials_volume(plan: WorkloadPlan) -> dict[str, Any]:
@@ -189,6 +252,14 @@ def _job_spec(entry: Workload, template: dict[str, Any]) -> dict[str, Any]:
     ):
         if value is not None:
             spec[key] = value
+    if entry.distributed:
+        spec.update(completionMode="Indexed", completions=entry.workers, parallelism=entry.workers)
+        if entry.restart_workers == "together":
+            spec["backoffLimit"] = 0  # one failed worker fails the Job, and its other pods go
+        else:
+            spec.pop("backoffLimit", None)
+            spec["backoffLimitPerIndex"] = (DEFAULT_BACKOFF_PER_INDEX if entry.backoff_limit is None
+                                            else entry.backoff_limit)
     if entry.queue is not None:
         spec["suspend"] = True  # Kueue unsuspends the Job when its queue admits it
     spec["template"] = template

@@ -33,6 +33,8 @@ class WorkloadPlan:
     credentials: dict[str, dict[str, str]] = field(default_factory=dict)
     # object name -> manifest: the Job, the CronJob, or one CronJob per primer schedule
     objects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # A distributed entry's headless Service, which names its workers (docs/distributed.md).
+    service: Optional[dict[str, Any]] = None
 
     @property
     def is_schedule(self) -> bool:

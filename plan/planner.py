@@ -24,10 +24,12 @@ from . import final, guardrails, inventory, nodepools, queues, wait
 from .manifests import (
     NAMESPACE_RUNNER_RULES,
     POD_RUNNER_RULES,
+    WORKER_SERVICE_RULES,
     cronjob_manifest,
     job_manifest,
     pod_template,
     primed_cronjob_manifest,
+    service_manifest,
 )
 from .model import PlanError, WorkloadPlan
 
@@ -72,6 +74,9 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
         found = profile_rules.check(profile_rules.quota_facts(plan.quota, "quota"), profile, source)
         if found:
             raise PlanError(found)
+    if entry.distributed:
+        plan.role_rules += copy.deepcopy(WORKER_SERVICE_RULES)
+        plan.service = service_manifest(plan)
     if entry.type == "pod":
         template = pod_template(plan, cfg)
         if not plan.is_schedule:

@@ -39,7 +39,17 @@ def flavor_manifest(pool: NodePool, cluster: str) -> dict[str, Any]:
     tolerations = resolve.tolerations_for(pool)
     if tolerations:
         spec["tolerations"] = tolerations
+    if pool.topology is not None:
+        spec["topologyName"] = pool.name
     return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": _metadata(pool.name, cluster), "spec": spec}
+
+
+def topology_manifest(pool: NodePool, cluster: str) -> dict[str, Any]:
+    """The pool's `topology.levels` as the Kueue Topology its ResourceFlavor names: the
+    domains Kueue places a Job's workers within (docs/distributed.md)."""
+    assert pool.topology is not None
+    return {"apiVersion": API_VERSION, "kind": "Topology", "metadata": _metadata(pool.name, cluster),
+            "spec": {"levels": [{"nodeLabel": level} for level in pool.topology.levels]}}
 
 
 def cluster_queue_manifest(queue: Queue, cluster: str) -> dict[str, Any]:
@@ -97,13 +107,9 @@ def queued_pools(cfg: PlatformConfig) -> list[NodePool]:
 
 
 def pods_at_once(plan: WorkloadPlan) -> int:
-    """The pods of one of the entry's Jobs that Kueue admits together: parallelism, or fewer
-    completions."""
-    entry = plan.entry
-    count = entry.parallelism or 1
-    if entry.completions is not None:
-        count = min(count, entry.completions)
-    return count
+    """The pods of one of the entry's Jobs that Kueue admits together (one pod set): its
+    workers, or parallelism (fewer completions)."""
+    return plan.entry.pods_per_run
 
 
 def workload_requests(plan: WorkloadPlan) -> dict[str, Decimal]:

@@ -410,9 +410,15 @@ def _rules(cls: type[BaseModel]) -> list[dict[str, Any]]:
         container = list(models.CONTAINER_FIELDS)
         found += [
             {"if": _present(cls, "type", {"const": "namespace"}),
-             "then": _unset(cls, [*container, "pod_spec", "json_overrides", "credentials"],
-                            "type namespace runs no workload, so no container field, podSpec, jsonOverrides "
-                            "or credentials can be set")},
+             "then": _unset(cls, [*container, "pod_spec", "json_overrides", "credentials", "workers", "leader_port",
+                                  "restart_workers"],
+                            "type namespace runs no workload, so no container field, podSpec, jsonOverrides, "
+                            "credentials or workers can be set")},
+            {"if": _present(cls, "workers", {"type": "integer", "minimum": 2}),
+             "then": _unset(cls, ["parallelism", "completions"], rules.WORKERS_DERIVE.message)},
+            {"if": {"not": _present(cls, "workers", {"type": "integer", "minimum": 2})},
+             "then": _unset(cls, ["leader_port", "restart_workers"], f"leaderPort and restartWorkers "
+                                                                      f"{rules.WORKERS_ONLY.message}")},
             {"if": _present(cls, "pod_spec", NOT_NULL),
              "then": _unset(cls, container, "podSpec is used verbatim, so no container field can be set beside it")},
             {"if": _present(cls, "credentials_mount_path"),
