@@ -60,6 +60,7 @@ def worker_facts(plan: WorkloadPlan, per_worker: Optional[dict[str, dict[str, st
         + f":{entry.leader_port or rules.LEADER_PORT_DEFAULT}",
         "service": entry.name,
         "restart": entry.restart_workers,
+        "topology": entry.topology.model_dump() if entry.topology else None,
         "total": total,
         "warnings": warnings,
     }
@@ -222,6 +223,11 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
                    else "each worker retried on its own")
         field_rows.append(["workers", f"{workers['count']} (Indexed Job, Service {workers['service']}; leader "
                                       f"{workers['leader']}; {failing})"])
+        if workers["topology"]:
+            ask = workers["topology"]
+            within = "within one" if ask["mode"] == "required" else "as close as Kueue can, preferring one"
+            field_rows.append(["topology", f"{ask['level']} ({ask['mode']}: all workers {within} "
+                                           f"{ask['level']} domain)"])
     lines += table([[k + ":", v] for k, v in field_rows], "  ")
     lines += [f"  warning: {w}" for w in (queue or {}).get("warnings", []) + (workers or {}).get("warnings", [])]
     if facts["containers"]:

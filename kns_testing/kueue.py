@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Optional
 
 from .cluster import Cluster, script
 
@@ -27,8 +28,11 @@ def build_kueue() -> str:
             os.environ["KNS_BUILD_KUEUE"] = previous
 
 
-def start_kueue(cluster: Cluster, frameworks: Sequence[str] = ("batch/job",)) -> None:
+def start_kueue(cluster: Cluster, frameworks: Sequence[str] = ("batch/job",),
+                wait_for_pods_ready: Optional[str] = None) -> None:
     """Build Kueue if it is missing, then run it against `cluster` and return once its
-    webhooks answer (Jobs with the `kueue.x-k8s.io/queue-name` label come back suspended)."""
+    webhooks answer (Jobs with the `kueue.x-k8s.io/queue-name` label come back suspended).
+    `wait_for_pods_ready`: Kueue's waitForPodsReady timeout (docs/distributed.md)."""
     build_kueue()
-    script("kueue-process.sh", str(cluster.state), "--frameworks", ",".join(frameworks), timeout=600)
+    extra = ["--wait-for-pods-ready", wait_for_pods_ready] if wait_for_pods_ready else []
+    script("kueue-process.sh", str(cluster.state), "--frameworks", ",".join(frameworks), *extra, timeout=600)

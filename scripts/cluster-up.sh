@@ -79,11 +79,12 @@ bin=$(cd "$bin" && pwd)
 module_stages=${KNS_KWOK_STAGES:-$(dirname "$bin")/share/kwok-stages.yaml}
 primed_stage=$script_dir/kwok/pod-complete-primed.yaml
 after_stage=$script_dir/kwok/pod-complete-after.yaml
+fail_stage=$script_dir/kwok/pod-fail-worker.yaml
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl; do
   [[ -x $bin/$b ]] || die "$bin/$b is missing (run scripts/cluster-build.sh)"
 done
 [[ -r $module_stages ]] || die "kwok stages $module_stages are missing (run scripts/cluster-build.sh)"
-for f in "$primed_stage" "$after_stage"; do
+for f in "$primed_stage" "$after_stage" "$fail_stage"; do
   [[ -n ${KNS_KWOK_STAGES:-} || -r $f ]] || die "cannot read $f"
 done
 
@@ -92,7 +93,8 @@ done
 # annotated kwok.x-k8s.io/run-for that long after it started running: add two
 # requirements to pod-complete's selector, before its first one and with the same
 # indentation (kwok's NotIn also matches a pod without init containers; its DoesNotExist
-# an empty annotation too), then the primed and the run-for stages.
+# an empty annotation too), then the primed and the run-for stages, and the one that fails
+# worker 1 of a Job annotated kns.io/e2e-fail-worker.
 stages=$state/kwok-stages.yaml
 if [[ -n ${KNS_KWOK_STAGES:-} ]]; then
   cp "$module_stages" "$stages"
@@ -116,7 +118,7 @@ else
       { print }
       END { if (!done) exit 3 }
     ' "$module_stages" || die "no pod-complete stage with a selector in $module_stages"
-    for f in "$primed_stage" "$after_stage"; do
+    for f in "$primed_stage" "$after_stage" "$fail_stage"; do
       printf -- '---\n# scripts/kwok/%s (scripts/cluster-up.sh)\n' "${f##*/}"
       sed '/^---[[:space:]]*$/d' "$f"
     done

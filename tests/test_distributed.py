@@ -175,6 +175,7 @@ def test_explain_shows_the_workers_their_totals_the_leader_and_warns_without_a_q
     assert "all 3 workers      cpu=3 memory=768Mi" in text
     queued = _explained(CONFIG, "train")
     assert "without a queue" not in queued and "all 4 workers" in queued
+    assert "topology:       example.com/rack (required: all workers within one example.com/rack domain)" in queued
     assert "leader <the run's Job>-0.nightly.kns-nightly.svc:29500" in _explained(CONFIG, "nightly")
 
 

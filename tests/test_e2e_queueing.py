@@ -22,7 +22,20 @@ from kns_testing.program import ROOT, engine_project
 from tests.test_e2e import Stack, Watch, server_time
 
 NODES = [("sys-node-1", 8, 0), ("cpu-node-1", 16, 0), ("cpu-node-2", 16, 0), ("solo-node-1", 16, 0),
-         ("small-node-1", 8, 0)]
+         ("small-node-1", 8, 0), ("gang-node-1", 16, 0), ("tight-node-1", 8, 0)]
+# What kns:queueing.waitForPodsReady writes into the Kueue the program installs, given to the
+# manager process here (the stack runs its own Kueue: install false).
+PODS_READY = "60s"
+# Pool rack's nodes (docs/distributed.md): one block, rack r1 of three nodes (first in
+# line), rack r2 of four; 8 CPU each, so one 8-CPU worker per node.
+RACKS = {"r1": 3, "r2": 4}
+RACK_NODES = [(f"{rack}-node-{i}", rack) for rack, count in RACKS.items() for i in range(1, count + 1)]
+
+
+def rack_node(name: str, rack: str) -> dict:
+    node = node_manifest(name, 8, 0)
+    node["metadata"]["labels"].update({"example.com/block": "b1", "example.com/rack": rack})
+    return node
 PASSPHRASE = "kns-local-queueing"
 STACK_FILE = ROOT / "tests" / "e2e" / "Pulumi.queueing.yaml"
 # Kueue and the Job controller each act within seconds; a loaded machine may take longer.
@@ -38,7 +51,8 @@ def run_for(entry: dict) -> float:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with local_cluster(tmp_path_factory.mktemp("queueing-cluster"), [node_manifest(*node) for node in NODES]) as live:
+    nodes = [node_manifest(*node) for node in NODES] + [rack_node(*node) for node in RACK_NODES]
+    with local_cluster(tmp_path_factory.mktemp("queueing-cluster"), nodes) as live:
         yield live
 
 
@@ -95,7 +109,7 @@ def test_install_true_installs_kueue_under_the_platform_rules_and_destroy_remove
 
 @pytest.fixture(scope="module")
 def kueue(cluster):
-    start_kueue(cluster)
+    start_kueue(cluster, wait_for_pods_ready=PODS_READY)
     return cluster
 
 
@@ -144,9 +158,9 @@ def condition(obj: dict, kind: str) -> dict | None:
 def test_the_queue_objects_are_accepted_and_a_second_up_changes_nothing(stack, kueue):
     stack.pulumi("up", "--yes", "--expect-no-changes")
     flavors = {f["metadata"]["name"]: f for f in kueue.get("resourceflavors.kueue.x-k8s.io")["items"]}
-    assert set(flavors) == {"compute", "solo", "small"}
+    assert set(flavors) == {"compute", "solo", "small", "rack", "gang", "tight"}
     queues = {q["metadata"]["name"]: q for q in kueue.get("clusterqueues.kueue.x-k8s.io")["items"]}
-    assert set(queues) == {"solo", "few", "team-a", "team-b"}
+    assert set(queues) == {"solo", "few", "team-a", "team-b", "racks", "pair", "tight"}
     for queue in queues.values():  # Kueue found every flavor and took the queue into service
         assert condition(queue, "Active")["status"] == "True", queue["status"]
     local = kueue.get("localqueues.kueue.x-k8s.io", "-n", "kns-solo-1")["items"]
@@ -224,6 +238,142 @@ def test_a_queue_borrows_idle_cohort_quota_and_the_lender_reclaims_it(stack, kue
     assert reason == "InCohortReclamation"
     # The queue's status follows: team-a back to its own 16, borrowing nothing.
     kueue.wait(lambda: cpu_usage(kueue, "team-a") == ("16", "0"), SLACK, message="team-a back to 16 CPU, none borrowed")
+
+
+# ---- distributed entries (docs/distributed.md) ------------------------------------------
+
+
+def pods_of(watches, job: str) -> dict[str, dict]:
+    """The latest recorded version of each pod of `job`, by name."""
+    latest: dict[str, dict] = {}
+    for _, obj in watches["pods"].all():
+        if obj["metadata"].get("labels", {}).get("batch.kubernetes.io/job-name") == job:
+            latest[obj["metadata"]["name"]] = obj
+    return latest
+
+
+def test_n_workers_are_indexed_pods_named_under_their_service_with_the_same_leader(stack, kueue, watches):
+    kueue.wait(lambda: len(pods_of(watches, "pair-1")) + len(pods_of(watches, "pair-2")) >= 4, SLACK,
+               message="one pair Job's four pods")
+    job = next(j for j in ("pair-1", "pair-2") if len(pods_of(watches, j)) == 4)
+    namespace = f"kns-{job}"
+    pods = list(pods_of(watches, job).values())
+    indexes = sorted(int(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]) for p in pods)
+    assert indexes == [0, 1, 2, 3]
+    for pod in pods:
+        index = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+        assert (pod["spec"]["hostname"], pod["spec"]["subdomain"]) == (f"{job}-{index}", job)
+        env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+        # The same leader for every worker, each its own rank: the fields the variables read.
+        assert env["KNS_LEADER"]["value"] == f"$(KNS_JOB_NAME)-0.{job}.{namespace}.svc"
+        assert pod["metadata"]["labels"]["batch.kubernetes.io/job-name"] == job
+        assert env["RANK"]["valueFrom"]["fieldRef"]["fieldPath"] == \
+            "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+        assert env["WORLD_SIZE"]["value"] == "4"
+
+    def hostnames() -> set[str]:
+        slices = kueue.get("endpointslices.discovery.k8s.io", "-n", namespace,
+                           "-l", f"kubernetes.io/service-name={job}")["items"]
+        return {e.get("hostname") for s in slices for e in s.get("endpoints") or []}
+
+    kueue.wait(lambda: hostnames() == {f"{job}-{i}" for i in range(4)}, SLACK,
+               message=f"the Service {job} lists the four workers by hostname")
+
+
+def test_four_workers_are_admitted_whole_one_job_at_a_time_never_three_and_three(stack, kueue, watches):
+    names = ["pair-1", "pair-2"]
+    limit = run_for(entry(stack, "pair-1")) * 2 + SLACK
+    kueue.wait(lambda: all(finished_at(watches, n) for n in names), limit, message="both pair Jobs finished")
+    created = {n: sorted(p["metadata"]["creationTimestamp"] for p in pods_of(watches, n).values()) for n in names}
+    assert all(len(times) == 4 for times in created.values()), created
+    first, second = sorted(names, key=lambda n: created[n][0])
+    # Room for six workers: the second Job got none of its pods until the first had finished
+    # (its two free slots were not enough), then all four at once.
+    assert created[second][0] >= finished_at(watches, first), created
+    waiting = [c["message"] for w in workload_of(watches, f"kns-{second}")
+               if (c := condition(w, "QuotaReserved")) is not None and c["status"] == "False"]
+    assert any("insufficient" in message for message in waiting), waiting
+    for name in names:  # one Workload per Job, its pod set of four
+        (count,) = {ps["count"] for w in workload_of(watches, f"kns-{name}") for ps in w["spec"]["podSets"]}
+        assert count == 4
+
+
+def test_rack_topology_places_four_workers_in_one_rack_and_the_next_four_wait(stack, kueue, watches):
+    names = ["spread-1", "spread-2"]
+    kueue.wait(lambda: any(admitted(workload_of(watches, f"kns-{n}")) for n in names), SLACK,
+               message="one spread Job admitted")
+
+    def bound(job: str) -> dict[str, str]:
+        return {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods_of(watches, job).values()
+                if p["spec"].get("nodeName")}
+
+    placed = next(n for n in names if admitted(workload_of(watches, f"kns-{n}")))
+    other = next(n for n in names if n != placed)
+    kueue.wait(lambda: len(bound(placed)) == 4, SLACK, message=f"{placed}'s four workers bound")
+    nodes = set(bound(placed).values())
+    # Four nodes of rack r2, though r1's three free nodes come first: one rack, not the first four.
+    assert nodes == {f"r2-node-{i}" for i in range(1, 5)}, nodes
+    # The other four fit the queue (64 CPU) but no rack: r1 has three nodes. Kueue keeps
+    # the Workload waiting, and no pod of it exists.
+    kueue.wait(lambda: any((c := condition(w, "QuotaReserved")) is not None and c["status"] == "False"
+                           for w in workload_of(watches, f"kns-{other}")), SLACK,
+               message=f"{other} recorded waiting")
+    assert not admitted(workload_of(watches, f"kns-{other}"))
+    assert pods_of(watches, other) == {}
+
+
+def test_workers_that_do_not_all_become_ready_are_evicted_and_requeued_whole(stack, kueue, watches):
+    """Two 8-CPU workers admitted on a 16-CPU queue whose pool has one 8-CPU node: one runs,
+    the other stays Pending. After waitForPodsReady Kueue evicts the Workload, and the Job
+    gives up both pods, the running one too: nothing half-started keeps the quota."""
+    timeout = sum(int(n) * {"s": 1, "m": 60, "h": 3600}[u] for n, u in re.findall(r"([0-9]+)([smh])", PODS_READY))
+
+    def evicted() -> list[dict]:
+        return [c for w in workload_of(watches, "kns-tight-2")
+                if (c := condition(w, "Evicted")) is not None and c["status"] == "True"]
+
+    kueue.wait(lambda: evicted(), timeout + SLACK, message="tight-2 evicted by waitForPodsReady")
+    assert evicted()[0]["reason"] == "PodsReadyTimeout", evicted()
+    admitted_at = min(c["lastTransitionTime"] for w in workload_of(watches, "kns-tight-2")
+                      if (c := condition(w, "Admitted")) is not None and c["status"] == "True")
+    assert server_time(evicted()[0]["lastTransitionTime"]) - server_time(admitted_at) >= timedelta(seconds=timeout - 1)
+    evicted_at = server_time(evicted()[0]["lastTransitionTime"])
+    first = {name for name, pod in pods_of(watches, "tight-2").items()
+             if server_time(pod["metadata"]["creationTimestamp"]) < evicted_at}
+    assert len(first) == 2, first  # both workers of the first admission, one of them had run
+    assert any(pod["spec"].get("nodeName") for name, pod in pods_of(watches, "tight-2").items() if name in first)
+
+    def deleted() -> set[str]:
+        return {obj["metadata"]["name"] for kind, obj in watches["pods"].all()
+                if obj["metadata"]["name"] in first and (kind == "DELETED" or obj["metadata"].get("deletionTimestamp"))}
+
+    kueue.wait(lambda: deleted() == first, SLACK, message="both workers of the evicted admission deleted")
+    # The Job went back to its queue whole: suspended again after it had run.
+    suspended = [obj["spec"].get("suspend") for _, obj in watches["jobs.batch"].all()
+                 if obj["metadata"]["name"] == "tight-2"]
+    assert False in suspended and True in suspended[suspended.index(False):], suspended
+
+
+def test_one_failed_worker_fails_the_whole_job_and_its_other_workers_are_removed(stack, kueue, watches):
+    """Worker 1 of fail-3 exits 1 (scripts/kwok/pod-fail-worker.yaml): with whole-Job failure
+    (backoffLimit 0) the Job fails at once, retries no index, and its running workers go."""
+    def failed() -> list[dict]:
+        return [c for _, obj in watches["jobs.batch"].all() if obj["metadata"]["name"] == "fail-3"
+                for c in obj.get("status", {}).get("conditions", []) if c["type"] == "Failed" and c["status"] == "True"]
+
+    kueue.wait(lambda: failed(), SLACK, message="fail-3 failed")
+    assert failed()[0]["reason"] == "BackoffLimitExceeded", failed()
+    pods = pods_of(watches, "fail-3")
+    index = {name: p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] for name, p in pods.items()}
+    assert sorted(index.values()) == ["0", "1", "2"], index  # no second pod for worker 1: no retry
+    assert next(p for n, p in pods.items() if index[n] == "1")["status"]["phase"] == "Failed"
+    others = {n for n in pods if index[n] != "1"}
+
+    def removed() -> set[str]:
+        return {obj["metadata"]["name"] for kind, obj in watches["pods"].all()
+                if obj["metadata"]["name"] in others and (kind == "DELETED" or obj["metadata"].get("deletionTimestamp"))}
+
+    kueue.wait(lambda: removed() == others, SLACK, message="fail-3's other workers removed")
 
 
 def test_destroy_removes_queues_flavors_and_local_queues(stack, kueue):
