@@ -465,6 +465,26 @@ def test_a_gpu_job_on_an_empty_autoscaled_gpu_pool_gets_a_gpu_node(stack, cluste
     assert int(node["status"]["allocatable"]["nvidia.com/gpu"]) >= 2
 
 
+def test_n_workers_on_an_empty_autoscaled_pool_get_n_nodes_from_karpenter(stack, cluster, nodes, nodeclaims):
+    """multi-burst (docs/distributed.md): two 3-CPU workers on a pool of 4-CPU nodes, so each
+    needs a node of its own; Karpenter brings up two, one per worker, both for the pool."""
+    workers = stack.entry("kns:jobs", "multi-burst")["workers"]
+
+    def placed() -> dict[str, str] | None:
+        bound = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods_of(cluster, "kns-multi-burst")
+                 if p["spec"].get("nodeName")}
+        return bound if len(bound) == workers else None
+
+    bound = cluster.wait(placed, 240, every=2, message="every worker of multi-burst bound")
+    assert len(set(bound.values())) == workers, bound
+    cluster.wait(lambda: set(bound.values()) <= pool_node_names(nodes, "multi"), 60,
+                 message="the node watch saw the workers' nodes labelled for pool multi")
+    claimed = {o["status"]["nodeName"] for _, o in nodeclaims.all()
+               if o.get("status", {}).get("nodeName") in set(bound.values())
+               and o["metadata"]["labels"]["karpenter.sh/nodepool"] == "multi"}
+    assert claimed == set(bound.values())
+
+
 def test_autoscaled_pools_consolidate_back_to_zero_once_their_pods_are_done(stack, cluster, nodes, pods):
     for pool, namespaces in (("burst", ("kns-burst-job",)), ("spare", ("kns-burst-default",)),
                              ("h100", ("kns-gpu-burst-job",))):
