@@ -573,11 +573,12 @@ def primed(stack):
         primer = start - timedelta(minutes=WARM_UP)
 
         def set_schedule(config, start=start):
-            schedules = [s for s in config.get("kns:schedules", []) if s["name"] != "primed"]
-            config["kns:schedules"] = schedules + [{
-                "name": "primed", "user": "bob", "image": "busybox:1.37", "cpu": "1", "memory": 512, "pool": "warm",
-                "schedule": f"{start.minute} {start.hour} * * *", "timeZone": "Etc/UTC", "warmUpMinutes": WARM_UP,
-            }]
+            schedules = [s for s in config.get("kns:schedules", []) if s["name"] not in ("primed", "primed-pair")]
+            one = {"user": "bob", "image": "busybox:1.37", "cpu": "1", "memory": 512, "pool": "warm",
+                   "schedule": f"{start.minute} {start.hour} * * *", "timeZone": "Etc/UTC", "warmUpMinutes": WARM_UP}
+            # and a distributed one (docs/distributed.md): two workers primed together
+            config["kns:schedules"] = schedules + [{"name": "primed", **one},
+                                                   {"name": "primed-pair", "workers": 2, **one}]
 
         stack.edit(set_schedule)
         stack.up()
@@ -637,6 +638,32 @@ def test_a_prescaled_schedule_warms_its_empty_autoscaled_pool_before_the_start(s
                  message="pool warm back to zero nodes")
     template = cluster.get("cronjob", "primed", "-n", "kns-primed")["spec"]["jobTemplate"]["spec"]["template"]
     assert template["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
+
+
+def test_a_prescaled_distributed_schedule_has_every_worker_on_a_warm_node_before_the_start(
+        stack, cluster, nodes, pods, primed):
+    """primed-pair: both workers of the primer Job are bound to nodes of pool warm and Running
+    (held by the wait) before the start, and both end no earlier than it (kwok's primed
+    stage ends each at the start the wait computes from the Job's name): they start together."""
+    start, primer = primed
+    def both_done() -> list[dict] | None:
+        done = [p for p in pods_of(cluster, "kns-primed-pair") if p["status"].get("phase") == "Succeeded"]
+        return done if len(done) == 2 else None
+
+    done = cluster.wait(both_done, (start - datetime.now(timezone.utc)).total_seconds() + 180, every=2,
+                        message="both workers of the run done")
+    indexes = sorted(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] for p in done)
+    assert indexes == ["0", "1"]
+    warm = pool_node_names(nodes, "warm")
+    for pod in done:
+        name = pod["metadata"]["name"]
+        assert pod["spec"]["nodeName"] in warm
+        assert [c["name"] for c in pod["spec"]["initContainers"]] == ["kns-wait"]
+        running = [server_time(c["lastTransitionTime"]) for _, obj in pods.of("kns-primed-pair", name)
+                   for c in obj["status"].get("conditions", []) if c["type"] == "Ready" and c["status"] == "True"]
+        assert running and primer <= min(running) < start, (name, running, start)
+        finished = max(server_time(s["state"]["terminated"]["finishedAt"]) for s in pod["status"]["containerStatuses"])
+        assert finished >= start, (name, finished, start)
 
 
 # ---- the NodePool CRD agrees with the program's checks ------------------------------------
