@@ -55,8 +55,7 @@ def worker_facts(plan: WorkloadPlan, per_worker: Optional[dict[str, dict[str, st
                         "that Kueue admits all of them at once or none (docs/distributed.md)")
     return {
         "count": entry.workers,
-        "leader": manifests.leader_address(plan).replace(
-            "$(KNS_JOB_NAME)", "<the run's Job>" if plan.is_schedule else entry.name)
+        "leader": manifests.leader_address(plan, "<the run's Job>" if plan.is_schedule else entry.name)
         + f":{entry.leader_port or rules.LEADER_PORT_DEFAULT}",
         "service": entry.name,
         "restart": entry.restart_workers,

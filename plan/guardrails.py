@@ -424,10 +424,10 @@ def _objects(cfg: Any, plans: Iterable[Any]) -> Iterator[tuple[str, Resource]]:
         if pool.autoscale is not None:
             yield path, Resource("kubernetes:karpenter.sh/v1:NodePool", path,
                                  nodepools.nodepool_manifest(pool, cfg.cluster.name))
+        labels, taints = resolve.pool_labels(pool, cfg.cluster.name), resolve.pool_taints(pool)
         for node in pool.static_nodes:
             yield path, Resource("kubernetes:core/v1:NodePatch", path, {
-                "metadata": {"name": node, "labels": resolve.pool_labels(pool, cfg.cluster.name)},
-                "spec": {"taints": resolve.pool_taints(pool)}})
+                "metadata": {"name": node, "labels": labels}, "spec": {"taints": taints}})
     system = cfg.cluster.system_namespace
     if cfg.packing_scheduler.enabled:
         spec = schedulers.packing_pod_spec(cfg.packing_scheduler, system, cfg.node_pools, "config")

@@ -167,10 +167,10 @@ WORKER_SERVICE_RULES = [
 ]
 
 
-def leader_address(plan: WorkloadPlan) -> str:
-    """Worker 0's name under the entry's Service, with the Job's name left to the pod
-    (`$(KNS_JOB_NAME)`: a schedule's Jobs are named per run)."""
-    return f"$(KNS_JOB_NAME)-0.{plan.entry.name}.{plan.namespace}.svc"
+def leader_address(plan: WorkloadPlan, job: str = "$(KNS_JOB_NAME)") -> str:
+    """Worker 0's name under the entry's Service in Job `job`; by default the Job's name is
+    left to the pod (`$(KNS_JOB_NAME)`: a schedule's Jobs are named per run)."""
+    return f"{job}-0.{plan.entry.name}.{plan.namespace}.svc"
 
 
 def worker_env(plan: WorkloadPlan) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from datetime import timedelta
 import pytest
 import yaml
 
+from config.karpenter import duration_seconds
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
 from kns_testing.kueue import start_kueue
 from kns_testing.program import ROOT, engine_project
@@ -326,7 +327,7 @@ def test_workers_that_do_not_all_become_ready_are_evicted_and_requeued_whole(sta
     """Two 8-CPU workers admitted on a 16-CPU queue whose pool has one 8-CPU node: one runs,
     the other stays Pending. After waitForPodsReady Kueue evicts the Workload, and the Job
     gives up both pods, the running one too: nothing half-started keeps the quota."""
-    timeout = sum(int(n) * {"s": 1, "m": 60, "h": 3600}[u] for n, u in re.findall(r"([0-9]+)([smh])", PODS_READY))
+    timeout = duration_seconds(PODS_READY)
 
     def evicted() -> list[dict]:
         return [c for w in workload_of(watches, "kns-tight-2")
