@@ -335,3 +335,16 @@ def test_the_timeline_and_the_queues_count_the_workers(tmp_path, capsys):
     out = capsys.readouterr().out
     gpus = next(line.split() for line in out.splitlines() if line.split()[:2] == ["a100", "nvidia.com/gpu"])
     assert gpus[2:5] == ["40", "0", "48"], out  # 4 workers x 8 of train, 2 x 8 of nightly
+
+
+def test_the_failing_worker_stage_is_the_one_kwok_plays_on_the_pods_it_matches():
+    """kwok plays one stage of those that match a pod, at random among equal weights
+    (v0.8.0, lifecycle.Match). Worker 1 of the e2e's fail-3 matches pod-fail-worker and
+    pod-complete-after (it carries a run-for, as every worker of its Job): only a weight
+    above all the others' makes it fail on every run, not on about half of them."""
+    stages = {path.stem: yaml.safe_load(path.read_text()) for path in (ROOT / "scripts" / "kwok").glob("*.yaml")}
+    fail = stages.pop("pod-fail-worker")["spec"]
+    keys = {e["key"] for e in fail["selector"]["matchExpressions"]}
+    assert '.metadata.annotations["kns.io/e2e-fail-worker"]' in keys
+    assert fail.get("weight", 0) > 0 and "weightFrom" not in fail
+    assert all(s["spec"].get("weight", 0) == 0 and "weightFrom" not in s["spec"] for s in stages.values()), stages
