@@ -19,7 +19,7 @@ system-deps:
 
 ## make test: the whole test suite (creates the virtualenv first).
 test: venv system-deps
-	$(PY) -m pytest -q -n 2 --dist loadscope
+	$(PY) -m pytest -q -n 3 --dist loadscope
 
 ## make up: the main job, the dev stack rendered to build/manifests/dev.
 up: venv

@@ -1,10 +1,11 @@
-"""The suite's lanes for `make test` (pytest-xdist, two workers; docs/testing.md, "CI time").
+"""The suite's lanes for `make test` (pytest-xdist, three workers; docs/testing.md, "CI time").
 
 The modules that start a local control plane wait most of their time on it (cron minutes,
-Karpenter, Kueue, kills and restarts). They form one work unit, run first and one after
-the other on one worker, so two control planes never run at once. Every other module is a
-work unit of its own (its module-scoped fixtures are set up once), run by the other
-worker meanwhile.
+Karpenter, Kueue, kills and restarts). They form two work units, run first, each on a
+worker of its own: the engine-fault module (its control plane runs no controller; it kills
+the engine), and the four others, one after the other (so two Kueue or Karpenter processes
+never run at once). Every other module is a work unit of its own (its module-scoped
+fixtures are set up once), run by the third worker meanwhile.
 
 The units are made by a scheduler of our own (`LaneScheduling`): pytest-xdist 3.8's
 `xdist_group` marks do nothing under pytest 9, which no longer reads the node id the mark
@@ -21,19 +22,25 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 CONTROL_PLANE = "control-plane"
-CONTROL_PLANE_MODULES = frozenset({
-    "test_drift.py", "test_e2e.py", "test_e2e_queueing.py", "test_faults_controllers.py", "test_faults_engine.py",
-})
+ENGINE_FAULTS = "control-plane-engine-faults"
+CONTROL_PLANE_LANES = {
+    CONTROL_PLANE: frozenset({"test_drift.py", "test_e2e.py", "test_e2e_queueing.py", "test_faults_controllers.py"}),
+    ENGINE_FAULTS: frozenset({"test_faults_engine.py"}),
+}
+CONTROL_PLANE_MODULES = frozenset().union(*CONTROL_PLANE_LANES.values())
 
 
 def lane(module: str) -> str:
     """The work unit of a test module's tests."""
-    return CONTROL_PLANE if module in CONTROL_PLANE_MODULES else module.removesuffix(".py")
+    for name, modules in CONTROL_PLANE_LANES.items():
+        if module in modules:
+            return name
+    return module.removesuffix(".py")
 
 
 def pytest_collection_modifyitems(config, items):
-    """The control-plane modules first (in file order), so the longest unit starts first."""
-    items.sort(key=lambda item: lane(item.path.name) != CONTROL_PLANE)
+    """The control-plane modules first (in file order), so the longest units start first."""
+    items.sort(key=lambda item: lane(item.path.name) not in CONTROL_PLANE_LANES)
 
 
 try:

@@ -1,9 +1,11 @@
 """make test's lanes (tests/conftest.py): the modules that start a local control plane are
-exactly the control-plane group, so two control planes never run at once."""
+exactly the control-plane lanes, and only the engine-fault module, whose control plane runs
+no controller, has a lane of its own beside the others."""
 
 import re
 
-from tests.conftest import CONTROL_PLANE, CONTROL_PLANE_MODULES, ROOT, lane
+from tests.conftest import CONTROL_PLANE, CONTROL_PLANE_LANES, CONTROL_PLANE_MODULES, ENGINE_FAULTS, ROOT, lane
+CONTROLLERS = re.compile(r"start_kueue|karpenter-process|start_packing_scheduler")
 
 STARTS_A_CONTROL_PLANE = re.compile(r"^\s*with local_cluster\(", re.MULTILINE)
 
@@ -14,8 +16,17 @@ def test_the_control_plane_group_is_every_module_that_starts_one():
     assert starting == set(CONTROL_PLANE_MODULES)
 
 
+def test_only_the_lane_of_the_controllers_starts_them():
+    """Two lanes run at once: only one may start Kueue, Karpenter or the packing scheduler
+    (Kueue's process mode mounts its certificate at one fixed path)."""
+    starting = {path.name for path in (ROOT / "tests").glob("test_*.py") if CONTROLLERS.search(path.read_text())}
+    assert starting & CONTROL_PLANE_MODULES == CONTROL_PLANE_LANES[CONTROL_PLANE]
+    assert not starting & CONTROL_PLANE_LANES[ENGINE_FAULTS]
+
+
 def test_other_modules_are_a_group_each():
-    assert lane("test_e2e.py") == lane("test_faults_engine.py") == CONTROL_PLANE
+    assert lane("test_e2e.py") == lane("test_drift.py") == CONTROL_PLANE
+    assert lane("test_faults_engine.py") == ENGINE_FAULTS
     assert lane("test_quantity.py") == "test_quantity"
     assert lane("test_quantity.py") != lane("test_config.py")
 
@@ -24,7 +35,8 @@ def test_the_scheduler_puts_each_lane_in_one_work_unit():
     from tests.conftest import LaneScheduling
 
     split = LaneScheduling._split_scope
-    assert split(None, "tests/test_e2e.py::test_rbac_matrix") == split(None, "tests/test_faults_engine.py::test_x[fi1]") \
+    assert split(None, "tests/test_e2e.py::test_rbac_matrix") == split(None, "tests/test_drift.py::test_x") \
         == CONTROL_PLANE
+    assert split(None, "tests/test_faults_engine.py::test_x[fi1]") == ENGINE_FAULTS
     assert split(None, "tests/test_quantity.py::test_normalise[4Gi-bytes-4Gi]") == "test_quantity"
     assert split(None, "tests/test_config.py::TestX::test_y") == "test_config"
