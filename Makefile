@@ -50,6 +50,7 @@ bench: venv system-deps
 	cd bench && ../$(PY) autoscale_warmup.py
 	cd bench && ../$(PY) kueue_admission.py
 	cd bench && ../$(PY) queue_fit.py
+	cd bench && ../$(PY) priority_start.py
 	cd bench && ../$(PY) primer_proof.py
 	cd bench && ../$(PY) targeted_preview.py
 	cd bench && ../$(PY) apply_vs_kubectl.py 100 300 --levers 100

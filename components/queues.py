@@ -1,6 +1,7 @@
-"""Queues: one Kueue ResourceFlavor per node pool a queue names and one ClusterQueue per
-queue (docs/queueing.md). The objects are plan/queues.py's; this only registers them,
-flavors first, after Kueue's CRDs and controller when the program installs them."""
+"""Queues: one Kueue ResourceFlavor per node pool a queue names, one ClusterQueue per
+queue and one WorkloadPriorityClass per priority (docs/queueing.md). The objects are
+plan/queues.py's; this only registers them, flavors first, after Kueue's CRDs and
+controller when the program installs them."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import pulumi
-import pulumi_kubernetes as k8s
+from pulumi_kubernetes import _utilities
 
 TYPE = "kns:queueing:Queues"
 
@@ -20,13 +21,17 @@ class QueuesArgs:
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     # Kueue Topologies the flavors name (docs/distributed.md), registered before them.
     topologies: list[dict[str, Any]] = field(default_factory=list)
+    # WorkloadPriorityClasses (kns:priorities), registered before the queued Jobs that name them.
+    priority_classes: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _register(manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
-    return k8s.apiextensions.CustomResource(
-        f"{manifest['kind'].lower()}-{manifest['metadata']['name']}",
-        api_version=manifest["apiVersion"], kind=manifest["kind"], metadata=manifest["metadata"],
-        spec=manifest["spec"], opts=opts)
+def _register(manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    """The object as the provider's generic custom resource, with every top-level field: a
+    WorkloadPriorityClass has `value`, not a `spec`, which pulumi_kubernetes'
+    apiextensions.CustomResource cannot carry (the type token is the same)."""
+    return pulumi.CustomResource(
+        f"kubernetes:{manifest['apiVersion']}:{manifest['kind']}", f"{manifest['kind'].lower()}-{manifest['metadata']['name']}",
+        dict(manifest), pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=_utilities.get_version())))
 
 
 class Queues(pulumi.ComponentResource):
@@ -38,7 +43,9 @@ class Queues(pulumi.ComponentResource):
         self.flavors = [_register(m, after_topologies) for m in args.flavors]
         after_flavors = pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, *self.flavors])
         self.cluster_queues = [_register(m, after_flavors) for m in args.cluster_queues]
+        self.priority_classes = [_register(m, after_install) for m in args.priority_classes]
         self.register_outputs({
             "flavors": [m["metadata"]["name"] for m in args.flavors],
             "clusterQueues": [m["metadata"]["name"] for m in args.cluster_queues],
+            "priorities": {m["metadata"]["name"]: m["value"] for m in args.priority_classes},
         })

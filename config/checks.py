@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from . import karpenter, kubeconfig, names, prescale, profile_rules, resolve, rules
-from .errors import Problems
-from .models import Cluster, NodePool, Profile, Queue, Queueing, Schedule, Workload
+from .errors import Problems, closest
+from .models import Cluster, NodePool, Priority, Profile, Queue, Queueing, Schedule, Workload
 from .rules import CREDENTIAL_FILE
 
 _CREDENTIAL_FILE = re.compile(CREDENTIAL_FILE.pattern)
@@ -138,6 +138,66 @@ def _queue_problem(queue: str, queueing: Queueing, queue_names: set[str], broken
     return None
 
 
+def check_priorities(queueing: Queueing, given: bool, priorities: list[Priority], problems: Problems) -> None:
+    """Priorities are for a stack with queueing on; names are unique; one default at most."""
+    if given and not queueing.enabled:
+        problems.add("kns:priorities", rules.PRIORITIES_NEED_QUEUEING.message)
+    seen: set[str] = set()
+    default: Optional[str] = None
+    for priority in priorities:
+        path = f"kns:priorities[{priority.name}]"
+        if priority.name in seen:
+            problems.add(path + ".name", f'"{priority.name}" names another priority too; priority names are unique')
+        seen.add(priority.name)
+        if priority.default:
+            if default is not None:
+                problems.add(path + ".default", f'{rules.ONE_DEFAULT_PRIORITY.message} ("{default}" is already)')
+            default = default or priority.name
+
+
+def check_priority_references(workloads: list[Workload], profiles: list[tuple[str, Profile]],
+                              known: set[str], broken: set[str], paths: Mapping[str, str],
+                              problems: Problems) -> None:
+    """Each priority an entry or a profile rule names exists. Run before profiles fill in
+    priorities, so a profile's bad one is reported once, at the rule."""
+    named = [(f"kns:profiles[{rule}].priority", p.priority) for rule, p in profiles if p.priority is not None]
+    named += [(f"{paths[e.name]}.priority", e.priority) for e in workloads if e.priority is not None]
+    for path, name in named:
+        if name in broken:
+            problems.add(path, f'priority "{name}" is invalid (its problems are listed under kns:priorities[{name}])')
+        elif name not in known:
+            close = closest(name, known)
+            hint = f'did you mean "{close}"?' if close else f"priorities: {', '.join(sorted(known)) or 'none are defined'}"
+            problems.add(path, f'no priority named "{name}"; {hint}')
+
+
+def assign_priorities(workloads: list[Workload], explicit: set[str], priorities: list[Priority],
+                      paths: Mapping[str, str], problems: Problems, sources: dict[str, str]) -> list[Workload]:
+    """Each queued entry's priority (docs/queueing.md, "Start times on a busy queue"): its
+    own, else its profile rule's, else, for a prescaled schedule, the stack's highest (its
+    warm-up must get room on time), else the default one. `explicit`: the entries that set
+    `priority` themselves; one without a queue is told it has no effect. `sources` gets, for
+    each entry given a priority here, why."""
+    highest = max(priorities, key=lambda p: p.value, default=None)
+    default = next((p for p in priorities if p.default), None)
+    out: list[Workload] = []
+    for entry in workloads:
+        if entry.queue is None:
+            if entry.name in explicit:
+                problems.add(f"{paths[entry.name]}.priority", rules.PRIORITY_NEEDS_QUEUE.message)
+            out.append(entry.model_copy(update={"priority": None}) if entry.priority is not None else entry)
+            continue
+        if entry.priority is None:
+            if isinstance(entry, Schedule) and entry.prescaled and highest is not None:
+                entry = entry.model_copy(update={"priority": highest.name})
+                sources[entry.name] = "the highest priority: a prescaled schedule on a queue"
+            elif default is not None:
+                entry = entry.model_copy(update={"priority": default.name})
+                sources[entry.name] = "the default priority"
+        out.append(entry)
+    return out
+
+
 def check_credential_sets(credentials: Mapping[str, Any], problems: Problems) -> None:
     """Set names make Secret names; file names are Secret keys."""
     for name, files in credentials.items():
@@ -151,17 +211,20 @@ def check_credential_sets(credentials: Mapping[str, Any], problems: Problems) ->
 
 def apply_profiles(
     workloads: list[Workload], profiles: list[tuple[str, Profile]], paths: Mapping[str, str], problems: Problems,
-    queue_rules: Optional[dict[str, str]] = None,
+    queue_rules: Optional[dict[str, str]] = None, priority_sources: Optional[dict[str, str]] = None,
 ) -> list[Workload]:
     """Every entry with its profile's defaults in place, held to its profile's rules
     (config/profile_rules.py, before overrides). `queue_rules` collects, for each entry
-    whose queue a profile rule gave, that rule (to name it where the queue is judged)."""
+    whose queue a profile rule gave, that rule (to name it where the queue is judged);
+    `priority_sources`, for each entry whose priority one gave, which."""
     out = []
     for entry in workloads:
         profile, rules, source = resolve.resolve_profile_sources(profiles, entry.user, entry.groups)
         effective, found = resolve.apply_profile(entry, profile)
         if queue_rules is not None and entry.queue is None and effective.queue is not None:
             queue_rules[entry.name] = source["queue"]
+        if priority_sources is not None and entry.priority is None and effective.priority is not None:
+            priority_sources[entry.name] = f"profile rule {source['priority']}"
         found += profile_rules.check(profile_rules.entry_facts(effective), profile, source, rules)
         for key, message in found:
             problems.add(f"{paths[entry.name]}.{key}", message)

@@ -14,7 +14,9 @@ import glob
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional, TypeVar
+
+from pydantic import BaseModel
 
 from . import checks, names, yamldoc
 from .errors import ConfigError, Problem, Problems, closest
@@ -25,6 +27,7 @@ from .models import (
     KnsScheduler,
     NodePool,
     PackingScheduler,
+    Priority,
     Profile,
     Queue,
     Queueing,
@@ -56,6 +59,9 @@ class PlatformConfig:
     queues: list[Queue] = field(default_factory=list)
     # Entry name -> the profile rule that gave the entry its queue (the entry names none).
     queue_rules: dict[str, str] = field(default_factory=dict)
+    priorities: list[Priority] = field(default_factory=list)
+    # Entry name -> where its priority came from (the entry, a profile rule, a default).
+    priority_sources: dict[str, str] = field(default_factory=dict)
     # The text of the policy pack's config file (KNS_POLICY_CONFIG), None without one.
     policy_config: Optional[str] = None
 
@@ -153,16 +159,11 @@ def check_config(
         # entries are not also told that queueing is off.
         enabled = isinstance(raw_queueing, dict) and raw_queueing.get("enabled") is True
         queueing = Queueing(enabled=enabled)
-    queues: list[Queue] = []
-    broken_queues: set[str] = set()
     raw_queues = _list(raw, "queues", problems)
-    for i, item in enumerate(raw_queues):
-        queue = problems.validate(Queue, item, _entry_path("kns:queues", item, i))
-        if queue is not None:
-            queues.append(queue)
-        elif isinstance(item, dict) and isinstance(item.get("name"), str):
-            broken_queues.add(item["name"])
+    queues, broken_queues = _named_items(raw_queues, "queues", Queue, problems)
     queue_names = {q.name for q in queues}
+    raw_priorities = _list(raw, "priorities", problems)
+    priorities, broken_priorities = _named_items(raw_priorities, "priorities", Priority, problems)
 
     paths: dict[str, str] = {}
     entries: list[tuple[str, Any, type[Workload]]] = []
@@ -218,9 +219,20 @@ def check_config(
     checks.check_credential_sets(credentials, problems)
     checks.check_queues(queueing, bool(raw_queues), queues, pools, broken_pools, problems)
     checks.check_queue_references(jobs + schedules, profiles, queueing, queue_names, broken_queues, paths, problems)
+    checks.check_priorities(queueing, bool(raw_priorities), priorities, problems)
+    checks.check_priority_references(jobs + schedules, profiles, {p.name for p in priorities}, broken_priorities,
+                                     paths, problems)
+    explicit = {e.name for e in jobs + schedules if e.priority is not None}
     queue_rules: dict[str, str] = {}
-    jobs = checks.apply_profiles(jobs, profiles, paths, problems, queue_rules)  # type: ignore[assignment]
-    schedules = checks.apply_profiles(schedules, profiles, paths, problems, queue_rules)  # type: ignore[assignment]
+    priority_sources: dict[str, str] = {name: "the entry" for name in explicit}
+    jobs = checks.apply_profiles(jobs, profiles, paths, problems, queue_rules, priority_sources)  # type: ignore[assignment]
+    schedules = checks.apply_profiles(schedules, profiles, paths, problems, queue_rules,  # type: ignore[assignment]
+                                      priority_sources)
+    jobs = checks.assign_priorities(jobs, explicit, priorities, paths, problems, priority_sources)  # type: ignore[assignment]
+    schedules = checks.assign_priorities(schedules, explicit, priorities, paths, problems,  # type: ignore[assignment]
+                                         priority_sources)
+    prioritized = {e.name for e in jobs + schedules if e.priority is not None}
+    priority_sources = {name: why for name, why in priority_sources.items() if name in prioritized}
     checks.check_workloads(jobs + schedules, pools, credentials, paths, problems, broken_pools)
     checks.check_raw_references(unchecked, pools, problems, broken_pools, (queueing, queue_names, broken_queues))
     if cluster is not None:
@@ -249,9 +261,28 @@ def check_config(
         queueing=queueing,
         queues=queues,
         queue_rules=queue_rules,
+        priorities=priorities,
+        priority_sources=priority_sources,
         policy_config=read_policy_config(environ, project_dir, problems),
     )
     return Checked(config, problems)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _named_items(items: list[Any], key: str, model: type[M], problems: Problems) -> tuple[list[M], set[str]]:
+    """The valid items of a `kns:<key>` list of named objects, and the names of the invalid
+    ones (an entry naming one points at its problems rather than calling it unknown)."""
+    valid: list[M] = []
+    broken: set[str] = set()
+    for i, item in enumerate(items):
+        found = problems.validate(model, item, _entry_path(f"kns:{key}", item, i))
+        if found is not None:
+            valid.append(found)
+        elif isinstance(item, dict) and isinstance(item.get("name"), str):
+            broken.add(item["name"])
+    return valid, broken
 
 
 POLICY_CONFIG_VARIABLE = "KNS_POLICY_CONFIG"

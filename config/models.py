@@ -579,6 +579,8 @@ class Profile(Model):
     allow_privileged: Optional[bool] = None
     json_overrides: Optional[list[JsonOverride]] = None
     queue: Optional[DnsLabel] = None
+    # For the queued entries it covers (kns:priorities; docs/queueing.md).
+    priority: Optional[DnsLabel] = None
 
 
 # ---- 6. workloads -----------------------------------------------------------------------
@@ -643,6 +645,10 @@ class TopologyAsk(Model):
     mode: Literal["required", "preferred"] = "required"
 
 
+# What an entry of `type: namespace` (no workload) cannot set, beside the container fields.
+WORKLOAD_ONLY_FIELDS = ("pod_spec", "json_overrides", "credentials", "queue", "priority", "workers", "leader_port",
+                        "restart_workers", "topology")
+
 CONTAINER_FIELDS = (
     "image", "image_pull_policy", "command", "args", "env", "cpu", "memory", "storage", "gpus",
     "gpu_resource", "extra_resources", "cpu_limit", "memory_limit", "storage_limit", "privileged",
@@ -696,6 +702,8 @@ class Workload(Model):
     limit_range: Optional[LimitRangeSpec] = None
     quota: Optional[ResourceMap] = None
     queue: Optional[DnsLabel] = None
+    # A kns:priorities name: Kueue's admission order and preemption (docs/queueing.md).
+    priority: Optional[DnsLabel] = None
     # A distributed entry (docs/distributed.md): N workers of one Indexed Job.
     workers: Annotated[int, Field(strict=True, ge=1, le=rules.WORKERS_MAX)] = 1
     leader_port: Optional[Annotated[int, Field(strict=True, ge=1, le=65535)]] = None
@@ -724,8 +732,7 @@ class Workload(Model):
         problems = []
         container = [to_camel(f) for f in CONTAINER_FIELDS if to_camel(f) in raw or f in raw]
         if raw.get("type") == "namespace":
-            used = container + [k for k in ("podSpec", "jsonOverrides", "credentials", "queue", "workers",
-                                            "leaderPort", "restartWorkers", "topology") if k in raw]
+            used = container + [k for k in map(to_camel, WORKLOAD_ONLY_FIELDS) if k in raw]
             if used:
                 problems.append(f"type namespace runs no workload, so {', '.join(used)} cannot be set")
         elif raw.get("podSpec") is not None and container:
@@ -748,6 +755,8 @@ class Workload(Model):
         if self.gpu_resource and not self.gpus:
             problems.append(rules.GPU_RESOURCE_NEEDS_GPUS.message)
         owned = [(("labels", key), rules.PROGRAM_OWNED_LABEL.message) for key in self.labels if key == names.QUEUE_LABEL]
+        owned += [(("labels", key), rules.PROGRAM_OWNED_PRIORITY_LABEL.message) for key in self.labels
+                  if key == names.PRIORITY_LABEL]
         owned += [(("annotations", key), "is set by the program from topology: {level, mode}; use that")
                   for key in self.annotations if key in rules.TOPOLOGY_ANNOTATIONS.values()]
         podspec.raise_if_any([((), p) for p in problems] + owned + self._pod_problems() + self._worker_problems())
@@ -833,9 +842,13 @@ class Schedule(Workload):
                 problems.append('a schedule runs a workload; type "namespace" is only for jobs')
         return problems
 
+    @property
+    def prescaled(self) -> bool:
+        return self.warm_up_minutes is not None or self.primer_schedule is not None
+
     def generated_names(self) -> dict[str, dict[str, str]]:
         out = super().generated_names()
-        if self.warm_up_minutes is not None or self.primer_schedule is not None:
+        if self.prescaled:
             key = "warmUpMinutes" if self.warm_up_minutes is not None else "primerSchedule"
             out["containers"] = {podspec.WAIT_CONTAINER: "the wait init container the program adds to a "
                                                          f"prescaled schedule ({key})"}
@@ -874,6 +887,16 @@ class Queueing(Model):
         if self.wait_for_pods_ready is not None and not self.install:
             podspec.raise_if_any([(("waitForPodsReady",), rules.WAIT_NEEDS_INSTALL.message)])
         return self
+
+
+class Priority(Model):
+    """One `kns:priorities` entry: a Kueue WorkloadPriorityClass (docs/queueing.md, "Start
+    times on a busy queue"). Higher values are admitted first and may preempt lower ones."""
+
+    name: DnsLabel
+    value: Annotated[int, Field(strict=True, ge=rules.PRIORITY_VALUE_MIN, le=rules.INT32_MAX)]
+    default: bool = False
+    description: Optional[Annotated[str, Field(max_length=rules.PRIORITY_DESCRIPTION_MAX)]] = None
 
 
 class QueuePreemption(Model):

@@ -47,6 +47,8 @@ LABEL_CLUSTER = "kns.io/cluster"
 # label that sends a Job to it.
 LOCAL_QUEUE = "kns"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# The label that gives a queued Job's Workload its WorkloadPriorityClass (kns:priorities).
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 # Karpenter's annotation that keeps a pod's node from being disrupted (docs/autoscaling.md).
 DO_NOT_DISRUPT = {"karpenter.sh/do-not-disrupt": "true"}
 LABEL_JOB = "kns.io/job"

@@ -123,6 +123,8 @@ RECLAIM_NEEDS_COHORT = Rule("reclaims from the other queues of a cohort, and thi
                             "(Kueue would ignore it): set cohort, or leave reclaimWithinCohort out")
 BOOLEAN_IS_NOT_A_NUMBER = Rule("true and false are not numbers here: write the number")
 # Labels outside kns.io/* that the program sets and relies on (docs/queueing.md).
+PROGRAM_OWNED_PRIORITY_LABEL = Rule("is the program's: it gives a queued entry's Jobs their priority; set "
+                                    "priority instead")
 PROGRAM_OWNED_LABEL = Rule("is the program's: it sends a queued entry's Jobs to their queue; set queue instead")
 RESERVED_NAME = Rule("the names the program gives are reserved: choose another")
 DERIVED_NAME = Rule("names the program derives from the entries are reserved: rename one of the two")
@@ -211,3 +213,14 @@ RECLAIM_WITHIN_COHORT = ("Never", "LowerPriority", "Any")
 MAX_QUEUE_POOLS = 64  # flavors of one resource group
 MAX_QUEUE_RESOURCES = 64  # covered resources of one resource group
 MAX_FLAVOR_TOLERATIONS = 8
+
+# ---- priorities: Kueue WorkloadPriorityClasses (docs/queueing.md, "Start times on a busy queue")
+# A class's value is the CRD's int32 and its description at most 2048 characters; its name
+# is also the value of a Job label, so a DNS label.
+PRIORITY_VALUE_MIN = -(2**31)
+PRIORITY_DESCRIPTION_MAX = 2048
+PRIORITIES_NEED_QUEUEING = Rule("queueing is off: priorities order and preempt the Jobs Kueue admits; "
+                                "set kns:queueing.enabled: true")
+ONE_DEFAULT_PRIORITY = Rule("is a second default: at most one priority is given to queued entries that name none")
+PRIORITY_NEEDS_QUEUE = Rule("has no effect: the entry has no queue, and a priority orders and preempts only the "
+                            "Jobs a queue admits (Kueue); set queue, or remove priority")

@@ -20,6 +20,7 @@ from plan.model import WorkloadPlan
 from plan.nodepools import autoscale_summary
 
 from . import runs as runs_module
+from .starts import HORIZON, StartCheck, check_starts
 
 NEXT_RUNS = 3
 
@@ -65,10 +66,21 @@ def worker_facts(plan: WorkloadPlan, per_worker: Optional[dict[str, dict[str, st
     }
 
 
+def start_facts(check: Optional[StartCheck]) -> Optional[dict[str, Any]]:
+    """A prescaled schedule on a queue: whether its start is guaranteed, and why not
+    (docs/queueing.md, "Start times on a busy queue")."""
+    if check is None:
+        return None
+    return {"guaranteed": check.guaranteed, "priority": check.priority, "value": check.value,
+            "prioritySource": check.source, "preempts": check.preempts, "reasons": check.why(),
+            "lateRuns": sorted(start.isoformat() for start in check.late)}
+
+
 def entry_facts(cfg: PlatformConfig, plan: WorkloadPlan, now: Optional[datetime] = None,
-                lines: Optional[list[queues.Line]] = None) -> dict[str, Any]:
+                lines: Optional[list[queues.Line]] = None,
+                starts: Optional[dict[str, StartCheck]] = None) -> dict[str, Any]:
     """Everything `explain` shows about one entry, JSON-ready. `lines`: the stack's queue
-    usage (plan/queues.py), for the queue warnings."""
+    usage (plan/queues.py), for the queue warnings; `starts`: the stack's start checks."""
     entry = plan.entry
     _, rules, _ = resolve.resolve_profile_sources(cfg.profiles, entry.user, entry.groups)
     pod = plan.pod_spec
@@ -114,7 +126,13 @@ def entry_facts(cfg: PlatformConfig, plan: WorkloadPlan, now: Optional[datetime]
         "nodeSelector": dict((pod or {}).get("nodeSelector") or {}),
         "queue": queue_facts(cfg, plan, lines or []),
         "workers": worker_facts(plan, totals),
+        "priority": ({"name": entry.priority, "source": cfg.priority_sources.get(entry.name)}
+                     if entry.priority is not None else None),
+        "start": start_facts((starts or {}).get(entry.name)),
     }
+    if facts["start"] is not None and facts["start"]["guaranteed"] and facts["queue"] is not None:
+        # The verdict counts who may hold the queue at warm-up; what it can preempt does not delay it.
+        facts["queue"]["warnings"] = []
     if plan.is_schedule:
         schedule = entry
         facts["schedule"] = {
@@ -148,10 +166,11 @@ def explain(cfg: PlatformConfig, plans: list[WorkloadPlan], names: Iterable[str]
             now: Optional[datetime] = None) -> dict[str, Any]:
     """The JSON document of `kns explain --format json`."""
     lines = queues.usage(cfg, plans)
+    starts = check_starts(cfg, plans, now)
     return {
         "stack": cfg.stack,
         "now": now.isoformat() if now else None,
-        "entries": [entry_facts(cfg, plan, now, lines) for plan in select(plans, names)],
+        "entries": [entry_facts(cfg, plan, now, lines, starts) for plan in select(plans, names)],
     }
 
 
@@ -216,6 +235,19 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
         field_rows.append(["queue", f"{queue['name']} (Kueue ClusterQueue{cohort}; {held or 'no quota on its pool'})"])
         if queue["requests"]:
             field_rows.append(["one Job asks", _amounts(queue["requests"])])
+    priority = facts["priority"]
+    if priority is not None:
+        value = f" ({priority['source']})" if priority["source"] else ""
+        field_rows.append(["priority", priority["name"] + value])
+    start = facts["start"]
+    if start is not None:
+        if start["guaranteed"]:
+            how = ("it can preempt lower-priority work" if start["preempts"]
+                   else "no lower-priority work uses its queue")
+            field_rows.append(["start", f"guaranteed: its queue holds it at every warm-up of the next "
+                                        f"{HORIZON.days} days with the schedules of its priority or higher, and {how}"])
+        else:
+            field_rows.append(["start", "best effort: " + "; ".join(start["reasons"])])
     workers = facts["workers"]
     if workers is not None:
         failing = ("a failed worker fails the whole Job" if workers["restart"] == "together"

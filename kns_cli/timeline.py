@@ -20,6 +20,7 @@ from config.loader import PlatformConfig
 from plan.model import WorkloadPlan
 
 from .runs import Run, runs_between
+from .starts import StartCheck, check_starts
 
 WIDTH = 1200
 LABEL_WIDTH = 340
@@ -38,11 +39,15 @@ FONT = "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\""
 class Row:
     plan: WorkloadPlan
     runs: list[Run]
+    # A prescaled schedule on a queue: which of its starts are guaranteed (docs/queueing.md).
+    start: Optional[StartCheck] = None
 
 
-def rows(plans: list[WorkloadPlan], start: datetime, end: datetime) -> list[Row]:
+def rows(plans: list[WorkloadPlan], start: datetime, end: datetime,
+         starts: Optional[dict[str, StartCheck]] = None) -> list[Row]:
     """Every schedule entry with its runs in [start, end)."""
-    return [Row(plan, runs_between(plan, start, end)) for plan in plans if plan.is_schedule]
+    return [Row(plan, runs_between(plan, start, end), (starts or {}).get(plan.entry.name))
+            for plan in plans if plan.is_schedule]
 
 
 class Scale:
@@ -87,9 +92,9 @@ def render(cfg: PlatformConfig, plans: list[WorkloadPlan], start: datetime, hour
     start = start.astimezone(timezone.utc)
     end = start + timedelta(hours=hours)
     scale = Scale(start, end)
-    table = rows(plans, start, end)
+    table = rows(plans, start, end, check_starts(cfg, plans, start, end - start))
     rows_bottom = ROWS_TOP + max(len(table), 1) * ROW_HEIGHT
-    height = rows_bottom + 64
+    height = rows_bottom + 82
     out: list[str] = [
         '<?xml version="1.0" encoding="UTF-8"?>',
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
@@ -109,7 +114,7 @@ def render(cfg: PlatformConfig, plans: list[WorkloadPlan], start: datetime, hour
                    f"no schedule entries in stack {escape(cfg.stack)}</text>")
     for index, row in enumerate(table):
         out += _row(index, row, scale)
-    out += _legend(height - 30)
+    out += _legend(height - 48)
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
@@ -174,12 +179,21 @@ def _row(index: int, row: Row, scale: Scale) -> list[str]:
                 f"<title>{name}: warm-up from {escape(_local(run.primer, plan.entry.time_zone))} ({utc_label(run.primer)})"
                 f"{held}</title></rect>"
             )
+        kind, color, dash, note = "run", "#1f5fa8", "", ""
+        if row.start is not None:
+            if row.start.run_guaranteed(run.start):
+                kind, color, note = "run guaranteed", "#1b7f3b", ": start guaranteed"
+            else:
+                kind, color, dash = "run best-effort", "#c0392b", ' stroke-dasharray="3 2"'
+                note = ": best effort, " + escape(row.start.late.get(run.start) or "; ".join(row.start.reasons))
         out.append(
-            f'<line class="run" data-start="{run.start.isoformat()}" x1="{number(x)}" y1="{number(middle - 14)}" '
-            f'x2="{number(x)}" y2="{number(middle + 14)}" stroke="#1f5fa8" stroke-width="2.5">'
-            f"<title>{name}: run at {escape(local)} ({utc_label(run.start)})</title></line>"
+            f'<line class="{kind}" data-start="{run.start.isoformat()}" x1="{number(x)}" y1="{number(middle - 14)}" '
+            f'x2="{number(x)}" y2="{number(middle + 14)}" stroke="{color}" stroke-width="2.5"{dash}>'
+            f"<title>{name}: run at {escape(local)} ({utc_label(run.start)}){note}</title></line>"
         )
-        out.append(f'<circle cx="{number(x)}" cy="{number(middle)}" r="3.5" fill="#1f5fa8"/>')
+        hollow = kind == "run best-effort"
+        out.append(f'<circle cx="{number(x)}" cy="{number(middle)}" r="3.5" '
+                   f'fill="{"#ffffff" if hollow else color}" stroke="{color}"/>')
         if labelled:
             wall = run.start.astimezone(cron.zone(plan.entry.time_zone)).strftime("%H:%M %Z")
             out.append(f'<text class="local" x="{number(x + 4)}" y="{number(middle - 6)}" font-size="9" '
@@ -189,7 +203,7 @@ def _row(index: int, row: Row, scale: Scale) -> list[str]:
 
 
 def _legend(y: float) -> list[str]:
-    x = PLOT_LEFT
+    x = 16  # from the left margin: the legend's widest line fits inside the picture
     return [
         '<g class="legend">',
         f'<line x1="{x}" y1="{y - 9}" x2="{x}" y2="{y + 5}" stroke="#1f5fa8" stroke-width="2.5"/>',
@@ -201,6 +215,13 @@ def _legend(y: float) -> list[str]:
         f'<rect x="{x + 620}" y="{y - 9}" width="36" height="14" fill="#4caf7a" fill-opacity="0.55" '
         f'stroke="#2e7d4f" stroke-width="0.5"/>',
         f'<text x="{x + 664}" y="{y + 2}">warm capacity: Karpenter holds a node for it</text>',
+        f'<line x1="{x}" y1="{y + 9}" x2="{x}" y2="{y + 23}" stroke="#1b7f3b" stroke-width="2.5"/>',
+        f'<circle cx="{x}" cy="{y + 16}" r="3.5" fill="#1b7f3b" stroke="#1b7f3b"/>',
+        f'<text x="{x + 10}" y="{y + 20}">queued, start guaranteed</text>',
+        f'<line x1="{x + 200}" y1="{y + 9}" x2="{x + 200}" y2="{y + 23}" stroke="#c0392b" stroke-width="2.5" '
+        'stroke-dasharray="3 2"/>',
+        f'<circle cx="{x + 200}" cy="{y + 16}" r="3.5" fill="#ffffff" stroke="#c0392b"/>',
+        f'<text x="{x + 210}" y="{y + 20}">queued, best effort: may start late (./kns explain says why)</text>',
         "</g>",
     ]
 

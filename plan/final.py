@@ -76,6 +76,9 @@ def kept(before: Mapping[str, Any], placement: str) -> list[tuple[tuple, Any, st
     if _at(before, ("metadata", "labels", names.QUEUE_LABEL)) is not _MISSING:
         out.append((("metadata", "labels", names.QUEUE_LABEL), before["metadata"]["labels"][names.QUEUE_LABEL],
                     "queue (the Job waits in its queue)"))
+    if _at(before, ("metadata", "labels", names.PRIORITY_LABEL)) is not _MISSING:
+        out.append((("metadata", "labels", names.PRIORITY_LABEL), before["metadata"]["labels"][names.PRIORITY_LABEL],
+                    "priority (Kueue orders and preempts the Job by it)"))
     if _at(before, ("spec", "suspend")) is True:
         out.append((("spec", "suspend"), True, "queue (Kueue starts the Job when its queue admits it)"))
     for key, value in names.DO_NOT_DISRUPT.items():

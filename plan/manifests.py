@@ -267,8 +267,14 @@ def _job_spec(entry: Workload, template: dict[str, Any]) -> dict[str, Any]:
 
 
 def _queue_label(entry: Workload) -> dict[str, str]:
-    """What sends a queued entry's Jobs to the LocalQueue of its namespace (docs/queueing.md)."""
-    return {names.QUEUE_LABEL: names.LOCAL_QUEUE} if entry.queue is not None else {}
+    """What sends a queued entry's Jobs to the LocalQueue of its namespace, and gives their
+    Workloads the entry's priority (docs/queueing.md)."""
+    if entry.queue is None:
+        return {}
+    labels = {names.QUEUE_LABEL: names.LOCAL_QUEUE}
+    if entry.priority is not None:
+        labels[names.PRIORITY_LABEL] = entry.priority
+    return labels
 
 
 def lint_exceptions(template: dict[str, Any]) -> list[str]:

@@ -19,7 +19,7 @@ from typing import Any, Optional
 from config import names, queues as queue_rules, resolve
 from config.errors import Problem
 from config.loader import PlatformConfig
-from config.models import NodePool, Queue
+from config.models import NodePool, Priority, Queue
 from config.quantity import kind_for_resource, parse, render
 
 from .model import WorkloadPlan
@@ -50,6 +50,16 @@ def topology_manifest(pool: NodePool, cluster: str) -> dict[str, Any]:
     assert pool.topology is not None
     return {"apiVersion": API_VERSION, "kind": "Topology", "metadata": _metadata(pool.name, cluster),
             "spec": {"levels": [{"nodeLabel": level} for level in pool.topology.levels]}}
+
+
+def priority_class_manifest(priority: Priority, cluster: str) -> dict[str, Any]:
+    """A `kns:priorities` entry as a Kueue WorkloadPriorityClass: the queued Jobs labelled
+    with its name get its value (admission order, preemption; docs/queueing.md)."""
+    manifest: dict[str, Any] = {"apiVersion": API_VERSION, "kind": "WorkloadPriorityClass",
+                                "metadata": _metadata(priority.name, cluster), "value": priority.value}
+    if priority.description is not None:
+        manifest["description"] = priority.description
+    return manifest
 
 
 def cluster_queue_manifest(queue: Queue, cluster: str) -> dict[str, Any]:

@@ -561,30 +561,33 @@ def test_limits_hold_a_burst_over_the_limit_leaves_the_excess_pending(stack, clu
 WARM_UP = 2
 
 
-@pytest.fixture(scope="module")
-def primed(stack):
-    """The `primed` schedule, on the empty autoscaled pool `warm`, whose primer fires after
-    this `up` has finished: three times as far away as the last `up` took on this machine
-    (at least two minutes), and a new minute if even that was not enough (the controller
-    does not run a time that passed before the CronJob existed)."""
+def up_with_schedules_ahead(stack, warm_up: int, set_schedules) -> tuple[datetime, datetime]:
+    """`up` with schedules (`set_schedules(config, start)` puts them in) whose primers fire
+    after this `up` has finished: three times as far away as the last `up` took on this
+    machine (at least two minutes), and a new minute if even that was not enough (the
+    controller does not run a time that passed before the CronJob existed). (start, primer)."""
     for _ in range(3):
         lead = max(120, math.ceil(3 * stack.up_seconds))
-        start = (datetime.now(timezone.utc) + timedelta(minutes=WARM_UP, seconds=lead)).replace(second=0, microsecond=0)
-        primer = start - timedelta(minutes=WARM_UP)
-
-        def set_schedule(config, start=start):
-            schedules = [s for s in config.get("kns:schedules", []) if s["name"] not in ("primed", "primed-pair")]
-            one = {"user": "bob", "image": "busybox:1.37", "cpu": "1", "memory": 512, "pool": "warm",
-                   "schedule": f"{start.minute} {start.hour} * * *", "timeZone": "Etc/UTC", "warmUpMinutes": WARM_UP}
-            # and a distributed one (docs/distributed.md): two workers primed together
-            config["kns:schedules"] = schedules + [{"name": "primed", **one},
-                                                   {"name": "primed-pair", "workers": 2, **one}]
-
-        stack.edit(set_schedule)
+        start = (datetime.now(timezone.utc) + timedelta(minutes=warm_up, seconds=lead)).replace(second=0, microsecond=0)
+        primer = start - timedelta(minutes=warm_up)
+        stack.edit(lambda config, start=start: set_schedules(config, start))
         stack.up()
         if datetime.now(timezone.utc) < primer:
             return start, primer
     pytest.fail(f"three `pulumi up` runs each outlasted three times the one before ({stack.up_seconds:.0f}s)")
+
+
+@pytest.fixture(scope="module")
+def primed(stack):
+    """The `primed` schedule, on the empty autoscaled pool `warm`, primed after this `up`."""
+    def set_schedule(config, start):
+        schedules = [s for s in config.get("kns:schedules", []) if s["name"] not in ("primed", "primed-pair")]
+        one = {"user": "bob", "image": "busybox:1.37", "cpu": "1", "memory": 512, "pool": "warm",
+               "schedule": f"{start.minute} {start.hour} * * *", "timeZone": "Etc/UTC", "warmUpMinutes": WARM_UP}
+        # and a distributed one (docs/distributed.md): two workers primed together
+        config["kns:schedules"] = schedules + [{"name": "primed", **one}, {"name": "primed-pair", "workers": 2, **one}]
+
+    return up_with_schedules_ahead(stack, WARM_UP, set_schedule)
 
 
 def test_the_primer_job_is_named_for_the_minute_the_wait_expects(stack, cluster, primed):

@@ -11,19 +11,22 @@ up`, the server's timestamps in them, and Kueue's Workload conditions.
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 import yaml
 
 from config.karpenter import duration_seconds
+from kns_cli import explain
+from kns_cli import stack as kns_stack
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
 from kns_testing.kueue import start_kueue
 from kns_testing.program import ROOT, engine_project
-from tests.test_e2e import Stack, Watch, server_time
+from tests.test_e2e import Stack, Watch, server_time, up_with_schedules_ahead
 
 NODES = [("sys-node-1", 8, 0), ("cpu-node-1", 16, 0), ("cpu-node-2", 16, 0), ("solo-node-1", 16, 0),
-         ("small-node-1", 8, 0), ("gang-node-1", 16, 0), ("tight-node-1", 8, 0)]
+         ("small-node-1", 8, 0), ("gang-node-1", 16, 0), ("tight-node-1", 8, 0), ("prio-node-1", 16, 0),
+         ("flat-node-1", 16, 0)]
 # What kns:queueing.waitForPodsReady writes into the Kueue the program installs, given to the
 # manager process here (the stack runs its own Kueue: install false).
 PODS_READY = "60s"
@@ -156,12 +159,36 @@ def condition(obj: dict, kind: str) -> dict | None:
     return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == kind), None)
 
 
-def test_the_queue_objects_are_accepted_and_a_second_up_changes_nothing(stack, kueue):
+# ---- prescaled reports on full queues (docs/queueing.md, "Start times on a busy queue") ------
+
+# Two minutes of warm-up, as tests/test_e2e.py's prescaled schedule.
+WARM_UP = 2
+REPORTS = {"report-prio": ("prio", "prio"), "report-flat": ("noprio", "flat")}  # name: (queue, pool)
+
+
+@pytest.fixture(scope="module")
+def reports(stack):
+    """Two prescaled 8-CPU reports primed after this `up`: report-prio on queue prio, which
+    preempts lower priorities, and report-flat on noprio, which does not; each queue is full
+    of batch Jobs by then. Requested by the module's first test, so the wait for the cron
+    minute overlaps the other tests."""
+    def set_schedules(config, start):
+        config["kns:schedules"] = [
+            {"name": name, "user": "ann", "queue": queue, "pool": pool, "image": "busybox:1.37", "cpu": 8,
+             "memory": 1024, "schedule": f"{start.minute} {start.hour} * * *", "timeZone": "Etc/UTC",
+             "warmUpMinutes": WARM_UP} for name, (queue, pool) in REPORTS.items()]
+
+    return up_with_schedules_ahead(stack, WARM_UP, set_schedules)
+
+
+def test_the_queue_objects_are_accepted_and_a_second_up_changes_nothing(stack, kueue, reports):
     stack.pulumi("up", "--yes", "--expect-no-changes")
     flavors = {f["metadata"]["name"]: f for f in kueue.get("resourceflavors.kueue.x-k8s.io")["items"]}
-    assert set(flavors) == {"compute", "solo", "small", "rack", "gang", "tight"}
+    assert set(flavors) == {"compute", "solo", "small", "rack", "gang", "tight", "prio", "flat"}
     queues = {q["metadata"]["name"]: q for q in kueue.get("clusterqueues.kueue.x-k8s.io")["items"]}
-    assert set(queues) == {"solo", "few", "team-a", "team-b", "racks", "pair", "tight"}
+    assert set(queues) == {"solo", "few", "team-a", "team-b", "racks", "pair", "tight", "prio", "noprio"}
+    classes = {c["metadata"]["name"]: c["value"] for c in kueue.get("workloadpriorityclasses.kueue.x-k8s.io")["items"]}
+    assert classes == {"batch": 100, "report": 1000}
     for queue in queues.values():  # Kueue found every flavor and took the queue into service
         assert condition(queue, "Active")["status"] == "True", queue["status"]
     local = kueue.get("localqueues.kueue.x-k8s.io", "-n", "kns-solo-1")["items"]
@@ -377,8 +404,112 @@ def test_one_failed_worker_fails_the_whole_job_and_its_other_workers_are_removed
     kueue.wait(lambda: removed() == others, SLACK, message="fail-3's other workers removed")
 
 
+def start_verdict(stack: Stack, name: str, now: datetime) -> dict:
+    """What `./kns explain` says of the entry's start, offline, from the stack's config."""
+    cfg, plans = kns_stack.load_stack(stack.root, "local")
+    (facts,) = explain.explain(cfg, plans, [name], now=now)["entries"]
+    return facts["start"]
+
+
+def end_pod(kueue: Cluster, namespace: str) -> None:
+    """End the Running pod of a batch Job now (kwok's pod-complete-after reads run-for)."""
+    (pod,) = [p for p in kueue.get("pods", "-n", namespace)["items"] if p["status"].get("phase") == "Running"]
+    kueue.kubectl("annotate", "pod", "-n", namespace, pod["metadata"]["name"], "--overwrite",
+                  "kwok.x-k8s.io/run-for=0s")
+
+
+def is_true(obj: dict, kind: str) -> bool:
+    found = condition(obj, kind)
+    return found is not None and found["status"] == "True"
+
+
+def reserved_at(watches, namespace: str) -> list[datetime]:
+    """Each time a Workload of the namespace got quota (its QuotaReserved turning True)."""
+    times = {c["lastTransitionTime"] for w in workload_of(watches, namespace)
+             if (c := condition(w, "QuotaReserved")) is not None and c["status"] == "True"}
+    return sorted(map(server_time, times))
+
+
+def test_a_prescaled_report_preempts_a_batch_job_at_warm_up_and_starts_on_time(stack, kueue, watches, reports):
+    """Queue prio (16 CPU, preemption LowerPriority) is full of two 8-CPU batch Jobs. At the
+    report's warm-up its primer Job's Workload (priority report) preempts one of them, its
+    pod is Running before the start and its workload container starts at the start; the
+    preempted Job goes back to its queue (not deleted), is admitted again once the report
+    is done, and completes."""
+    start, primer = reports
+    assert start_verdict(stack, "report-prio", primer - timedelta(minutes=1))["guaranteed"] is True
+    namespace = "kns-report-prio"
+
+    def ran() -> dict | None:
+        return next((obj for _, obj in watches["pods"].all() if obj["metadata"]["namespace"] == namespace
+                     and obj["status"].get("phase") == "Succeeded"), None)
+
+    pod = kueue.wait(ran, max((start - datetime.now(timezone.utc)).total_seconds(), 0) + SLACK, every=1,
+                     message="report-prio ran")
+    # admitted at warm-up time, by preemption
+    (reserved, *_) = reserved_at(watches, namespace)
+    assert primer <= reserved < start, (primer, reserved, start)
+    preempted = [ns for ns in ("kns-prio-1", "kns-prio-2")
+                 if any(is_true(w, "Preempted") for w in workload_of(watches, ns))]
+    assert len(preempted) == 1, preempted
+    (victim,) = preempted
+    evicted = next(c for w in workload_of(watches, victim) if (c := condition(w, "Evicted")) and c["status"] == "True")
+    assert evicted["reason"] == "Preempted" and server_time(evicted["lastTransitionTime"]) >= primer, evicted
+    # Running on a node before the start; its container started at the start (kwok's primed stage)
+    conditions = {c["type"]: c for c in pod["status"]["conditions"]}
+    assert server_time(conditions["PodScheduled"]["lastTransitionTime"]) < start, conditions
+    ready = [server_time(c["lastTransitionTime"]) for kind, obj in watches["pods"].all()
+             if obj["metadata"]["name"] == pod["metadata"]["name"]
+             for c in obj["status"].get("conditions", []) if c["type"] == "Ready" and c["status"] == "True"]
+    assert ready and min(ready) < start, (ready, start)
+    (state,) = [s["state"]["terminated"] for s in pod["status"]["containerStatuses"]]
+    assert abs((server_time(state["startedAt"]) - start).total_seconds()) <= 1, (state, start)
+    # the preempted Job was requeued, not deleted, and is admitted again once the report is done
+    finished = server_time(kueue.wait(lambda: next((c["lastTransitionTime"] for w in workload_of(watches, namespace)
+                                                    if (c := condition(w, "Finished")) and c["status"] == "True"), None),
+                                      SLACK, message="report-prio's Workload finished"))
+    again = kueue.wait(lambda: [t for t in reserved_at(watches, victim) if t >= finished], SLACK,
+                       message=f"{victim} admitted again")
+    job_uids = {obj["metadata"]["uid"] for _, obj in watches["jobs.batch"].all()
+                if obj["metadata"]["namespace"] == victim}
+    assert len(job_uids) == 1, job_uids  # one Job from its creation on: suspended and resumed
+    kueue.wait(lambda: [p for p in kueue.get("pods", "-n", victim)["items"] if p["status"].get("phase") == "Running"],
+               SLACK, message=f"{victim}'s pod running again")
+    end_pod(kueue, victim)
+    kueue.wait(lambda: finished_at(watches, victim[len("kns-"):]), SLACK, message=f"{victim} completed")
+    print(f"measured: report-prio admitted {(reserved - primer).total_seconds():.0f}s after its primer fired; "
+          f"{victim} admitted again {(again[0] - finished).total_seconds():.0f}s after the report was done")
+
+
+def test_without_preemption_the_report_waits_and_starts_late_as_explain_predicted(stack, kueue, watches, reports):
+    """Queue noprio (preemption Never) is as full: `./kns explain` calls report-flat's start
+    best effort, and it is: its Workload waits through the start, and runs only once a batch
+    Job ends, late by that much."""
+    start, primer = reports
+    verdict = start_verdict(stack, "report-flat", primer - timedelta(minutes=1))
+    assert verdict["guaranteed"] is False
+    assert verdict["reasons"][0].startswith('queue "noprio" has no preemption (withinClusterQueue: Never)'), verdict
+    namespace = "kns-report-flat"
+    kueue.wait(lambda: workload_of(watches, namespace), max((primer - datetime.now(timezone.utc)).total_seconds(), 0)
+               + SLACK, message="report-flat's primer Workload")
+    # Through the start (the config's own time), it holds no quota.
+    kueue.wait(lambda: datetime.now(timezone.utc) > start + timedelta(seconds=1),
+               (start - datetime.now(timezone.utc)).total_seconds() + 5, message="the start passed")
+    assert reserved_at(watches, namespace) == [], workload_of(watches, namespace)[-1].get("status")
+    ended = datetime.now(timezone.utc)
+    end_pod(kueue, "kns-flat-1")
+    pod = kueue.wait(lambda: next((obj for _, obj in watches["pods"].all() if obj["metadata"]["namespace"] == namespace
+                                   and obj["status"].get("phase") == "Succeeded"), None), SLACK, message="report-flat ran")
+    (state,) = [s["state"]["terminated"] for s in pod["status"]["containerStatuses"]]
+    late = (server_time(state["startedAt"]) - start).total_seconds()
+    assert server_time(state["startedAt"]) >= ended.replace(microsecond=0), (state, ended)
+    assert late > 0, state
+    print(f"measured: report-flat started {late:.0f}s late")
+
+
 def test_destroy_removes_queues_flavors_and_local_queues(stack, kueue):
     stack.pulumi("destroy", "--yes")
+    assert kueue.get("workloadpriorityclasses.kueue.x-k8s.io")["items"] == []
     for kind in ("clusterqueues", "resourceflavors"):
         assert kueue.get(f"{kind}.kueue.x-k8s.io")["items"] == []
     assert kueue.get("localqueues.kueue.x-k8s.io", "--all-namespaces")["items"] == []

@@ -323,6 +323,8 @@ MODEL_HELP = {
     "See docs/queueing.md.",
     "Queue": "A queue (a Kueue ClusterQueue): a quota per node pool, shared in a cohort. See docs/queueing.md.",
     "QueuePreemption": "Kueue's preemption policy of the queue.",
+    "Priority": "A priority (a Kueue WorkloadPriorityClass): queued Jobs with a higher value are admitted "
+    "first and may preempt lower ones. See docs/queueing.md, \"Start times on a busy queue\".",
     "Job": "An entry of `kns:jobs` (or of `jobs:` in a job file): a Job in its own namespace, "
     "or with `type: namespace` the namespace alone. See docs/workloads.md.",
     "Schedule": "An entry of `kns:schedules` (or of `schedules:` in a job file): a CronJob in its "
@@ -410,10 +412,9 @@ def _rules(cls: type[BaseModel]) -> list[dict[str, Any]]:
         container = list(models.CONTAINER_FIELDS)
         found += [
             {"if": _present(cls, "type", {"const": "namespace"}),
-             "then": _unset(cls, [*container, "pod_spec", "json_overrides", "credentials", "workers", "leader_port",
-                                  "restart_workers"],
+             "then": _unset(cls, [*container, *models.WORKLOAD_ONLY_FIELDS],
                             "type namespace runs no workload, so no container field, podSpec, jsonOverrides, "
-                            "credentials or workers can be set")},
+                            "credentials, queue, priority or workers can be set")},
             {"if": _present(cls, "workers", {"type": "integer", "minimum": 2}),
              "then": _unset(cls, ["parallelism", "completions"], rules.WORKERS_DERIVE.message)},
             {"if": {"not": _present(cls, "workers", {"type": "integer", "minimum": 2})},
@@ -651,6 +652,9 @@ def _config_keys() -> dict[str, dict[str, Any]]:
         "queues": {"type": ["array", "null"], "items": _ref("Queue"),
                    "description": "Queues: totals per node pool across the entries that name them, as Kueue "
                    "ClusterQueues. See docs/queueing.md."},
+        "priorities": {"type": ["array", "null"], "items": _ref("Priority"),
+                       "description": "Priorities: Kueue WorkloadPriorityClasses that order queued Jobs and let "
+                       "higher ones preempt lower ones. See docs/queueing.md."},
         **{key: value for key, value in _entry_lists().items()},
         "jobFiles": {
             "type": ["array", "null"],
@@ -679,7 +683,7 @@ def stack_config_schema() -> dict[str, Any]:
     """The schema of a `Pulumi.<stack>.yaml` file: its `config:` `kns:` keys, with their models."""
     definitions = _definitions([
         models.Cluster, models.NodePool, models.PackingScheduler, models.KnsScheduler,
-        models.Profile, models.Job, models.Schedule, models.Queueing, models.Queue,
+        models.Profile, models.Job, models.Schedule, models.Queueing, models.Queue, models.Priority,
     ])
     definitions[SECURE] = _secure_value()
     definitions[CREDENTIALS] = _credential_sets()

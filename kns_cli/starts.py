@@ -1,0 +1,212 @@
+"""Whether a prescaled schedule on a queue starts on time (docs/queueing.md, "Start times on
+a busy queue").
+
+A prescaled run's Job is created at its warm-up start (the primer) and must be admitted by
+its queue then, or the warm-up, and so the start, is late. Its start is **guaranteed**
+when, at every warm-up in the horizon, its queue's own quota on its pool holds it together
+with every other prescaled schedule of the same or a higher priority whose window
+overlaps, and whatever else may hold that quota can be preempted (or there is none);
+otherwise it is **best effort**, with the reasons. A run's window is its warm-up start to
+its start, or to its Job's deadline when `activeDeadlineSeconds` is set (the Job holds
+its quota that long at most); windows come from the schedules themselves (`kns_cli.runs`).
+What Kueue does is read from its semantics: a Workload is admitted within the
+ClusterQueue's nominal quota, borrowing is never guaranteed, `withinClusterQueue`
+preempts only lower priorities, and `reclaimWithinCohort` takes lent quota back.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+from typing import Optional
+
+from config import queues as queue_rules
+from config.loader import PlatformConfig
+from config.models import Queue, Schedule, Workload
+from plan import queues
+from plan.model import WorkloadPlan
+
+from .runs import runs_between
+
+HORIZON = timedelta(days=28)
+# Kueue's values of withinClusterQueue that let a Workload preempt lower priorities.
+PREEMPTS = ("LowerPriority", "LowerOrNewerEqualPriority")
+# A Workload whose Job names no WorkloadPriorityClass has priority 0 (Kueue).
+NO_PRIORITY = 0
+
+
+@dataclass(frozen=True)
+class Window:
+    """One prescaled run's hold on its queue: from its warm-up start to its end."""
+
+    entry: str
+    begin: datetime
+    end: datetime
+    start: datetime
+
+
+@dataclass
+class StartCheck:
+    """One prescaled schedule on a queue: its priority, and why its start is not guaranteed.
+    `reasons` hold for every run; `late` for the runs (by start) whose window others crowd."""
+
+    entry: str
+    queue: str
+    pool: str
+    priority: Optional[str]
+    value: int
+    source: Optional[str]
+    preempts: bool
+    reasons: list[str] = field(default_factory=list)
+    late: dict[datetime, str] = field(default_factory=dict)
+
+    @property
+    def guaranteed(self) -> bool:
+        return not self.reasons and not self.late
+
+    def run_guaranteed(self, start: datetime) -> bool:
+        return not self.reasons and start not in self.late
+
+    def why(self) -> list[str]:
+        """Every reason, the first crowded run's included (with how many there are)."""
+        out = list(self.reasons)
+        if self.late:
+            first = min(self.late)
+            more = f" ({len(self.late)} runs in the next {HORIZON.days} days)" if len(self.late) > 1 else ""
+            out.append(self.late[first] + more)
+        return out
+
+
+def value_of(cfg: PlatformConfig, entry: Workload) -> int:
+    return next((p.value for p in cfg.priorities if p.name == entry.priority), NO_PRIORITY)
+
+
+def prescaled_on_queue(plan: WorkloadPlan) -> bool:
+    entry = plan.entry
+    return isinstance(entry, Schedule) and plan.primers is not None and entry.queue is not None \
+        and plan.pod_spec is not None
+
+
+def _pool(plan: WorkloadPlan, queue: Queue) -> Optional[str]:
+    pools = [p for p in queues.pools_of(plan, queue) if p in queue.quota]
+    return pools[0] if len(pools) == 1 else None
+
+
+def _windows(plan: WorkloadPlan, begin: datetime, end: datetime) -> list[Window]:
+    entry = plan.entry
+    assert isinstance(entry, Schedule) and plan.primers is not None
+    hold = timedelta(seconds=entry.active_deadline_seconds or 0)
+    # A run starting up to one lead after `end` has its warm-up inside the horizon.
+    runs = runs_between(plan, begin, end + timedelta(minutes=plan.primers.lead))
+    return [Window(entry.name, run.primer, run.start + hold, run.start) for run in runs
+            if run.primer is not None and run.primer < end]
+
+
+def _utc(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _counted(queue: Queue, requests: dict[str, Decimal]) -> list[str]:
+    covered = queue_rules.covered_resources(queue.quota)
+    return [r for r in requests if r in covered]
+
+
+def check_starts(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[datetime] = None,
+                 horizon: timedelta = HORIZON) -> dict[str, StartCheck]:
+    """A StartCheck for each prescaled schedule on a queue, over the warm-ups in
+    [now, now + horizon)."""
+    begin = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    end = begin + horizon
+    by_name = {plan.entry.name: plan for plan in plans}
+    prescaled = [plan for plan in plans if prescaled_on_queue(plan)]
+    windows = {plan.entry.name: _windows(plan, begin, end) for plan in prescaled}
+    out: dict[str, StartCheck] = {}
+    for plan in prescaled:
+        entry = plan.entry
+        queue = queues.queue_of(cfg, plan)
+        if queue is None:
+            continue
+        pool = _pool(plan, queue)
+        value = value_of(cfg, entry)
+        preempts = queue.preemption.within_cluster_queue in PREEMPTS
+        check = StartCheck(entry.name, queue.name, pool or "", entry.priority, value,
+                           cfg.priority_sources.get(entry.name), preempts)
+        out[entry.name] = check
+        if pool is None:
+            check.reasons.append(f'its Job may be admitted on any of the pools of queue "{queue.name}" '
+                                 f"({', '.join(queue.quota)}): set pool so that its room can be counted")
+            continue
+        requests = queues.workload_requests(plan)
+        counted = _counted(queue, requests)
+        over = [r for r in counted if requests[r] > queue_rules.nominal(queue.quota, pool, r)]
+        if over:
+            r = over[0]
+            check.reasons.append(f'one run asks {r} {queues.show(r, requests[r])}, more than queue "{queue.name}" '
+                                 f"holds on pool {pool} ({queues.show(r, queue_rules.nominal(queue.quota, pool, r))}): "
+                                 "it must borrow from its cohort, which nothing guarantees")
+        rivals = [other for other in cfg.workloads
+                  if other.name != entry.name and other.queue == queue.name and other.type == "pod"
+                  and value_of(cfg, other) >= value
+                  and not (other.name in by_name and prescaled_on_queue(by_name[other.name]))]
+        if rivals:
+            names = ", ".join(o.name for o in rivals[:3]) + (f" and {len(rivals) - 3} more" if len(rivals) > 3 else "")
+            check.reasons.append(f'{len(rivals)} other entr{"y" if len(rivals) == 1 else "ies"} of the same or a higher '
+                                 f'priority on queue "{queue.name}" ({names}) may hold its quota at any time, '
+                                 "and none can be preempted for it")
+        lower = [other for other in cfg.workloads
+                 if other.queue == queue.name and other.type == "pod" and value_of(cfg, other) < value]
+        if lower and not preempts:
+            check.reasons.append(f'queue "{queue.name}" has no preemption (withinClusterQueue: '
+                                 f"{queue.preemption.within_cluster_queue}), and {len(lower)} entr"
+                                 f'{"y" if len(lower) == 1 else "ies"} of lower priority may hold its quota at '
+                                 "warm-up time")
+        lends = queue.cohort is not None and any(
+            q.cohort == queue.cohort and q.name != queue.name for q in cfg.queues) and any(
+            queues.lendable(queue, pool, r) > 0 for r in counted)
+        if lends and queue.preemption.reclaim_within_cohort == "Never":
+            check.reasons.append(f'queue "{queue.name}" lends its idle quota to cohort "{queue.cohort}" and takes '
+                                 "none back (reclaimWithinCohort: Never): a borrower may hold it at warm-up time")
+        _crowded(check, plan, queue, pool, requests, counted, windows, by_name, cfg)
+    return out
+
+
+def _crowded(check: StartCheck, plan: WorkloadPlan, queue: Queue, pool: str, requests: dict[str, Decimal],
+             counted: list[str], windows: dict[str, list[Window]], by_name: dict[str, WorkloadPlan],
+             cfg: PlatformConfig) -> None:
+    """The runs whose window overlaps those of other prescaled schedules of the same or a
+    higher priority on the same queue and pool, when together they ask more than the quota."""
+    rivals = [name for name, plan_ in by_name.items()
+              if name != check.entry and name in windows and plan_.entry.queue == queue.name
+              and _pool(plan_, queue) == pool and value_of(cfg, plan_.entry) >= check.value]
+    if not rivals:
+        return
+    theirs = sorted((w for name in rivals for w in windows[name]), key=lambda w: w.begin)
+    begins = [w.begin for w in theirs]
+    asks = {name: queues.workload_requests(by_name[name]) for name in rivals}
+    for mine in windows[check.entry]:
+        overlapping = [w for w in theirs[:bisect_left(begins, mine.end)] if w.end > mine.begin]
+        # The most asked at once: at its own warm-up start, or when a rival's window begins.
+        for moment in sorted({mine.begin, *(w.begin for w in overlapping if w.begin > mine.begin)}):
+            active = [w for w in overlapping if w.begin <= moment < w.end]
+            crowded = _over(check, queue, pool, requests, counted, asks, active, moment)
+            if crowded:
+                check.late[mine.start] = crowded
+                break
+
+
+def _over(check: StartCheck, queue: Queue, pool: str, requests: dict[str, Decimal], counted: list[str],
+          asks: dict[str, dict[str, Decimal]], active: list[Window], moment: datetime) -> Optional[str]:
+    if not active:
+        return None
+    for r in counted:
+        total = requests[r] + sum((asks[w.entry].get(r, Decimal(0)) for w in active), Decimal(0))
+        held = queue_rules.nominal(queue.quota, pool, r)
+        if total > held:
+            names = sorted({w.entry for w in active})
+            return (f'{len(names)} other schedule{"s" if len(names) > 1 else ""} of the same or a higher priority '
+                    f"({', '.join(names)}) hold{'' if len(names) > 1 else 's'} its queue at {_utc(moment)}, during "
+                    f"its warm-up, on pool {pool}: together they ask {r} {queues.show(r, total)}, "
+                    f'queue "{queue.name}" holds {queues.show(r, held)}')
+    return None
