@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from . import karpenter, kubeconfig, names, prescale, profile_rules, resolve, rules
 from .errors import Problems, closest
@@ -106,8 +106,7 @@ def check_queues(queueing: Queueing, given: bool, queues: list[Queue], pools: li
             if pool in broken_pools:
                 problems.add(f"{path}.quota.{pool}", _broken(pool))
             elif pool not in by_name:
-                known = ", ".join(sorted(by_name)) or "none are defined"
-                problems.add(f"{path}.quota.{pool}", f'no node pool named "{pool}" (pools: {known})')
+                problems.add(f"{path}.quota.{pool}", no_pool(pool, by_name))
             elif (taints := len(resolve.pool_taints(by_name[pool]))) > rules.MAX_FLAVOR_TOLERATIONS:
                 problems.add(f"{path}.quota.{pool}", f'pool "{pool}" has {taints} '
                              f"taints (its role's included); a Kueue ResourceFlavor tolerates at most "
@@ -250,8 +249,7 @@ def check_workloads(
             _check_credentials(entry, credentials, path, problems)
             continue
         if entry.pool is not None and entry.pool not in by_name:
-            known = ", ".join(sorted(by_name)) or "none are defined"
-            problems.add(path + ".pool", f'no node pool named "{entry.pool}" (pools: {known})')
+            problems.add(path + ".pool", no_pool(entry.pool, by_name))
             continue
         try:
             pool = resolve.resolve_pool(entry, pools)
@@ -297,6 +295,14 @@ def _check_credentials(entry: Workload, credentials: Mapping[str, Any], path: st
             owner.setdefault(file_name, name)
 
 
+def no_pool(name: str, known: Iterable[str]) -> str:
+    """An unknown pool: the closest name when one is close, and every pool."""
+    listed = ", ".join(sorted(known)) or "none are defined"
+    close = closest(name, known)
+    hint = f'; did you mean "{close}"?' if close else ""
+    return f'no node pool named "{name}"{hint} (pools: {listed})'
+
+
 def _broken(pool: str) -> str:
     return f'node pool "{pool}" is invalid (its problems are listed under kns:nodePools[{pool}])'
 
@@ -320,8 +326,7 @@ def check_raw_references(unchecked: list[tuple[str, dict]], pools: list[NodePool
         if isinstance(pool, str) and pool in broken_pools:
             problems.add(path + ".pool", _broken(pool))
         elif isinstance(pool, str) and pool not in known:
-            listed = ", ".join(sorted(known)) or "none are defined"
-            problems.add(path + ".pool", f'no node pool named "{pool}" (pools: {listed})')
+            problems.add(path + ".pool", no_pool(pool, known))
 
 
 def check_namespaces(workloads: list[Workload], cluster: Cluster, paths: Mapping[str, str], problems: Problems,

@@ -108,6 +108,10 @@ def describe(model: type[BaseModel], error: dict[str, Any]) -> str:
     if kind == "extra_forbidden":
         known = known_keys(model, error["loc"][:-1])
         unknown = str(error["loc"][-1])
+        elsewhere = getattr(model, "key_elsewhere", None)
+        where = elsewhere(unknown) if elsewhere is not None and len(error["loc"]) == 1 else None
+        if where:
+            return where
         close = closest(unknown, known)
         if close:
             return f'unknown key; did you mean "{close}"?'

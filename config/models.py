@@ -817,7 +817,14 @@ class Workload(Model):
 
 
 class Job(Workload):
-    pass
+    @classmethod
+    def key_elsewhere(cls, key: str) -> Optional[str]:
+        """A schedule's key on a job: say where it belongs rather than list a job's keys."""
+        if key in {f.alias or name for name, f in Schedule.model_fields.items()} - {
+                f.alias or name for name, f in cls.model_fields.items()}:
+            return (f"is a schedule's key: a job runs once, when it is applied; to run on a schedule, make the "
+                    "entry one of kns:schedules (or schedules: in a job file) with schedule: ...")
+        return None
 
 
 class Schedule(Workload):

@@ -62,7 +62,7 @@ def parse(value: object, kind: Kind = Kind.COUNT) -> Decimal:
         raise QuantityError(f"{_show(value)} is not a quantity")
     match = _QUANTITY.match(text)
     if not match:
-        raise QuantityError(f"{_show(value)} is not a quantity")
+        raise QuantityError(f"{_show(value)} is not a quantity{_unit_hint(text)}")
     try:
         number = Decimal(match["num"])
     except InvalidOperation as exc:  # pragma: no cover - the regex admits only decimals
@@ -135,6 +135,23 @@ def scale(value: str, factor: int | Decimal, kind: Kind) -> str:
 def minimum(a: str, b: str, kind: Kind) -> str:
     """The smaller of two quantities, in canonical form."""
     return a if parse(a, kind) <= parse(b, kind) else b
+
+
+# A unit as written elsewhere (GB, MiB, kb): the number, then its Kubernetes suffixes.
+_BYTE_UNIT = re.compile(rf"^(?P<num>{UNSIGNED_NUMBER})\s*(?P<unit>[kKmMgGtTpPeE])(?P<binary>i?)[bB]$")
+
+
+def _unit_hint(text: str) -> str:
+    """The did-you-mean of a byte unit Kubernetes does not write (`64GB`, `512MiB`, `1kb`)."""
+    match = _BYTE_UNIT.match(text)
+    if not match:
+        return ""
+    letter = match["unit"].upper()
+    decimal = "k" if letter == "K" else letter
+    binary = f"{match['num']}{letter}i"
+    if match["binary"]:
+        return f'; did you mean "{binary}"?'
+    return f'; did you mean "{match["num"]}{decimal}" or "{binary}"?'
 
 
 def _show(value: object) -> str:

@@ -26,6 +26,7 @@ from . import preview as preview_module
 from . import queues as queues_module
 from . import recover as recover_module
 from . import timeline as timeline_module
+from . import versions
 from .stack import ROOT, UsageError, check_stack, load_stack
 
 MAX_HOURS = 24 * 62
@@ -67,6 +68,14 @@ def _hours(text: str) -> float:
     return hours
 
 
+class _Version(argparse.Action):
+    """--version, read when asked (it runs git), not whenever the parser is built."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        sys.stdout.write(versions.text(ROOT))
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--stack", default="dev", metavar="NAME",
@@ -75,9 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"the Pulumi project directory (default: {ROOT})")
     parser = argparse.ArgumentParser(
         prog="kns",
-        description="Offline commands over the kns-platform stack config: no Pulumi engine, no cluster, "
-                    "no passphrase. They run the program's own checks and planner.",
+        description="Commands over the kns-platform stack config. validate, explain, queues and timeline "
+                    "are offline (no Pulumi engine, no cluster, no passphrase: the program's own checks and "
+                    "planner); preview and recover run the Pulumi engine as `make preview` does.",
     )
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="this checkout's commit and the Pulumi, provider, Kubernetes, Kueue and Karpenter "
+                             "versions it pins")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     validate = commands.add_parser(

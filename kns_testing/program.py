@@ -19,6 +19,8 @@ from typing import Any, Optional
 
 import pulumi
 import yaml
+
+from kns_cli import versions
 from pulumi.runtime import rpc, settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,12 +126,7 @@ def run_program(
 
 def pinned_versions() -> dict[str, str]:
     """versions.env, the one place tool versions are pinned: name -> version."""
-    out = {}
-    for line in (ROOT / "versions.env").read_text().splitlines():
-        if line and not line.startswith("#"):
-            key, _, value = line.partition("=")
-            out[key.strip()] = value.strip()
-    return out
+    return versions.pinned(ROOT)
 
 
 PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "config", "plan", "components", "jobs", "vendor")

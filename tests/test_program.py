@@ -385,7 +385,7 @@ BAD = {
     "duplicate name": ({"schedules": [{"name": "cpu-job", "image": "i", "schedule": "0 * * * *"}]},
                        'kns:schedules[cpu-job].name: "cpu-job" is already used by an earlier entry, kns:jobs[cpu-job]'),
     "unknown pool": ({"jobs": [{"name": "j", "image": "i", "pool": "h100"}]},
-                     'kns:jobs[j].pool: no node pool named "h100" (pools: a100, vcluster)'),
+                     'kns:jobs[j].pool: no node pool named "h100"; did you mean "a100"? (pools: a100, vcluster)'),
     "GPUs without a GPU pool": ({"jobs": [{"name": "j", "image": "i", "gpus": 1, "gpuVendor": "amd"}]},
                                 "kns:jobs[j].gpus: requests 1 amd GPUs but no node pool has role gpu with vendor amd"),
     "bad cron": ({"schedules": [{"name": "s", "image": "i", "schedule": "0 25 * * *"}]},

@@ -350,7 +350,7 @@ BAD = {
         ['kns:profiles[@ml].queue: no queue named "gpu" (queues: adhoc, batch)']),
     "quota naming an unknown pool": (
         lambda c: _queue("batch")(c)["quota"].update({"h100": {"cpu": 4}}),
-        ['kns:queues[batch].quota.h100: no node pool named "h100" (pools: a100, cpu, spare, sys)']),
+        ['kns:queues[batch].quota.h100: no node pool named "h100"; did you mean "a100"? (pools: a100, cpu, spare, sys)']),
     "a resource that is not a quantity": (
         lambda c: _queue("adhoc")(c)["quota"]["cpu"].update(memory="lots"),
         ['kns:queues[adhoc].quota.cpu: memory: "lots" is not a quantity'] + ADHOC_INVALID),

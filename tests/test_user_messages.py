@@ -1,0 +1,70 @@
+"""Messages a new user meets (issue 32, item 6): a unit Kubernetes does not write, a pool
+name one letter off, a schedule's key on a job, and `./kns --version` and `--help`. Each
+config message through both doors (the program under mocks and `./kns validate`)."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+from typing import Any
+
+import pytest
+
+from kns_cli import versions
+from kns_testing.program import ROOT
+from tests.test_pod_classes import refused
+
+BASE: dict[str, Any] = {
+    "cluster": {"name": "kns-test", "renderDir": "out"},
+    "nodePools": [{"name": "a100", "role": "compute", "nodes": ["g1"]}, {"name": "cpu", "role": "compute", "nodes": ["c1"]}],
+    "jobs": [{"name": "train", "user": "ann", "image": "busybox:1.37", "cpu": 1, "memory": 512, "pool": "cpu"}],
+}
+
+CASES = {
+    "a decimal byte unit": (
+        lambda c: c["jobs"][0].update(memory="64GB"),
+        ['kns:jobs[train].memory: "64GB" is not a quantity; did you mean "64G" or "64Gi"?']),
+    "a binary byte unit": (
+        lambda c: c["jobs"][0].update(storage="512MiB"),
+        ['kns:jobs[train].storage: "512MiB" is not a quantity; did you mean "512Mi"?']),
+    "a pool one letter off": (
+        lambda c: c["jobs"][0].update(pool="a10"),
+        ['kns:jobs[train].pool: no node pool named "a10"; did you mean "a100"? (pools: a100, cpu)']),
+    "a pool nothing like any": (
+        lambda c: c["jobs"][0].update(pool="zz"),
+        ['kns:jobs[train].pool: no node pool named "zz" (pools: a100, cpu)']),
+    "a schedule's key on a job": (
+        lambda c: c["jobs"][0].update(warmUpMinutes=10, timeZone="Europe/Paris"),
+        [f"kns:jobs[train].{key}: is a schedule's key: a job runs once, when it is applied; to run on a schedule, "
+         "make the entry one of kns:schedules (or schedules: in a job file) with schedule: ..."
+         for key in ("warmUpMinutes", "timeZone")]),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_message_says_what_to_write(case, tmp_path, capsys):
+    config = copy.deepcopy(BASE)
+    edit, lines = CASES[case]
+    edit(config)
+    refused(tmp_path, capsys, config, lines)
+
+
+def kns(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(ROOT / "kns"), *args], capture_output=True, text=True, timeout=120)
+
+
+def test_version_names_the_checkout_and_the_pinned_versions():
+    done = kns("--version")
+    assert done.returncode == 0, done.stderr
+    pins = versions.pinned(ROOT)
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("kns-platform ") and lines[0] != "kns-platform unknown"
+    for label, key in versions.SHOWN:
+        assert f"  {label} {pins[key]}" in lines
+    assert pins["KUEUE_VERSION"] in done.stdout and pins["KARPENTER_VERSION"] in done.stdout
+
+
+def test_help_says_which_commands_run_the_engine():
+    done = kns("--help")
+    text = " ".join(done.stdout.split())
+    assert "preview and recover run the Pulumi engine" in text and "validate, explain, queues and timeline are offline" in text
