@@ -37,9 +37,13 @@ recover: venv
 	./kns recover --stack $(or $(KNS_STACK),dev) $(if $(FORCE),--force)
 
 ## make schema: the JSON Schemas of docs/schema, generated from config/models.py by tools/schema.py.
-.PHONY: schema
+.PHONY: schema docs
 schema: venv
 	$(PY) -m tools.schema docs/schema
+
+## make docs: rewrite the documented `./kns` sessions from real runs (tests/test_doc_commands.py checks them).
+docs: venv
+	$(PY) -m tests.test_doc_commands
 
 ## make bench: the benchmarks of bench/ (tables on stdout, JSON in build/bench/).
 bench: venv system-deps

@@ -66,6 +66,43 @@ def worker_facts(plan: WorkloadPlan, per_worker: Optional[dict[str, dict[str, st
     }
 
 
+JOB_FIELDS = ("backoffLimit", "backoffLimitPerIndex", "activeDeadlineSeconds", "ttlSecondsAfterFinished")
+
+
+def job_facts(plan: WorkloadPlan) -> Optional[dict[str, Any]]:
+    """How each of the entry's Jobs retries and expires, as built (the Job, or the first
+    CronJob's jobTemplate): the fields a user tunes with backoffLimit, activeDeadlineSeconds
+    and ttlHours."""
+    for manifest in plan.objects.values():
+        if manifest["kind"] in ("Job", "CronJob"):
+            spec = manifest["spec"]["jobTemplate"]["spec"] if manifest["kind"] == "CronJob" else manifest["spec"]
+            return {key: spec[key] for key in JOB_FIELDS if key in spec}
+    return None
+
+
+def _job_text(job: dict[str, Any]) -> str:
+    parts = []
+    if "backoffLimitPerIndex" in job:
+        parts.append(f"each worker retried {job['backoffLimitPerIndex']} times (backoffLimitPerIndex)")
+    else:
+        # Kubernetes' default when the Job leaves it out.
+        parts.append(f"backoffLimit {job.get('backoffLimit', 6)}")
+    if "activeDeadlineSeconds" in job:
+        parts.append(f"stopped after {job['activeDeadlineSeconds']}s (activeDeadlineSeconds)")
+    if "ttlSecondsAfterFinished" in job:
+        seconds = job["ttlSecondsAfterFinished"]
+        parts.append(f"deleted {_duration(seconds)} after it finishes (ttlSecondsAfterFinished {seconds})")
+    return "; ".join(parts)
+
+
+def _duration(seconds: int) -> str:
+    if seconds and seconds % 3600 == 0:
+        return f"{seconds // 3600}h"
+    if seconds and seconds % 60 == 0:
+        return f"{seconds // 60}m"
+    return f"{seconds}s"
+
+
 def start_facts(check: Optional[StartCheck]) -> Optional[dict[str, Any]]:
     """A prescaled schedule on a queue: whether its start is guaranteed, and why not
     (docs/queueing.md, "Start times on a busy queue")."""
@@ -124,6 +161,7 @@ def entry_facts(cfg: PlatformConfig, plan: WorkloadPlan, now: Optional[datetime]
         "quota": plan.quota,
         "tolerations": list((pod or {}).get("tolerations") or []),
         "nodeSelector": dict((pod or {}).get("nodeSelector") or {}),
+        "job": job_facts(plan),
         "queue": queue_facts(cfg, plan, lines or []),
         "workers": worker_facts(plan, totals),
         "priority": ({"name": entry.priority, "source": cfg.priority_sources.get(entry.name)}
@@ -228,6 +266,8 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
         ["tolerations", ", ".join(_toleration(t) for t in facts["tolerations"]) or "-"],
         ["node selector", _amounts(facts["nodeSelector"])],
     ]
+    if facts["job"] is not None:
+        field_rows.append(["each Job", _job_text(facts["job"])])
     queue = facts["queue"]
     if queue is not None:
         held = "; ".join(f"pool {pool}: {_amounts(amounts)}" for pool, amounts in queue["quota"].items())
@@ -301,5 +341,5 @@ def render_text(document: dict[str, Any]) -> str:
     blocks = ["\n".join(render_entry(facts)) for facts in document["entries"]]
     head = f"stack {document['stack']}: {len(document['entries'])} entr{'y' if len(document['entries']) == 1 else 'ies'}"
     if document["now"]:
-        head += f"; next runs after {document['now']}"
+        head += f"; next runs after {datetime.fromisoformat(document['now']).replace(microsecond=0).isoformat()}"
     return "\n\n".join([head, *blocks]) + "\n"
