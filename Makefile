@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: venv system-deps test up preview recover bench clean
+.PHONY: venv system-deps test up outputs preview recover bench clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ test: venv system-deps
 ## make up: the main job, the dev stack rendered to build/manifests/dev.
 up: venv
 	bash scripts/up.sh up
+
+## make outputs: the stack outputs of the last `make up` (its backend and passphrase).
+outputs: venv
+	@bash scripts/up.sh outputs
 
 ## make preview: what `make up` would change, as a diff. ENTRIES="a b": a preview of those
 ## entries only, summarised per entry (./kns preview, docs/cli.md).

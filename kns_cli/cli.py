@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -155,6 +156,14 @@ def build_parser() -> argparse.ArgumentParser:
                          help="also release a lock taken on another host (a cancelled CI runner) or on a backend "
                               "other than a file backend: only once that run is known to be over")
     recover.set_defaults(run=run_recover)
+
+    outputs = commands.add_parser(
+        "outputs", help="the stack outputs of the last `make up`, as JSON",
+        description="`pulumi stack output --json` of the stack, with the backend and passphrase `make up` uses "
+                    "(scripts/up.sh outputs; PULUMI_BACKEND_URL and PULUMI_CONFIG_PASSPHRASE override them "
+                    "as there). Exit 1 when the stack has not been brought up.")
+    outputs.add_argument("--stack", default="dev", metavar="NAME", help="the stack (default: dev)")
+    outputs.set_defaults(run=run_outputs)
     return parser
 
 
@@ -269,6 +278,16 @@ def run_recover(args: argparse.Namespace) -> int:
     except (recover_module.RecoverFailed, preview_module.PreviewFailed) as exc:
         print(f"kns recover: {exc}", file=sys.stderr)
         return 1
+
+
+def outputs_command(stack: str) -> tuple[list[str], dict[str, str]]:
+    """What `./kns outputs` runs: `make outputs` for the stack."""
+    return ["bash", str(ROOT / "scripts" / "up.sh"), "outputs"], {**os.environ, "KNS_STACK": stack}
+
+
+def run_outputs(args: argparse.Namespace) -> int:
+    command, env = outputs_command(args.stack)
+    return 0 if subprocess.run(command, env=env).returncode == 0 else 1
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -2,6 +2,7 @@
 # The main job: run a stack (default `dev`) through the real Pulumi engine, offline.
 #   scripts/up.sh up       pulumi up --yes, then say where the manifests are
 #   scripts/up.sh preview  pulumi preview --diff
+#   scripts/up.sh outputs  pulumi stack output --json (make outputs, ./kns outputs)
 # Both run the policy pack of policy/ (docs/policy.md); KNS_POLICY_CONFIG names a
 # --policy-pack-config file. KNS_REFRESH=true refreshes first: objects changed or deleted
 # by hand show as drift (preview) and are restored (up) (docs/operations.md).
@@ -34,7 +35,7 @@ fi
 # unreadable) is shown as it is, with the command that repairs it, never answered with an
 # init that would fail on the stack's lock.
 if ! selected=$(pulumi stack select "$stack" --non-interactive 2>&1 >/dev/null); then
-  if [[ $selected != *"no stack named"* ]]; then
+  if [[ $selected != *"no stack named"* ]] || [ "$action" = outputs ]; then
     echo "$selected" >&2
     echo "up: cannot select stack $stack on $PULUMI_BACKEND_URL (after an interrupted run: make recover, docs/operations.md)" >&2
     exit 1
@@ -63,13 +64,16 @@ case "$action" in
     else
       echo "Stack $stack applied to its cluster."
     fi
-    echo "Outputs: pulumi stack output --json (namespaces, schedules, packingSchedulerName, nodePools)"
+    echo "Outputs: make outputs (namespaces, schedules, packingSchedulerName, nodePools; the backend and passphrase of make up)"
+    ;;
+  outputs)
+    pulumi stack output --json --non-interactive
     ;;
   preview)
     pulumi preview --diff --non-interactive ${refresh[@]+"${refresh[@]}"} "${policy[@]}"
     ;;
   *)
-    echo "usage: scripts/up.sh up|preview" >&2
+    echo "usage: scripts/up.sh up|preview|outputs" >&2
     exit 2
     ;;
 esac

@@ -123,3 +123,22 @@ def test_jobs_and_the_ingress_are_not_awaited(dev_resources):
 ])
 def test_what_the_platform_needs_ready_is_awaited(dev_resources, type_):
     assert all(awaited(dev_resources, type_))
+
+
+def test_outputs_reads_the_stack_make_up_wrote_with_its_backend_and_passphrase(up_sh):
+    """`make outputs` / `./kns outputs` (issue 32): `pulumi stack output --json` with the
+    environment of `make up`, and no stack created when there is none."""
+    up = calls(up_sh, "up")
+    ran = calls(up_sh, "outputs")
+    for key in ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE"):
+        assert ran["stack"][key] == up["stack"][key]
+    args = [line.split() for line in (up_sh / "pulumi.log.args").read_text().splitlines()]
+    assert ["stack", "output", "--json", "--non-interactive"] in args
+
+
+def test_kns_outputs_runs_make_outputs_for_its_stack():
+    from kns_cli import cli
+    command, env = cli.outputs_command("prod")
+    assert command[1:] == [str(ROOT / "scripts" / "up.sh"), "outputs"] and env["KNS_STACK"] == "prod"
+    hint = next(line for line in (ROOT / "scripts" / "up.sh").read_text().splitlines() if "Outputs:" in line)
+    assert "make outputs" in hint
