@@ -10,6 +10,8 @@ resource is given, so a new member of a class is caught without a new test.
 
 from __future__ import annotations
 
+import copy
+
 import json
 import os
 import shutil
@@ -83,6 +85,14 @@ def refused(tmp_path: Path, capsys, config: dict[str, Any], lines: list[str]) ->
     text = expected_text(lines)
     assert program_text(config) == text
     assert validate_text(tmp_path, config, capsys) == text
+
+
+def refused_edited(tmp_path: Path, capsys, base: dict[str, Any], case: tuple[Any, list[str]]) -> None:
+    """`refused` of a copy of `base` changed by the case's edit, with the case's lines."""
+    config = copy.deepcopy(base)
+    change, lines = case
+    change(config)
+    refused(tmp_path, capsys, config, lines)
 
 
 def checked(config: dict[str, Any]) -> list[str]:

@@ -16,7 +16,7 @@ from config import rules
 from kns_cli import explain, starts, timeline
 from kns_testing import apiserver
 from kns_testing.program import run_program
-from tests.test_pod_classes import refused, validate_text, write_project
+from tests.test_pod_classes import refused, refused_edited, validate_text, write_project
 
 JOB = "kubernetes:batch/v1:Job"
 CRON = "kubernetes:batch/v1:CronJob"
@@ -130,10 +130,7 @@ BAD = {
 
 @pytest.mark.parametrize("case", list(BAD))
 def test_bad_priorities_are_refused_by_the_program_and_validate_alike(case, tmp_path, capsys):
-    config = copy.deepcopy(CONFIG)
-    edit, lines = BAD[case]
-    edit(config)
-    refused(tmp_path, capsys, config, lines)
+    refused_edited(tmp_path, capsys, CONFIG, BAD[case])
 
 
 def test_an_entrys_labels_cannot_set_the_priority_label(tmp_path, capsys):

@@ -4,7 +4,6 @@ config message through both doors (the program under mocks and `./kns validate`)
 
 from __future__ import annotations
 
-import copy
 import subprocess
 from typing import Any
 
@@ -12,7 +11,7 @@ import pytest
 
 from kns_cli import versions
 from kns_testing.program import ROOT
-from tests.test_pod_classes import refused
+from tests.test_pod_classes import refused_edited
 
 BASE: dict[str, Any] = {
     "cluster": {"name": "kns-test", "renderDir": "out"},
@@ -43,10 +42,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_message_says_what_to_write(case, tmp_path, capsys):
-    config = copy.deepcopy(BASE)
-    edit, lines = CASES[case]
-    edit(config)
-    refused(tmp_path, capsys, config, lines)
+    refused_edited(tmp_path, capsys, BASE, CASES[case])
 
 
 def kns(*args: str) -> subprocess.CompletedProcess:
