@@ -64,3 +64,19 @@ def test_help_says_which_commands_run_the_engine():
     done = kns("--help")
     text = " ".join(done.stdout.split())
     assert "preview and recover run the Pulumi engine" in text and "validate, explain, queues and timeline are offline" in text
+
+
+def test_the_timeline_legend_fits_inside_the_picture():
+    """Each legend text ends before the right edge, at a generous 7 px per character of
+    the 12 px sans-serif it is drawn in (its right end was cut off)."""
+    import re
+    from datetime import datetime, timezone
+
+    from kns_cli import stack, timeline
+    cfg, plans = stack.load_stack(ROOT, "dev")
+    svg = timeline.render(cfg, plans, datetime(2026, 3, 2, tzinfo=timezone.utc), 12.0)
+    legend = svg[svg.index('<g class="legend">'):]
+    texts = re.findall(r'<text x="([0-9.]+)"[^>]*>([^<]*)</text>', legend)
+    assert len(texts) >= 5
+    for x, text in texts:
+        assert float(x) + 7 * len(text) <= timeline.WIDTH, (x, text)
