@@ -9,6 +9,7 @@ import re
 import socket
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -79,8 +80,16 @@ def test_a_live_update_is_never_taken_over_even_with_force(backend):
     engine = Path(env["PATH"].split(":")[0]).parent / "pulumi-sleeper"
     engine.write_text("#!/bin/sh\nsleep 60\n")
     engine.chmod(engine.stat().st_mode | stat.S_IEXEC)
-    running = subprocess.Popen([str(engine)])  # /proc/<pid>/comm is the script's name
+    running = subprocess.Popen([str(engine)])
     try:
+        # /proc/<pid>/comm becomes the script's name once its exec is done, which may be just
+        # after Popen returns (a vfork parent resumes before the kernel renames the child);
+        # a real engine writes its lock long after that.
+        comm = Path(f"/proc/{running.pid}/comm")
+        deadline = time.monotonic() + 30
+        while comm.read_text().strip() != engine.name:
+            assert time.monotonic() < deadline, comm.read_text()
+            time.sleep(0.01)
         lock(root, running.pid, socket.gethostname())
         for force in (False, True):
             with pytest.raises(recover.RecoverFailed, match=f"still running .*pid {running.pid}"):
