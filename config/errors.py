@@ -30,9 +30,14 @@ def closest(word: str, candidates: Iterable[str]) -> Optional[str]:
 class Problem:
     path: str
     message: str
+    # The line of the job file the path is in, shown after the file's name.
+    line: Optional[int] = None
 
     def __str__(self) -> str:
-        return visible(f"{self.path}: {self.message}")
+        if self.line is None:
+            return visible(f"{self.path}: {self.message}")
+        file, _, rest = self.path.partition(":")
+        return visible(f"{file}:{self.line}:{rest}: {self.message}")
 
 
 def visible(text: str) -> str:
@@ -61,16 +66,30 @@ class Problems:
     """An accumulator: checks add to it, the loader raises once at the end."""
 
     items: list[Problem] = field(default_factory=list)
+    # Config path in a job file -> its line (the loader's: `jobs/a.yaml:jobs[one].cpu` -> 6).
+    lines: dict[str, int] = field(default_factory=dict)
 
     def add(self, path: str, message: str) -> None:
         self.items.append(Problem(path, message))
+
+    def located(self, problem: Problem) -> Problem:
+        """The problem with the line of the deepest part of its path a job file has, shown
+        as `jobs/a.yaml:6:jobs[one].memory`; a stack file's `kns:` paths stay as they are."""
+        path = problem.path
+        while path:
+            line = self.lines.get(path)
+            if line is not None:
+                return Problem(problem.path, problem.message, line)
+            cut = max(path.rfind("."), path.rfind("["))
+            path = path[:cut] if cut > path.find(":") else ""
+        return problem
 
     def __bool__(self) -> bool:
         return bool(self.items)
 
     def raise_if_any(self) -> None:
         if self.items:
-            raise ConfigError(self.items)
+            raise ConfigError([self.located(p) for p in self.items])
 
     def validate(self, model: type[BaseModel], raw: Any, path: str) -> Any:
         """Validate `raw` as `model`; on failure record each error under `path`, return None."""

@@ -433,9 +433,10 @@ def _job_file_entries(
             if real in loaded or os.path.isdir(real):
                 continue  # named by two globs: load it once
             loaded.add(real)
+            lines: dict[tuple[Any, ...], int] = {}
             try:
                 with open(match, "rb") as handle:
-                    content, found = yamldoc.load(handle.read())
+                    content, found = yamldoc.load(handle.read(), lines=lines)
             except OSError as exc:
                 problems.add(rel, f"cannot be read ({exc.strerror or 'error'})")
                 continue
@@ -446,6 +447,7 @@ def _job_file_entries(
             if not isinstance(content, dict):
                 problems.add(rel, "must be a mapping with jobs: and/or schedules: lists")
                 continue
+            problems.lines.update((render_path(f"{rel}:", steps, content), line) for steps, line in lines.items())
             for problem in found:
                 problems.add(render_path(f"{rel}:", problem.steps, content), problem.message)
             # Unknown keys are reported without hiding the problems of the file's entries.

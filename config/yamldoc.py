@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -49,11 +49,13 @@ class YamlError(ValueError):
     """The text cannot be read at all; the message says why, never what it contains."""
 
 
-def load(data: Union[bytes, str], *, secret: bool = False) -> tuple[Any, list[YamlProblem]]:
+def load(data: Union[bytes, str], *, secret: bool = False,
+         lines: Optional[dict[tuple[Step, ...], int]] = None) -> tuple[Any, list[YamlProblem]]:
     """The document's value and every problem in it. Raises `YamlError` when it cannot be
     read (not UTF-8, not YAML, nested beyond `MAX_DEPTH`, more than one document).
     `secret`: the text holds credentials, so an error names only the line and column, not
-    even the character the parser stumbled on."""
+    even the character the parser stumbled on. `lines`, when given, gets the line of each
+    key and list item, by its steps from the root."""
     text = _text(data)
     _check_depth(text, secret)
     try:
@@ -65,7 +67,7 @@ def load(data: Union[bytes, str], *, secret: bool = False) -> tuple[Any, list[Ya
     if root is None:
         return None, []
     problems: list[YamlProblem] = []
-    value = _build(root, (), problems)
+    value = _build(root, (), problems, {} if lines is None else lines)
     return value, problems
 
 
@@ -106,7 +108,8 @@ def _check_depth(text: str, secret: bool) -> None:
 _constructor = yaml.SafeLoader("")
 
 
-def _build(node: Node, steps: tuple[Step, ...], problems: list[YamlProblem]) -> Any:
+def _build(node: Node, steps: tuple[Step, ...], problems: list[YamlProblem],
+           at: dict[tuple[Step, ...], int]) -> Any:
     if isinstance(node, MappingNode):
         out: dict[Any, Any] = {}
         lines: dict[Any, int] = {}
@@ -126,10 +129,15 @@ def _build(node: Node, steps: tuple[Step, ...], problems: list[YamlProblem]) -> 
                 ))
                 continue
             lines[key] = line
-            out[key] = _build(value_node, (*steps, key), problems)
+            at[(*steps, key)] = line
+            out[key] = _build(value_node, (*steps, key), problems, at)
         return out
     if isinstance(node, SequenceNode):
-        return [_build(item, (*steps, i), problems) for i, item in enumerate(node.value)]
+        items = []
+        for i, item in enumerate(node.value):
+            at[(*steps, i)] = item.start_mark.line + 1
+            items.append(_build(item, (*steps, i), problems, at))
+        return items
     if node.style is None and node.tag in _RESOLVED and not _canonical(node):
         problems.append(YamlProblem(steps, _ambiguous(node.tag)))
         return node.value

@@ -247,22 +247,22 @@ def test_job_file_problems_name_the_file(tmp_path):
     """))
     found = problems({"cluster": CLUSTER, "jobFiles": ["team/*.yaml", "missing/*.yaml"]}, project_dir=tmp_path)
     assert found == [
-        "team/a.yaml:extra: unknown key; a job file has jobs: and schedules:",
+        "team/a.yaml:8:extra: unknown key; a job file has jobs: and schedules:",
         f'kns:jobFiles[1]: "missing/*.yaml" matches no file (relative to {tmp_path})',
-        'team/a.yaml:jobs[broken].cpu: "lots" is not a quantity',
+        'team/a.yaml:7:jobs[broken].cpu: "lots" is not a quantity',
     ]
 
 
 def test_job_file_entries_are_validated_like_stack_entries(tmp_path):
     (tmp_path / "a.yaml").write_text("jobs:\n  - name: broken\n    image: busybox\n    cpu: lots\n")
     found = problems({"cluster": CLUSTER, "jobFiles": ["*.yaml"]}, project_dir=tmp_path)
-    assert found == ['a.yaml:jobs[broken].cpu: "lots" is not a quantity']
+    assert found == ['a.yaml:4:jobs[broken].cpu: "lots" is not a quantity']
 
 
 def test_job_file_names_clash_with_stack_names(tmp_path):
     (tmp_path / "a.yaml").write_text("schedules:\n  - name: j\n    image: busybox\n    schedule: '0 * * * *'\n")
     found = problems({"cluster": CLUSTER, "jobs": [{"name": "j", "image": "i"}], "jobFiles": ["a.yaml"]}, project_dir=tmp_path)
-    assert found == ['a.yaml:schedules[j].name: "j" is already used by an earlier entry, kns:jobs[j]; names are unique across jobs and schedules']
+    assert found == ['a.yaml:2:schedules[j].name: "j" is already used by an earlier entry, kns:jobs[j]; names are unique across jobs and schedules']
 
 
 KUBECONFIG = """\
