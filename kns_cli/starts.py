@@ -122,14 +122,20 @@ def check_starts(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[d
     by_name = {plan.entry.name: plan for plan in plans}
     prescaled = [plan for plan in plans if prescaled_on_queue(plan)]
     windows = {plan.entry.name: _windows(plan, begin, end) for plan in prescaled}
+    # Once per entry, not per pair: each priority's value, each prescaled schedule's queue,
+    # pool and what one run asks.
+    values = {entry.name: value_of(cfg, entry) for entry in cfg.workloads}
+    queue_of = {plan.entry.name: queues.queue_of(cfg, plan) for plan in prescaled}
+    pools = {name: _pool(by_name[name], queue) for name, queue in queue_of.items() if queue is not None}
+    asks = {name: queues.workload_requests(by_name[name]) for name in pools}
     out: dict[str, StartCheck] = {}
     for plan in prescaled:
         entry = plan.entry
-        queue = queues.queue_of(cfg, plan)
+        queue = queue_of[entry.name]
         if queue is None:
             continue
-        pool = _pool(plan, queue)
-        value = value_of(cfg, entry)
+        pool = pools[entry.name]
+        value = values[entry.name]
         preempts = queue.preemption.within_cluster_queue in PREEMPTS
         check = StartCheck(entry.name, queue.name, pool or "", entry.priority, value,
                            cfg.priority_sources.get(entry.name), preempts)
@@ -138,7 +144,7 @@ def check_starts(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[d
             check.reasons.append(f'its Job may be admitted on any of the pools of queue "{queue.name}" '
                                  f"({', '.join(queue.quota)}): set pool so that its room can be counted")
             continue
-        requests = queues.workload_requests(plan)
+        requests = asks[entry.name]
         counted = _counted(queue, requests)
         over = [r for r in counted if requests[r] > queue_rules.nominal(queue.quota, pool, r)]
         if over:
@@ -148,15 +154,14 @@ def check_starts(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[d
                                  "it must borrow from its cohort, which nothing guarantees")
         rivals = [other for other in cfg.workloads
                   if other.name != entry.name and other.queue == queue.name and other.type == "pod"
-                  and value_of(cfg, other) >= value
-                  and not (other.name in by_name and prescaled_on_queue(by_name[other.name]))]
+                  and values[other.name] >= value and other.name not in windows]
         if rivals:
             names = ", ".join(o.name for o in rivals[:3]) + (f" and {len(rivals) - 3} more" if len(rivals) > 3 else "")
             check.reasons.append(f'{len(rivals)} other entr{"y" if len(rivals) == 1 else "ies"} of the same or a higher '
                                  f'priority on queue "{queue.name}" ({names}) may hold its quota at any time, '
                                  "and none can be preempted for it")
         lower = [other for other in cfg.workloads
-                 if other.queue == queue.name and other.type == "pod" and value_of(cfg, other) < value]
+                 if other.queue == queue.name and other.type == "pod" and values[other.name] < value]
         if lower and not preempts:
             check.reasons.append(f'queue "{queue.name}" has no preemption (withinClusterQueue: '
                                  f"{queue.preemption.within_cluster_queue}), and {len(lower)} entr"
@@ -168,23 +173,21 @@ def check_starts(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[d
         if lends and queue.preemption.reclaim_within_cohort == "Never":
             check.reasons.append(f'queue "{queue.name}" lends its idle quota to cohort "{queue.cohort}" and takes '
                                  "none back (reclaimWithinCohort: Never): a borrower may hold it at warm-up time")
-        _crowded(check, plan, queue, pool, requests, counted, windows, by_name, cfg)
+        rivals = [name for name in pools if name != entry.name and by_name[name].entry.queue == queue.name
+                  and pools[name] == pool and values[name] >= value]
+        _crowded(check, queue, pool, requests, counted, windows, rivals, asks)
     return out
 
 
-def _crowded(check: StartCheck, plan: WorkloadPlan, queue: Queue, pool: str, requests: dict[str, Decimal],
-             counted: list[str], windows: dict[str, list[Window]], by_name: dict[str, WorkloadPlan],
-             cfg: PlatformConfig) -> None:
-    """The runs whose window overlaps those of other prescaled schedules of the same or a
-    higher priority on the same queue and pool, when together they ask more than the quota."""
-    rivals = [name for name, plan_ in by_name.items()
-              if name != check.entry and name in windows and plan_.entry.queue == queue.name
-              and _pool(plan_, queue) == pool and value_of(cfg, plan_.entry) >= check.value]
+def _crowded(check: StartCheck, queue: Queue, pool: str, requests: dict[str, Decimal], counted: list[str],
+             windows: dict[str, list[Window]], rivals: list[str], asks: dict[str, dict[str, Decimal]]) -> None:
+    """The runs whose window overlaps those of `rivals` (the other prescaled schedules of the
+    same or a higher priority on the same queue and pool), when together they ask more than
+    the quota."""
     if not rivals:
         return
     theirs = sorted((w for name in rivals for w in windows[name]), key=lambda w: w.begin)
     begins = [w.begin for w in theirs]
-    asks = {name: queues.workload_requests(by_name[name]) for name in rivals}
     for mine in windows[check.entry]:
         overlapping = [w for w in theirs[:bisect_left(begins, mine.end)] if w.end > mine.begin]
         # The most asked at once: at its own warm-up start, or when a rival's window begins.
