@@ -28,7 +28,7 @@ from kns_testing.faults import Component
 from kns_testing.kueue import start_kueue
 from kns_testing.program import ROOT
 from tests.test_e2e import Stack, Watch, server_time, start_packing_scheduler
-from tests.test_e2e_queueing import condition, project
+from tests.test_e2e_queueing import condition, is_true, project
 
 NODES = [("cpu-node-1", 16, 0), ("cpu-node-2", 16, 0), ("queue-node-1", 16, 0)]
 # The controllers' own slack on top of what the configuration says (as in the e2e files).
@@ -150,11 +150,6 @@ def labels(obj: dict) -> dict:
 
 def in_pool(pool: str):
     return lambda obj: labels(obj).get("karpenter.sh/nodepool") == pool
-
-
-def is_true(obj: dict, kind: str) -> bool:
-    found = condition(obj, kind)
-    return found is not None and found["status"] == "True"
 
 
 def of_namespace(watch: Watch, namespace: str) -> list[tuple[str, dict]]:
