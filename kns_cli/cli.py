@@ -25,6 +25,7 @@ from plan.targeting import entry_urns
 from . import explain as explain_module
 from . import preview as preview_module
 from . import queues as queues_module
+from . import summary as summary_module
 from . import recover as recover_module
 from . import timeline as timeline_module
 from . import versions
@@ -140,9 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "CI prints. The program registers only the named entries (and the platform they depend on). "
                     "Exit 1 when the config is invalid or the preview fails. See docs/cli.md.")
     preview.add_argument("entries", nargs="+", metavar="ENTRY", help="entry names (at least one)")
-    preview.add_argument("--format", choices=("text", "json"), default="text",
-                         help="text: the per-entry summary (markdown); json: the preview JSON it is made from "
-                              "(default: text)")
+    preview.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+                         help="text: one aligned row per changed object (default); markdown: the per-entry "
+                              "summary CI posts; json: the preview JSON both are made from")
     preview.set_defaults(run=run_preview)
 
     recover = commands.add_parser(
@@ -174,10 +175,15 @@ def plural(count: int, noun: str, many: Optional[str] = None) -> str:
 def _summary(cfg, plans) -> str:
     primed = sum(1 for plan in plans if plan.primers is not None)
     objects = sum(len(plan.objects) for plan in plans)
+    # With queueing on, how many entries wait in a queue and how many queues there are.
+    queued = queues = ""
+    if cfg.queueing.enabled:
+        queued = f", {sum(1 for plan in plans if plan.entry.queue is not None)} queued"
+        queues = f", {plural(len(cfg.queues), 'queue')}"
     return (
         f"kns validate: stack {cfg.stack} is valid: {plural(len(plans), 'entry', 'entries')} "
-        f"({plural(len(cfg.jobs), 'job')}, {plural(len(cfg.schedules), 'schedule')}, {primed} prescaled), "
-        f"{plural(len(cfg.node_pools), 'node pool')}, {objects} Jobs and CronJobs planned"
+        f"({plural(len(cfg.jobs), 'job')}, {plural(len(cfg.schedules), 'schedule')}, {primed} prescaled{queued}), "
+        f"{plural(len(cfg.node_pools), 'node pool')}{queues}, {objects} Jobs and CronJobs planned"
     )
 
 
@@ -260,13 +266,20 @@ def run_preview(args: argparse.Namespace) -> int:
     except preview_module.PreviewFailed as exc:
         print(f"kns preview: {exc}", file=sys.stderr)
         return 1
+    missing = preview_module.missing_dependency(preview)
+    if missing:
+        print(missing, file=sys.stderr)
+        return 1
     if args.format == "json":
         print(json.dumps(preview, indent=2))
-    else:
+    elif args.format == "markdown":
         sys.stdout.write(preview_module.render_summary(preview, args.stack, names, len(plans) - len(names)))
-    advice = preview_module.hint(preview)
-    if advice:
-        print(advice, file=sys.stderr)
+    else:
+        sys.stdout.write(summary_module.render_text(args.stack, preview.get("steps") or [], names,
+                                                    len(plans) - len(names)))
+        errors = [d for d in preview.get("diagnostics") or [] if d.get("severity") == "error"]
+        for diagnostic in errors:
+            print(summary_module.strip_colour(str(diagnostic.get("message", ""))).rstrip(), file=sys.stderr)
     return 0 if status == 0 else 1
 
 

@@ -6,7 +6,11 @@ of `scripts/up.sh` (toolchain, backend, passphrase, stack, policy pack), restric
 `--target` to the URNs of the named entries' resources (`plan.targeting.entry_urns`) and
 `--target-dependents`, and with `plan.targeting.ONLY_ENTRIES` set so that the program
 registers only those entries (see plan/targeting.py for why that is safe). The result is
-the per-entry summary of `scripts/preview-summary.py`, whose functions do the rendering.
+printed as aligned text on a terminal (kns_cli/summary.py `render_text`: one row per
+changed object, named as the cluster names it), as the Markdown CI posts with `--format
+markdown` (scripts/preview-summary.py), or as the JSON itself. The engine's own messages
+are kept from the terminal: when the named entries need something the stack does not have
+yet, it says so once per dependent object, and `missing_dependency` makes that one line.
 
 Pulumi 3.259's preview JSON has no policy violations; the engine's event log has them
 (`--event-log`, a flag the CLI shows with PULUMI_DEBUG_COMMANDS=true), and they go into the
@@ -17,45 +21,36 @@ also has the `same` steps, which the summary counts per entry.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Mapping, Optional, Sequence
 
 import yaml
 
 from plan.targeting import ONLY_ENTRIES
 
+from . import summary
 from .engine import engine_settings
 from .stack import ROOT, UsageError
 
 DEV_STACK = "dev"
 DEV_PASSPHRASE = "kns-dev-local"  # the dev stack's committed encryptionsalt belongs to it (scripts/up.sh)
-SUMMARY_SCRIPT = ROOT / "scripts" / "preview-summary.py"
 TOOLCHAIN_SCRIPT = ROOT / "scripts" / "toolchain.sh"
-# What the engine says when a targeted resource needs one that is not in the stack yet.
-UNTARGETED_CREATE = "was not specified in --target list"
+# What the engine says when a targeted resource needs one that is not in the stack yet
+# (pulumi 3.259 writes "which was was not specified"; either is read).
+UNTARGETED_CREATE = re.compile(r"depends on '([^']+)' which was (?:was )?not specified in --target list")
 
 
 class PreviewFailed(Exception):
     """The engine could not start or run the preview (exit status 1)."""
 
 
-@functools.lru_cache(maxsize=None)
-def summary_module() -> ModuleType:
-    """scripts/preview-summary.py, the summary CI prints (a script, not a package)."""
-    spec = importlib.util.spec_from_file_location("preview_summary", SUMMARY_SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the script runs
-    spec.loader.exec_module(module)
-    return module
+summary_module = summary.summary_module
 
 
 def project_name(project_dir: Path) -> str:
@@ -136,37 +131,6 @@ def preview_arguments(stack: str, urns: Sequence[str], event_log: Path, policy: 
     return args + ["--target-dependents"]
 
 
-def read_event_log(text: str) -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
-    """From an engine event log (one JSON event per line): the policy violations, in the
-    shape of a preview JSON's `policyViolations` (an event's message is the policy's
-    description, then the violation's own message, which is what the summary shows); and
-    the `same` steps, with the type and parent the summary reads. The preview JSON leaves
-    those out: `--show-sames` would list the whole stack's, which costs the engine seconds
-    per thousand entries; the log has them anyway."""
-    violations: list[dict[str, str]] = []
-    sames: list[dict[str, Any]] = []
-    for line in text.splitlines():
-        if '"policyEvent"' not in line and '"resourcePreEvent"' not in line:
-            continue
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        policy = event.get("policyEvent")
-        if policy:
-            violation = {key: str(policy.get(key, "")) for key in
-                         ("enforcementLevel", "policyPackName", "policyName", "resourceUrn")}
-            lines = str(policy.get("message", "")).strip().splitlines()
-            violation["message"] = " ".join(line.strip() for line in (lines[1:] or lines))
-            violations.append(violation)
-        metadata = (event.get("resourcePreEvent") or {}).get("metadata") or {}
-        if metadata.get("op") == "same" and metadata.get("urn"):
-            state = metadata.get("new") or metadata.get("old") or {}
-            sames.append({"op": "same", "urn": metadata["urn"],
-                          "newState": {"type": state.get("type") or metadata.get("type"), "parent": state.get("parent", "")}})
-    return violations, sames
-
-
 def run_preview(project_dir: Path, stack: str, urns: Sequence[str], names: Sequence[str],
                 environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
     """Run the targeted preview: the preview JSON, with the event log's policy violations
@@ -176,18 +140,21 @@ def run_preview(project_dir: Path, stack: str, urns: Sequence[str], names: Seque
     with tempfile.TemporaryDirectory(prefix="kns-preview-") as tmp:
         events = Path(tmp) / "events.jsonl"
         args = preview_arguments(stack, urns, events, policy_pack(project_dir), env.get("KNS_POLICY_CONFIG"))
-        done = _pulumi(args, project_dir, env, stdout=subprocess.PIPE)
+        done = _pulumi(args, project_dir, env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         log = events.read_text(encoding="utf-8", errors="replace") if events.exists() else ""
     try:
         preview = json.loads(done.stdout)
     except json.JSONDecodeError:
         preview = None
     if not isinstance(preview, dict):
-        raise PreviewFailed(f"pulumi preview failed (exit {done.returncode}) without a JSON preview; its messages are above")
-    violations, sames = read_event_log(log)
-    preview["policyViolations"] = [*(preview.get("policyViolations") or []), *violations]
+        lines = done.stderr.strip().splitlines()
+        raise PreviewFailed(f"pulumi preview failed (exit {done.returncode}) without a JSON preview"
+                            + (": " + "\n".join(lines[-10:]) if lines else ""))
+    found = summary.read_events(log)
+    preview["policyViolations"] = [*(preview.get("policyViolations") or []), *found.violations]
     listed = {step.get("urn") for step in preview.get("steps") or []}
-    preview["steps"] = [*(preview.get("steps") or []), *(step for step in sames if step["urn"] not in listed)]
+    sames = [step for step in found.planned if step["op"] == "same" and step["urn"] not in listed]
+    preview["steps"] = [*(preview.get("steps") or []), *sames]
     return preview, done.returncode
 
 
@@ -196,24 +163,36 @@ def render_summary(preview: dict[str, Any], stack: str, names: Sequence[str], ot
     what was not previewed: untargeted resources are `same` steps the engine never diffed
     (the platform the entries depend on, read from state; the other entries, carried over),
     so "unchanged" would be a claim this preview cannot make about them."""
-    summary = summary_module()
-    full = summary.summarise(preview, stack)
+    ps = summary_module()
+    full = ps.summarise(preview, stack)
     named = [section for section in full.entries if section.title in set(names)]
     totals: dict[str, int] = {}
     for section in named:
         for op, count in section.counts().items():
             totals[op] = totals.get(op, 0) + count
     platform = len(full.platform.changes) + full.platform.same
-    text = summary.render(dataclasses.replace(full, totals=totals, entries=named,
-                                              platform=summary.Section(summary.PLATFORM)))
-    text = text.partition(f"\n### {summary.PLATFORM}:")[0].rstrip("\n")
+    text = ps.render(dataclasses.replace(full, totals=totals, entries=named,
+                                              platform=ps.Section(ps.PLATFORM)))
+    text = text.partition(f"\n### {ps.PLATFORM}:")[0].rstrip("\n")
     return (f"{text}\n\n**Not previewed** (`--target`): the platform ({platform} resources) and the {others} "
             f"other entries stay as the stack has them; `make preview` previews the whole stack.\n")
 
 
-def hint(preview: Mapping[str, Any]) -> Optional[str]:
-    """What to do when the engine refused the targets because something they need is new."""
-    if any(UNTARGETED_CREATE in str(d.get("message", "")) for d in preview.get("diagnostics") or []):
-        return ("kns preview: the named entries need resources the stack does not have yet (a stack never "
-                "applied, or a new cluster, provider or queue); preview the whole stack with `make preview`")
+def missing_dependency(preview: Mapping[str, Any]) -> Optional[str]:
+    """When the engine refused the targets because something they need is not in the stack
+    yet (a new queue, a stack never applied): one message naming the first such resource
+    as the cluster and this project call it, and what to run instead. The engine says it
+    once per dependent resource; one line is what a reader needs."""
+    for diagnostic in preview.get("diagnostics") or []:
+        match = UNTARGETED_CREATE.search(str(diagnostic.get("message", "")))
+        if not match:
+            continue
+        ps = summary_module()
+        needed = ps.parse_urn(match[1])
+        what = f"{ps.kind_of(needed.type)} {needed.name}"
+        part = summary.PART_NAMES.get(needed.types[0]) if len(needed.types) > 1 else None
+        where = f" (in {part})" if part else ""
+        return (f"kns preview: the named entries depend on {what}{where}, which the stack does not have yet "
+                f"(a new queue, pool or cluster, or a stack never applied): preview the whole stack with "
+                f"`make preview`, and apply it with `make up` before previewing entries one by one")
     return None

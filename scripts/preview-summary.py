@@ -13,6 +13,8 @@ Everything else (cluster, provider, node pools, schedulers, the stack) is "Platf
 
 Each section has a table of op, kind, name and changed fields (the keys of the step's
 detailedDiff, or its diffReasons/replaceReasons); `same` steps are counted, not listed.
+A Kubernetes object is named as the cluster names it, `namespace/name` from its metadata
+(the Pulumi logical name only when the metadata does not say).
 Without --show-sames the engine leaves `same` steps out of the JSON, so unchanged entries
 are not known by name and only the totals line counts them.
 
@@ -60,6 +62,9 @@ REPLACE_PARTS = frozenset({"create-replacement", "delete-replaced", "discard-rep
 # Halves of an import-replacement, read-replacement: folded likewise.
 FOLDED = {"import-replacement": "import", "read-replacement": "read", "delete-discard": "discard"}
 MAX_FIELDS = 12
+# What the engine puts where a value is not known until the update (a preview of a new
+# object whose namespace is another object's output).
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,7 @@ class Change:
     name: str
     fields: tuple[str, ...] = ()  # changed field paths, never values
     replace_fields: tuple[str, ...] = ()  # those of `fields` that force a replacement
+    kube: str = ""  # `namespace/name` as the cluster calls the object, or "" when it is not one
 
 
 @dataclass
@@ -179,6 +185,28 @@ def _fields(step: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(sorted(set(fields))), tuple(replace)
 
 
+def kube_object(step: dict[str, Any]) -> str:
+    """`namespace/name` (or `name` for a cluster-scoped object) of a Kubernetes object's
+    step, from its `metadata` (the names the cluster uses, not Pulumi's logical names);
+    "" for components and providers, or when the name is not known yet."""
+    urn = step.get("urn", "")
+    if not parse_urn(urn).type.startswith("kubernetes:"):
+        return ""
+    for key in ("newState", "oldState"):
+        state = step.get(key) or {}
+        for values in (state.get("inputs"), state.get("outputs")):
+            metadata = (values or {}).get("metadata") if isinstance(values, dict) else None
+            if not isinstance(metadata, dict):
+                continue
+            name, namespace = metadata.get("name"), metadata.get("namespace")
+            if not isinstance(name, str) or not name or name == UNKNOWN:
+                continue
+            if isinstance(namespace, str) and namespace and namespace != UNKNOWN:
+                return f"{namespace}/{name}"
+            return name
+    return ""
+
+
 def to_change(step: dict[str, Any]) -> Change:
     op = step.get("op", "")
     if op in REPLACE_PARTS:
@@ -187,7 +215,7 @@ def to_change(step: dict[str, Any]) -> Change:
     urn = step["urn"]
     parsed = parse_urn(urn)
     fields, replace = _fields(step)
-    return Change(op, urn, _state(step).get("type") or parsed.type, parsed.name, fields, replace)
+    return Change(op, urn, _state(step).get("type") or parsed.type, parsed.name, fields, replace, kube_object(step))
 
 
 def group_steps(steps: list[dict[str, Any]]) -> tuple[dict[str, Section], Section]:
@@ -348,7 +376,7 @@ def _table(changes: list[Change]) -> list[str]:
     order = {op: i for i, op in enumerate(OPS)}
     rows = sorted(changes, key=lambda c: (order.get(c.op, len(order)), c.type, c.name))
     lines = ["| op | kind | name | changed fields |", "|---|---|---|---|"]
-    lines += [f"| {op_label(c.op)} | {_code(kind_of(c.type))} | {_code(c.name)} | {_fields_cell(c)} |" for c in rows]
+    lines += [f"| {op_label(c.op)} | {_code(kind_of(c.type))} | {_code(c.kube or c.name)} | {_fields_cell(c)} |" for c in rows]
     return lines
 
 

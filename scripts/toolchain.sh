@@ -211,6 +211,16 @@ if existing=$(command -v pulumi 2>/dev/null) &&
 fi
 
 # --- 2. What is missing from the cache ------------------------------------------------
+# One build at a time per cache: a second caller (a test lane, `make up` beside `make test`)
+# waits for the first, then finds what it built, instead of building it again beside it.
+if ((!plan)); then
+  mkdir -p "$tools_root"
+  exec 9>"$tools_root/.toolchain.lock"
+  if ! flock -n 9; then
+    log "waiting for another scripts/toolchain.sh to finish (lock $tools_root/.toolchain.lock) ..."
+    flock 9
+  fi
+fi
 need_cli=0 need_host=0 need_exec=0 need_provider_build=0
 if [[ -z $cli ]]; then
   cli=$bin_dir/pulumi

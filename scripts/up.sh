@@ -3,6 +3,9 @@
 #   scripts/up.sh up       pulumi up --yes, then say where the manifests are
 #   scripts/up.sh preview  pulumi preview --diff
 #   scripts/up.sh outputs  pulumi stack output --json (make outputs, ./kns outputs)
+# up and preview print the per-entry summary (kns_cli/engine_run.py, docs/cli.md "What
+# `make up` and `make preview` print"); the engine's own output goes to build/logs/, and
+# VERBOSE=1 (or `scripts/up.sh up|preview --diff`) shows it on the terminal too.
 # Both run the policy pack of policy/ (docs/policy.md); KNS_POLICY_CONFIG names a
 # --policy-pack-config file. KNS_REFRESH=true refreshes first: objects changed or deleted
 # by hand show as drift (preview) and are restored (up) (docs/operations.md).
@@ -14,6 +17,14 @@ cd "$(dirname "$0")/.."
 
 action=${1:-up}
 stack=${KNS_STACK:-dev}
+py=${KNS_PYTHON:-.venv/bin/python}
+verbose=()
+if [ "${VERBOSE:-}" = 1 ] || [ "${2:-}" = --diff ]; then
+  verbose=(--verbose)
+fi
+engine() { # action, then the pulumi command line
+  "$py" -m kns_cli.engine_run "$1" --stack "$stack" ${verbose[@]+"${verbose[@]}"} -- "${@:2}"
+}
 
 export PULUMI_SKIP_UPDATE_CHECK=true
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
@@ -55,12 +66,10 @@ fi
 
 case "$action" in
   up)
-    pulumi up --yes --non-interactive --diff ${refresh[@]+"${refresh[@]}"} "${policy[@]}"
+    engine up pulumi up --yes --non-interactive --diff ${refresh[@]+"${refresh[@]}"} "${policy[@]}"
     render_dir=$(pulumi config get --path kns:cluster.renderDir 2>/dev/null || true)
-    echo
     if [ -n "$render_dir" ] && [ -d "$render_dir" ]; then
-      echo "Manifests for stack $stack are in $render_dir:"
-      find "$render_dir" -name '*.yaml' -exec grep -h '^kind: ' {} + | sort | uniq -c | sed 's/kind: //'
+      echo "Manifests: $(find "$render_dir" -name '*.yaml' | wc -l) objects in $render_dir"
     else
       echo "Stack $stack applied to its cluster."
     fi
@@ -70,10 +79,10 @@ case "$action" in
     pulumi stack output --json --non-interactive
     ;;
   preview)
-    pulumi preview --diff --non-interactive ${refresh[@]+"${refresh[@]}"} "${policy[@]}"
+    engine preview pulumi preview --diff --non-interactive ${refresh[@]+"${refresh[@]}"} "${policy[@]}"
     ;;
   *)
-    echo "usage: scripts/up.sh up|preview|outputs" >&2
+    echo "usage: scripts/up.sh up|preview [--diff] | outputs" >&2
     exit 2
     ;;
 esac

@@ -8,6 +8,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,8 @@ def up_sh(tmp_path):
     (scripts / "lib").mkdir(parents=True)
     shutil.copy(ROOT / "scripts" / "up.sh", scripts / "up.sh")
     shutil.copy(ROOT / "scripts" / "lib" / "engine.sh", scripts / "lib" / "engine.sh")
+    shutil.copy(ROOT / "scripts" / "preview-summary.py", scripts / "preview-summary.py")
+    shutil.copytree(ROOT / "kns_cli", tmp_path / "kns_cli", ignore=shutil.ignore_patterns("__pycache__"))
     stub_bin = tmp_path / "stub-bin"
     stub_bin.mkdir()
     (scripts / "toolchain.sh").write_text(f"#!/usr/bin/env bash\necho {stub_bin}\n")
@@ -60,7 +63,8 @@ def calls(root: Path, *args: str, **given: str) -> dict[str, dict[str, str]]:
     """Run the copy's up.sh; the PULUMI_* environment of each pulumi command it ran."""
     log = root / "pulumi.log"
     env = {key: value for key, value in os.environ.items() if key not in TUNED and not key.startswith("PULUMI_")}
-    done = subprocess.run(["bash", str(root / "scripts" / "up.sh"), *args], env={**env, **given, "KNS_STUB_LOG": str(log)},
+    done = subprocess.run(["bash", str(root / "scripts" / "up.sh"), *args],
+                          env={**env, **given, "KNS_STUB_LOG": str(log), "KNS_PYTHON": sys.executable},
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     out = {}

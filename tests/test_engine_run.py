@@ -1,0 +1,188 @@
+"""What `make up` and `make preview` print (kns_cli/engine_run.py, kns_cli/summary.py):
+the per-entry summary, not the engine's output, which goes to a log file; progress while
+an update runs. Driven here by a stand-in engine that writes the event log the real one
+writes (the steps of tests/fixtures/preview-dev.json, a real preview); the real engine on
+the dev stack is tests/test_make_output.py."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kns_cli import engine_run, summary
+from kns_testing.program import ROOT
+
+FIXTURE = ROOT / "tests" / "fixtures" / "preview-dev.json"
+STEPS = json.loads(FIXTURE.read_text())["steps"]
+ENGINE_LINE = "    ~ kubernetes:core/v1:ConfigMap kns-packing-config updating [diff: ~data]; the engine's own line"
+
+
+def metadata(step: dict) -> dict:
+    """The StepEventMetadata the engine logs for a step of its preview JSON."""
+    old, new = step.get("oldState") or {}, step.get("newState") or {}
+    return {"op": step["op"], "urn": step["urn"], "type": (new or old).get("type"),
+            "old": old or None, "new": new or None, "diffs": step.get("diffReasons") or [],
+            "detailedDiff": {k: {"diffKind": v.get("kind"), "inputDiff": True}
+                             for k, v in (step.get("detailedDiff") or {}).items()}}
+
+
+def event_log(action: str, steps: list[dict], extra: list[dict] = ()) -> str:
+    events = [{"sequence": 0, "timestamp": 0, "preludeEvent": {"config": {}}}]
+    events += [{"resourcePreEvent": {"metadata": metadata(s), "planning": True}} for s in steps]
+    if action == "up":
+        for s in steps:
+            events.append({"resourcePreEvent": {"metadata": metadata(s)}})
+            events.append({"resOutputsEvent": {"metadata": metadata(s)}})
+    events += list(extra)
+    return "".join(json.dumps(e) + "\n" for e in events)
+
+
+@pytest.fixture
+def engine(tmp_path):
+    """A stand-in `pulumi`: prints engine-like lines, writes the event log it is given, and
+    exits with KNS_STUB_STATUS. The log it writes is in $KNS_STUB_EVENTS."""
+    stub = tmp_path / "pulumi"
+    stub.write_text(f"#!{sys.executable}\n" + '''
+import os, shutil, sys
+args = sys.argv[1:]
+log = args[args.index("--event-log") + 1]
+for i in range(int(os.environ.get("KNS_STUB_LINES", "3"))):
+    print(os.environ["KNS_STUB_LINE"], i, flush=True)
+shutil.copy(os.environ["KNS_STUB_EVENTS"], log)
+print("stderr line", file=sys.stderr)
+sys.exit(int(os.environ.get("KNS_STUB_STATUS", "0")))
+''')
+    stub.chmod(0o755)
+    return stub
+
+
+def run(engine, tmp_path, monkeypatch, action="preview", steps=STEPS, extra=(), status=0, verbose=False,
+        tty=False, lines=3):
+    events = tmp_path / "events.jsonl"
+    events.write_text(event_log(action, steps, extra))
+    monkeypatch.setenv("KNS_STUB_EVENTS", str(events))
+    monkeypatch.setenv("KNS_STUB_STATUS", str(status))
+    monkeypatch.setenv("KNS_STUB_LINES", str(lines))
+    monkeypatch.setenv("KNS_STUB_LINE", ENGINE_LINE)
+    out, err = io.StringIO(), io.StringIO()
+    code = engine_run.run(action, "dev", [str(engine), action], verbose=verbose, log_dir=tmp_path / "logs",
+                          out=out, err=err, tty=tty)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_the_summary_is_printed_and_the_engine_output_goes_to_the_log(engine, tmp_path, monkeypatch):
+    code, out, err = run(engine, tmp_path, monkeypatch)
+    assert code == 0
+    assert out.startswith("Preview of stack dev: 7 to create, 6 to update, 2 to replace, 7 to delete, 57 unchanged")
+    assert "  +  job added-smoke " in out and "  -  schedule nightly-report " in out
+    assert "Job kns-train-resnet/train-resnet (spec.template.spec.containers[0].resources.{limits.cpu, requests.cpu})" in out
+    assert "=  5 entries unchanged (35 objects): etl-nightly-backfill, genomics-align, hourly-sync" in out
+    assert ENGINE_LINE not in out + err
+    logs = list((tmp_path / "logs").glob("dev-preview-*.log"))
+    assert len(logs) == 1 and logs[0].read_text().count(ENGINE_LINE) == 3 and "stderr line" in logs[0].read_text()
+    assert f"Engine output: {logs[0]} (VERBOSE=1 shows it here)" in out
+
+
+def test_verbose_shows_the_engine_output_too(engine, tmp_path, monkeypatch, capfdbinary):
+    code, out, _ = run(engine, tmp_path, monkeypatch, verbose=True)
+    assert code == 0 and out.startswith("\nPreview of stack dev")
+    assert capfdbinary.readouterr().out.decode().count(ENGINE_LINE) == 3
+
+
+def test_the_output_is_one_line_per_changed_entry_or_part_and_bounded(engine, tmp_path, monkeypatch):
+    """The bound docs/cli.md states: 16 lines, plus one per changed entry or platform part."""
+    many = []
+    for i in range(300):  # 300 new entries, each with the objects of added-smoke
+        for step in STEPS:
+            if "added-smoke" in step["urn"]:
+                copy = json.loads(json.dumps(step).replace("added-smoke", f"added-{i:03}"))
+                many.append(copy)
+    steps = [s for s in STEPS if "added-smoke" not in s["urn"]] + many
+    code, out, _ = run(engine, tmp_path, monkeypatch, steps=steps)
+    lines = out.splitlines()
+    entries, parts = summary.group_steps(steps)
+    changed = sum(1 for g in [*entries, *parts] if g.changes)
+    assert changed == 300 + 2 + 2
+    assert len(lines) <= 16 + changed
+    assert max(len(line) for line in lines) <= summary.WIDTH + len("  and 99 more objects")
+    assert sum(1 for line in lines if line.startswith("  +  job added-")) == 300
+
+
+def test_progress_in_ci_is_a_line_per_quarter(engine, tmp_path, monkeypatch):
+    code, out, err = run(engine, tmp_path, monkeypatch, action="up")
+    assert code == 0 and out.startswith("Update of stack dev:")
+    planned = summary.read_events(event_log("up", STEPS)).planned_objects()
+    lines = err.splitlines()
+    assert lines, err
+    assert all(line.startswith("applied ") and line.endswith("%)") for line in lines)
+    assert lines[-1].endswith("(100%)") and len(lines) <= 4
+    done = [int(line.split()[1]) for line in lines]
+    assert done == sorted(done) and done[-1] == planned
+
+
+def test_progress_on_a_terminal_is_one_line_rewritten(engine, tmp_path, monkeypatch):
+    _, _, err = run(engine, tmp_path, monkeypatch, action="up", tty=True)
+    planned = summary.read_events(event_log("up", STEPS)).planned_objects()
+    assert err.startswith("\rapplied ") and err.endswith(f"applied {planned} of {planned} objects\n")
+    assert "\n" not in err[:-1]
+
+
+def test_a_failed_run_shows_its_errors_and_status(engine, tmp_path, monkeypatch):
+    error = {"diagEvent": {"severity": "error", "prefix": "<{%fg 1%}>error: <{%reset%}>",
+                           "message": "kns config has 2 problems:\n  kns:jobs[0].cpu: bad\n  kns:jobs[1].pool: unknown\n"}}
+    code, out, _ = run(engine, tmp_path, monkeypatch, extra=[error], status=255)
+    assert code == 255
+    assert "Errors (1):\n  error: kns config has 2 problems:\n    kns:jobs[0].cpu: bad\n" in out
+    assert "<{%" not in out
+
+
+def test_a_run_that_fails_without_an_error_event_shows_the_end_of_its_log(engine, tmp_path, monkeypatch):
+    code, out, _ = run(engine, tmp_path, monkeypatch, steps=[], status=1, lines=40)
+    assert code == 1
+    assert "The engine failed (exit 1); the end of its output:" in out
+    assert out.count(ENGINE_LINE) == engine_run.TAIL_LINES - 1  # and pulumi's own last line
+
+
+def test_policy_violations_are_listed_under_their_entry(engine, tmp_path, monkeypatch):
+    urn = next(s["urn"] for s in STEPS if s["urn"].endswith("batch/v1:Job::added-smoke"))
+    violation = {"policyEvent": {"resourceUrn": urn, "message": "Jobs need a deadline.\nJob added-smoke has none.",
+                                 "color": "never", "policyName": "job-deadline", "policyPackName": "kns-guardrails",
+                                 "policyPackVersion": "1", "enforcementLevel": "advisory"}}
+    _, out, _ = run(engine, tmp_path, monkeypatch, extra=[violation])
+    assert "Policy violations (1):\n  advisory job-deadline (added-smoke, added-smoke): Job added-smoke has none." in out
+
+
+def test_old_logs_are_pruned(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for i in range(engine_run.KEEP_LOGS + 5):
+        path = logs / f"dev-up-{i:03}.log"
+        path.write_text("x")
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))
+    engine_run.prune(logs)
+    kept = sorted(p.name for p in logs.iterdir())
+    assert len(kept) == engine_run.KEEP_LOGS and kept[0] == "dev-up-005.log"
+
+
+def test_the_command_line_splits_at_the_double_dash(engine, tmp_path, monkeypatch):
+    events = tmp_path / "events.jsonl"
+    events.write_text(event_log("preview", STEPS))
+    env = {**os.environ, "KNS_STUB_EVENTS": str(events), "KNS_STUB_LINE": ENGINE_LINE, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "kns_cli.engine_run", "preview", "--stack", "dev", "--log-dir",
+                           str(tmp_path / "logs"), "--", str(engine), "preview", "--stack", "dev"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Preview of stack dev:") and ENGINE_LINE not in done.stdout
+
+
+def test_compact_fields():
+    assert summary.compact_fields(["spec.a.x", "spec.a.y"]) == "spec.a.{x, y}"
+    assert summary.compact_fields(["data", "spec.x"]) == "data, spec.x"
+    assert summary.compact_fields(["spec.hard.cpu"]) == "spec.hard.cpu"
+    assert summary.compact_fields(["spec.ab", "spec.ac"]) == "spec.{ab, ac}"
