@@ -609,3 +609,18 @@ def test_shellcheck_fails_on_a_broken_script(tmp_path):
     broken.write_text('#!/usr/bin/env bash\nfor f in $(ls *.yaml); do rm $f; done\n')
     done = shellcheck(broken)
     assert done.returncode != 0 and "SC2045" in done.stdout
+
+
+def test_the_documented_summary_is_this_fixture_s():
+    """docs/ci.md's worked example is what the script prints for tests/fixtures/preview-dev.json
+    (KNS_WRITE_DOCS=1 rewrites it)."""
+    doc = ROOT / "docs" / "ci.md"
+    text = doc.read_text()
+    start = text.index("```markdown\n", text.index("### A worked example")) + len("```markdown\n")
+    end = text.index("```\n", start)
+    printed = ps.render(ps.summarise(json.loads(PREVIEW_FIXTURE.read_text()), "dev"))
+    if os.environ.get("KNS_WRITE_DOCS") == "1":
+        doc.write_text(text[:start] + printed + text[end:])
+        text = doc.read_text()
+        end = text.index("```\n", start)
+    assert text[start:end] == printed
