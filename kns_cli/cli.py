@@ -22,6 +22,7 @@ from typing import Optional, Sequence
 from config.errors import ConfigError, closest
 from plan.targeting import entry_urns
 
+from . import changed as changed_module
 from . import explain as explain_module
 from . import preview as preview_module
 from . import queues as queues_module
@@ -145,6 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="text: one aligned row per changed object (default); markdown: the per-entry "
                               "summary CI posts; json: the preview JSON both are made from")
     preview.set_defaults(run=run_preview)
+
+    changed_module.add_parser(commands, common)
 
     recover = commands.add_parser(
         "recover", parents=[common], help="after an interrupted `pulumi up`: make state, cluster and config agree",

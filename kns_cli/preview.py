@@ -5,7 +5,9 @@ starts on bad input), then runs `pulumi preview --json` with the engine set-up
 of `scripts/up.sh` (toolchain, backend, passphrase, stack, policy pack), restricted with
 `--target` to the URNs of the named entries' resources (`plan.targeting.entry_urns`) and
 `--target-dependents`, and with `plan.targeting.ONLY_ENTRIES` set so that the program
-registers only those entries (see plan/targeting.py for why that is safe). The result is
+registers only those entries (see plan/targeting.py for why that is safe). The program
+honours that variable only in a run `./kns` started: a new token in `KNS_TARGETED_RUN`, and
+`--message kns-targeted:<token>` on the pulumi command (config/invocation.py). The result is
 printed as aligned text on a terminal (kns_cli/summary.py `render_text`: one row per
 changed object, named as the cluster names it), as the Markdown CI posts with `--format
 markdown` (scripts/preview-summary.py), or as the JSON itself. The engine's own messages
@@ -32,6 +34,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import yaml
 
+from config.invocation import TARGETED_RUN, message_arguments, new_token
 from plan.targeting import ONLY_ENTRIES
 
 from . import summary
@@ -70,9 +73,10 @@ def toolchain() -> str:
 
 
 def engine_environment(project_dir: Path, stack: str, names: Sequence[str], bin_dir: str,
-                       environ: Mapping[str, str]) -> dict[str, str]:
+                       environ: Mapping[str, str], token: Optional[str] = None) -> dict[str, str]:
     """The environment of scripts/up.sh (with the engine settings of scripts/lib/engine.sh),
-    plus the entries the program is to register, if any are named."""
+    plus the entries the program is to register, if any are named, with the run's `token`
+    (which the pulumi command's `--message` must carry: `preview_arguments`)."""
     env = {**environ, **engine_settings(environ)}
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     env["PULUMI_SKIP_UPDATE_CHECK"] = "true"
@@ -85,9 +89,13 @@ def engine_environment(project_dir: Path, stack: str, names: Sequence[str], bin_
         env["PULUMI_CONFIG_PASSPHRASE"] = DEV_PASSPHRASE
     env["PULUMI_DEBUG_COMMANDS"] = "true"  # what makes `pulumi preview --event-log` available
     if names:
+        if not token:
+            raise ValueError("naming entries needs the run's token (config.invocation.new_token)")
         env[ONLY_ENTRIES] = ",".join(names)
+        env[TARGETED_RUN] = token
     else:
         env.pop(ONLY_ENTRIES, None)
+        env.pop(TARGETED_RUN, None)
     return env
 
 
@@ -122,10 +130,14 @@ def policy_pack(project_dir: Path) -> Path:
 
 
 def preview_arguments(stack: str, urns: Sequence[str], event_log: Path, policy: Path,
-                      policy_config: Optional[str]) -> list[str]:
+                      policy_config: Optional[str], token: Optional[str] = None) -> list[str]:
+    """The `pulumi` arguments of the targeted preview; with the run's `token`, the
+    `--message` that lets the program honour `ONLY_ENTRIES` (config/invocation.py)."""
     args = ["preview", "--stack", stack, "--json", "--event-log", str(event_log), "--policy-pack", str(policy)]
     if policy_config:
         args += ["--policy-pack-config", policy_config]
+    if token:
+        args += message_arguments(token)
     for urn in urns:
         args += ["--target", urn]
     return args + ["--target-dependents"]
@@ -135,11 +147,13 @@ def run_preview(project_dir: Path, stack: str, urns: Sequence[str], names: Seque
                 environ: Mapping[str, str]) -> tuple[dict[str, Any], int]:
     """Run the targeted preview: the preview JSON, with the event log's policy violations
     (as `policyViolations`) and `same` steps added, and pulumi's exit status."""
-    env = engine_environment(project_dir, stack, names, toolchain(), environ)
+    token = new_token()
+    env = engine_environment(project_dir, stack, names, toolchain(), environ, token)
     select_stack(project_dir, stack, env)
     with tempfile.TemporaryDirectory(prefix="kns-preview-") as tmp:
         events = Path(tmp) / "events.jsonl"
-        args = preview_arguments(stack, urns, events, policy_pack(project_dir), env.get("KNS_POLICY_CONFIG"))
+        args = preview_arguments(stack, urns, events, policy_pack(project_dir), env.get("KNS_POLICY_CONFIG"),
+                                 token if names else None)
         done = _pulumi(args, project_dir, env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         log = events.read_text(encoding="utf-8", errors="replace") if events.exists() else ""
     try:

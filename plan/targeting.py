@@ -13,6 +13,11 @@ Why this cannot lose or misreport anything:
 
 - it applies only in a dry run (`pulumi preview`, or the preview half of `pulumi up`), never
   in an update, so it cannot change state: an update always registers every entry;
+- it applies only in a run `./kns` started (`config.invocation.started_by_kns`: a token in
+  `KNS_TARGETED_RUN` that the pulumi command's `--message` carries). The variable exported
+  in a shell would otherwise narrow a later plain `pulumi preview`, which then shows every
+  other entry as a delete (issue 20): with it set, any other run, preview or update, is
+  refused with a config error that says to unset it;
 - under `--target`, Pulumi 3.259 deletes only targeted resources and what depends on them
   (`GenerateDeletes`), which are the named entries' own resources: the program registers
   all of those, so nothing is shown as deleted that a full preview would not delete, and
@@ -26,6 +31,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping, Sequence
 
 from config.errors import ConfigError, Problem
+from config.invocation import TARGETED_RUN, started_by_kns
 from config.loader import PlatformConfig
 
 from .inventory import registrations
@@ -55,11 +61,24 @@ def only_entries(environ: Mapping[str, str]) -> list[str]:
     return [name.strip() for name in environ.get(ONLY_ENTRIES, "").split(",") if name.strip()]
 
 
+def not_started_by_kns(names: Sequence[str]) -> ConfigError:
+    """The refusal of a run that has `ONLY_ENTRIES` set but was not started by `./kns`."""
+    return ConfigError([Problem(ONLY_ENTRIES, (
+        f"is set ({','.join(names)}), but this run was not started by ./kns (no {TARGETED_RUN} token carried by "
+        f"its pulumi command's --message), so it is refused: narrowed to some entries, a plain pulumi preview or "
+        f"up would show every other entry as a delete. Unset {ONLY_ENTRIES}, or run ./kns preview {' '.join(names)}"))])
+
+
 def plans_to_register(plans: list[WorkloadPlan], environ: Mapping[str, str], dry_run: bool) -> list[WorkloadPlan]:
-    """Every plan; in a dry run with `ONLY_ENTRIES` set, only the named entries' plans.
-    Raises ConfigError when it names an entry the stack does not have."""
+    """Every plan; in a dry run with `ONLY_ENTRIES` set by `./kns`, only the named entries'
+    plans. Raises ConfigError when `ONLY_ENTRIES` is set in a run (preview or update) that
+    `./kns` did not start, or names an entry the stack does not have."""
     names = only_entries(environ)
-    if not names or not dry_run:
+    if not names:
+        return plans
+    if not started_by_kns(environ):
+        raise not_started_by_kns(names)
+    if not dry_run:
         return plans
     known = {plan.entry.name for plan in plans}
     unknown = [name for name in names if name not in known]

@@ -18,6 +18,8 @@ from kns_testing.program import ROOT
 BLOCK = re.compile(r"```console\n(.*?)```", re.S)
 # First command of a block -> why it is not run here.
 NOT_RUN = {
+    "./kns changed main HEAD~1": "needs a repository with a branch of two crafted commits "
+                                 "(tests/test_changed.py builds such commits)",
     "./kns validate --stack staging --project-dir /tmp/docproj": "a copy of the dev stack with three mistakes",
     "./kns validate --stack prod": "names the directory it looked in, which differs per checkout",
     "./kns preview train-resnet added-smoke": "runs the engine against a changed copy of the dev stack",

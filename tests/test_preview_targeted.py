@@ -12,10 +12,12 @@ import pytest
 import yaml
 
 from config.errors import ConfigError
+from config.invocation import TARGETED_RUN
 from kns_cli import cli
 from kns_cli import preview as preview_module
 from kns_cli.stack import load_stack
 from kns_testing.program import PROJECT_FILES, ROOT, dev_stack_config, engine_project, run_program
+from plan import targeting
 from plan.targeting import ONLY_ENTRIES, entry_urns, plans_to_register
 from tests.test_engine import PASSPHRASE, Project  # a copy of the dev stack through the real engine
 
@@ -127,6 +129,32 @@ def test_a_policy_violation_of_a_named_entry_fails_before_the_engine_under_its_p
     assert "to create" not in done.stdout
 
 
+def test_a_plain_preview_with_the_entries_exported_is_refused(project):
+    """Issue 33: KNS_PREVIEW_ENTRIES exported in a shell (even with a KNS_TARGETED_RUN token)
+    must not narrow a plain `pulumi preview` (every other entry would show as a delete) nor
+    reach a `pulumi up`: the program refuses both before it registers anything, with one
+    line that names the variable, and the stack keeps every resource. `./kns preview`, which
+    passes the token's --message, is honoured (the tests above)."""
+    def in_state() -> set[tuple[str, str]]:
+        resources = json.loads(project.pulumi("stack", "export").stdout)["deployment"]["resources"]
+        return {(r["urn"], r.get("id", "")) for r in resources}
+
+    before = in_state()
+    env = {**project.env, ONLY_ENTRIES: "train-resnet", TARGETED_RUN: "0123456789abcdef0123456789abcdef"}
+    refusal = (f"{ONLY_ENTRIES}: is set (train-resnet), but this run was not started by ./kns (no {TARGETED_RUN} "
+               f"token carried by its pulumi command's --message), so it is refused")
+    for args in (("preview",), ("preview", "--message", "kns-targeted:a-token-of-another-run"),
+                 ("up", "--yes", "--skip-preview"), ("up", "--yes")):
+        done = subprocess.run(["pulumi", *args, "--non-interactive"], cwd=project.root, env=env,
+                              capture_output=True, text=True, timeout=600)
+        output = done.stdout + done.stderr
+        assert done.returncode != 0, (args, output)
+        assert refusal in output, (args, output)
+        assert f"Unset {ONLY_ENTRIES}, or run ./kns preview train-resnet" in output, (args, output)
+        assert "to delete" not in output and "deleted" not in output and "Traceback" not in output, (args, output)
+    assert in_state() == before
+
+
 @pytest.fixture
 def no_engine(monkeypatch):
     """Fails the test if `kns preview` starts any process (toolchain, pulumi)."""
@@ -153,7 +181,8 @@ def test_a_config_error_exits_1_before_the_engine(no_engine, capsys, tmp_path):
     assert 'kns:jobs[train-resnet].memory: "12Qi" is not a quantity' in err
 
 
-def test_the_program_narrows_only_previews_and_only_to_known_entries():
+def test_the_program_narrows_only_previews_and_only_to_known_entries(monkeypatch):
+    monkeypatch.setattr(targeting, "started_by_kns", lambda environ: True)  # tests/test_invocation.py
     _, plans = load_stack(ROOT, "dev")
     environ = {ONLY_ENTRIES: "hourly-sync, train-resnet"}
     assert [p.entry.name for p in plans_to_register(plans, environ, dry_run=True)] == ["train-resnet", "hourly-sync"]
@@ -167,6 +196,7 @@ def test_the_program_registers_only_the_named_entries_in_a_preview(monkeypatch):
     """__main__.py under the recording mocks, as the engine runs it for `kns preview`: the
     platform and the named entries only, and the stack outputs of every entry."""
     monkeypatch.setenv(ONLY_ENTRIES, "train-resnet,hourly-sync")
+    monkeypatch.setattr(targeting, "started_by_kns", lambda environ: True)  # as under `./kns preview`
     monkeypatch.setattr(pulumi.runtime, "is_dry_run", lambda: True)
     run = run_program(dev_stack_config(), stack="dev")
     entries = {r.name for r in run.resources if r.type in ("kns:workload:Job", "kns:workload:Schedule")}

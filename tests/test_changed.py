@@ -1,0 +1,309 @@
+"""`./kns changed BASE [HEAD]` (issue 33, kns_cli/changed.py) on crafted commits: a temporary
+git repository holding a copy of the project (kns_testing/program.py PROJECT_FILES and the
+dev stack), one commit before a change and one after it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Callable, Optional
+
+import pytest
+import yaml
+
+from kns_cli import cli
+from kns_testing.program import PROJECT_FILES, ROOT
+
+GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "kns test", "GIT_AUTHOR_EMAIL": "test@example.org",
+           "GIT_COMMITTER_NAME": "kns test", "GIT_COMMITTER_EMAIL": "test@example.org",
+           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+# An encrypted value as a stack file holds it: `kns changed` never decrypts, so any text serves.
+CIPHER_A = "v1:c2FsdA==:v1:AAAAAAAAAAAAAAAA:Zmlyc3Qgc2VjcmV0IHZhbHVl"
+CIPHER_B = "v1:c2FsdA==:v1:BBBBBBBBBBBBBBBB:c2Vjb25kIHNlY3JldCB2YWx1ZQ=="
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], env=GIT_ENV, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+class Repo:
+    """A git repository with the project in `project` (the root, or a subdirectory)."""
+
+    def __init__(self, root: Path, project: Path):
+        self.root = root
+        self.project = project
+
+    @property
+    def stack_file(self) -> Path:
+        return self.project / "Pulumi.dev.yaml"
+
+    def commit(self, message: str) -> str:
+        git(self.root, "add", "-A")
+        git(self.root, "commit", "-q", "--allow-empty", "-m", message)
+        return git(self.root, "rev-parse", "HEAD")
+
+    def edit_config(self, change: Callable[[dict], None]) -> None:
+        document = yaml.safe_load(self.stack_file.read_text())
+        change(document["config"])
+        self.stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
+
+    def edit_yaml(self, relative: str, change: Callable[[dict], None]) -> None:
+        path = self.project / relative
+        document = yaml.safe_load(path.read_text()) if path.exists() else {}
+        change(document)
+        path.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    """The project files, copied once."""
+    where = tmp_path_factory.mktemp("changed-template")
+    for name in (*PROJECT_FILES, "Pulumi.dev.yaml"):
+        source = ROOT / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, where / name)
+    return where
+
+
+def make_repo(template: Path, root: Path, sub: Optional[str] = None) -> Repo:
+    project = root / sub if sub else root
+    shutil.copytree(template, project)
+    git(root, "init", "-q", "-b", "main")
+    return Repo(root, project)
+
+
+@pytest.fixture
+def repo(template, tmp_path) -> Repo:
+    return make_repo(template, tmp_path / "repo")
+
+
+def kns_changed(repo: Repo, capsys, *args: str) -> tuple[int, str, str]:
+    code = cli.main(["changed", "--project-dir", str(repo.project), *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def report(repo: Repo, capsys, *args: str) -> dict:
+    code, out, err = kns_changed(repo, capsys, *args, "--format", "json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def summary(found: dict) -> dict:
+    return {key: found[key] for key in ("added", "changed", "removed", "shared")}
+
+
+def entry(config: dict, kind: str, name: str) -> dict:
+    return next(item for item in config[f"kns:{kind}"] if item["name"] == name)
+
+
+NOTHING = {"added": [], "changed": [], "removed": [], "shared": []}
+
+
+def add_change_remove(config: dict) -> None:
+    config["kns:jobs"].append({"name": "added-smoke", "image": "busybox:1.37", "cpu": 1, "memory": 256})
+    entry(config, "jobs", "train-resnet")["cpu"] = 12
+    config["kns:schedules"].remove(entry(config, "schedules", "nightly-report"))
+
+
+def test_an_entry_added_changed_and_removed(repo, capsys):
+    base = repo.commit("base")
+    repo.edit_config(add_change_remove)
+    head = repo.commit("head")
+    found = report(repo, capsys, base, head)
+    assert summary(found) == {"added": ["added-smoke"], "changed": ["train-resnet"], "removed": ["nightly-report"],
+                              "shared": []}
+    assert (found["stack"], found["base"], found["head"]) == ("dev", base, head)
+    code, out, err = kns_changed(repo, capsys, base, head)
+    assert (code, err) == (0, "")
+    assert out == ("stack dev: 1 added (added-smoke), 1 changed (train-resnet), 1 removed (nightly-report); "
+                   "shared sections unchanged\n")
+
+
+def test_head_is_the_commit_checked_out_not_the_working_tree(repo, capsys):
+    base = repo.commit("base")
+    repo.edit_config(add_change_remove)
+    repo.commit("head")
+    repo.edit_config(lambda config: entry(config, "jobs", "vcluster-smoke").update(cpu=2))  # not committed
+    assert summary(report(repo, capsys, base)) == {
+        "added": ["added-smoke"], "changed": ["train-resnet"], "removed": ["nightly-report"], "shared": []}
+    assert summary(report(repo, capsys, "HEAD", "HEAD")) == NOTHING
+
+
+def test_the_project_in_a_subdirectory_of_the_repository(template, tmp_path, capsys):
+    repo = make_repo(template, tmp_path / "repo", sub="infra/kns")
+    (repo.root / "README").write_text("the repository holds more than the project\n")
+    base = repo.commit("base")
+    repo.edit_config(add_change_remove)
+    (repo.root / "README").write_text("changed, outside the project\n")
+    found = report(repo, capsys, base)
+    assert summary(found) == NOTHING  # not committed yet
+    repo.commit("head")
+    assert summary(report(repo, capsys, base)) == {
+        "added": ["added-smoke"], "changed": ["train-resnet"], "removed": ["nightly-report"], "shared": []}
+
+
+def test_an_entry_moved_between_the_stack_file_and_job_files_is_unchanged(repo, capsys):
+    base = repo.commit("base")
+    moved: dict = {}
+
+    def out_of_the_stack_file(config):
+        moved["job"] = entry(config, "jobs", "train-resnet")
+        config["kns:jobs"].remove(moved["job"])
+    repo.edit_config(out_of_the_stack_file)
+    # train-resnet into jobs/research.yaml; hourly-sync from there into a new jobs/sync.yaml.
+    research = yaml.safe_load((repo.project / "jobs" / "research.yaml").read_text())
+    sync = next(s for s in research["schedules"] if s["name"] == "hourly-sync")
+    research["schedules"].remove(sync)
+    research["jobs"].append(moved["job"])
+    repo.edit_yaml("jobs/research.yaml", lambda document: document.update(research))
+    repo.edit_yaml("jobs/sync.yaml", lambda document: document.update(schedules=[sync]))
+    head = repo.commit("move entries between files")
+    assert git(repo.root, "diff", "--stat", base, head)  # the text did change
+    assert summary(report(repo, capsys, base, head)) == NOTHING
+    # The same move with a real change in the moved entry is that entry's change only.
+    repo.edit_yaml("jobs/sync.yaml", lambda document: document["schedules"][0].update(schedule="10 * * * *"))
+    assert summary(report(repo, capsys, base, repo.commit("change"))) == {**NOTHING, "changed": ["hourly-sync"]}
+
+
+def test_a_reordering_and_respelling_is_no_change(repo, capsys):
+    base = repo.commit("base")
+
+    def reversed_keys(item):
+        return {key: item[key] for key in reversed(list(item))}
+
+    def respell(config):
+        for kind in ("kns:jobs", "kns:schedules"):  # entries and their keys in another order
+            config[kind] = [reversed_keys(item) for item in reversed(config[kind])]
+        entry(config, "jobs", "train-resnet")["memory"] = "65536Mi"   # 64Gi
+        entry(config, "jobs", "train-resnet")["cpu"] = "8000m"        # 8
+        entry(config, "jobs", "etl-nightly-backfill")["memory"] = "4Gi"  # was 4096 (MiB)
+        entry(config, "jobs", "vcluster-smoke")["cpu"] = 0.5           # was 500m
+        config["kns:cluster"] = reversed_keys(config["kns:cluster"])
+        for key in list(config)[:3]:  # top-level keys in another order
+            config[key] = config.pop(key)
+    repo.edit_config(respell)
+    text = repo.stack_file.read_text()
+    repo.stack_file.write_text("# a comment, and flow style below\n" + yaml.safe_dump(
+        yaml.safe_load(text), sort_keys=False, default_flow_style=True, width=70))
+    repo.edit_yaml("jobs/research.yaml", lambda document: document["jobs"][0].update(memory="49152Mi"))  # 48Gi
+    head = repo.commit("respell")
+    assert git(repo.root, "diff", "--stat", base, head)
+    assert summary(report(repo, capsys, base, head)) == NOTHING
+    code, out, _ = kns_changed(repo, capsys, base, head)
+    assert (code, out) == (0, "stack dev: 0 added, 0 changed, 0 removed; shared sections unchanged\n")
+
+
+def test_a_profile_change_marks_shared(repo, capsys):
+    repo.edit_config(lambda config: config.setdefault("kns:profiles", {}).update({"@data": {"maxCpu": 32}}))
+    base = repo.commit("base, with a rule for the data group")
+    repo.edit_config(lambda config: config["kns:profiles"]["@data"].update(maxCpu=64))
+    found = report(repo, capsys, base, repo.commit("profile"))
+    assert summary(found) == {**NOTHING, "shared": ["kns:profiles"]}  # a cap: no entry's result changes
+    code, out, _ = kns_changed(repo, capsys, base)
+    assert out.endswith("; shared sections changed: kns:profiles\n")
+
+
+def test_a_pool_change_marks_shared(repo, capsys):
+    base = repo.commit("base")
+    repo.edit_config(lambda config: next(p for p in config["kns:nodePools"] if p["name"] == "vcluster")
+                     ["nodes"].append("vc-node-5"))
+    found = report(repo, capsys, base, repo.commit("a fifth vcluster node"))
+    assert summary(found) == {**NOTHING, "shared": ["kns:nodePools"]}
+
+
+def test_a_secret_change_marks_shared(repo, capsys):
+    """Encrypted values are compared as ciphertext: set again, a secret is a change."""
+    def credentials(cipher):
+        def change(config):
+            config["kns:credentials"] = {"registry": {"token": {"secure": cipher}}}
+        return change
+
+    repo.edit_config(credentials(CIPHER_A))
+    base = repo.commit("base, with a credential set")
+    assert summary(report(repo, capsys, base, repo.commit("the same again"))) == NOTHING
+    repo.edit_config(credentials(CIPHER_B))
+    assert summary(report(repo, capsys, base, repo.commit("a new ciphertext"))) == {
+        **NOTHING, "shared": ["kns:credentials"]}
+
+
+def test_a_secret_inside_an_entry_is_that_entry_s_change(repo, capsys):
+    def token(cipher):
+        return lambda config: entry(config, "jobs", "vcluster-smoke").setdefault("env", {}).update(
+            TOKEN={"secure": cipher})
+
+    repo.edit_config(token(CIPHER_A))
+    base = repo.commit("base")
+    repo.edit_config(token(CIPHER_B))
+    assert summary(report(repo, capsys, base, repo.commit("new token"))) == {**NOTHING, "changed": ["vcluster-smoke"]}
+
+
+def test_a_change_of_the_program_marks_it_shared(repo, capsys):
+    base = repo.commit("base")
+    with (repo.project / "plan" / "planner.py").open("a") as handle:
+        handle.write("\n# the same config may now build other objects\n")
+    found = report(repo, capsys, base, repo.commit("planner"))
+    assert summary(found) == {**NOTHING, "shared": ["program"]}
+    assert found["programFiles"] == ["plan/planner.py"]
+
+
+def test_a_stack_new_at_head_adds_every_entry_and_marks_shared(repo, capsys):
+    stack = repo.stack_file.read_text()
+    repo.stack_file.unlink()
+    base = repo.commit("no stack yet")
+    repo.stack_file.write_text(stack)
+    found = report(repo, capsys, base, repo.commit("the dev stack"))
+    assert found["added"] == ["etl-nightly-backfill", "genomics-align", "hourly-sync", "nightly-report",
+                              "train-resnet", "vcluster-smoke", "weekly-finetune"]
+    assert found["changed"] == found["removed"] == []
+    assert {"kns:cluster", "kns:nodePools", "kns:profiles", "kns:queues"} <= set(found["shared"])
+
+
+def test_a_project_directory_new_at_head_adds_every_entry(template, tmp_path, capsys):
+    repo = make_repo(template, tmp_path / "repo", sub="infra/kns")
+    moved = tmp_path / "aside"
+    repo.project.rename(moved)
+    (repo.root / "README").write_text("the project comes later\n")
+    base = repo.commit("no project yet")
+    moved.rename(repo.project)
+    found = report(repo, capsys, base, repo.commit("the project"))
+    assert len(found["added"]) == 7 and found["changed"] == found["removed"] == []
+    assert found["shared"][0] == "kns:cluster" and found["shared"][-1] == "program"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["nope"], 'kns changed: "nope" is not a commit of the repository at'),
+    (["HEAD", "main~5"], 'kns changed: "main~5" is not a commit of the repository at'),
+    (["--stack", "prod", "HEAD"], "kns changed: no stack file Pulumi.prod.yaml at HEAD ("),
+], ids=["bad-base", "bad-head", "no-stack-file"])
+def test_a_usage_error_exits_2(repo, capsys, args, message):
+    repo.commit("base")
+    code, out, err = kns_changed(repo, capsys, *args)
+    assert (code, out) == (2, "")
+    assert err.startswith(message), err
+
+
+def test_outside_a_repository_is_a_usage_error(template, tmp_path, capsys):
+    project = tmp_path / "not-a-repo"
+    shutil.copytree(template, project)
+    code, _, err = kns_changed(Repo(project, project), capsys, "HEAD")
+    assert code == 2 and "is not in a git repository" in err, err
+
+
+def test_a_config_error_at_head_exits_1_naming_the_revision(repo, capsys):
+    base = repo.commit("base")
+    repo.edit_config(lambda config: entry(config, "jobs", "train-resnet").update(memory="12Qi"))
+    repo.edit_yaml("jobs/research.yaml", lambda document: document["jobs"][0].update(cpu="lots"))
+    head = repo.commit("broken")
+    code, out, err = kns_changed(repo, capsys, base)
+    assert (code, out) == (1, "")
+    lines = err.splitlines()
+    assert lines[0] == f"kns changed: stack dev is invalid at HEAD ({head[:7]}):"
+    # ... then the problems exactly as `./kns validate` prints them
+    assert lines[1] == "kns-platform: invalid configuration, 2 problems; nothing was applied:"
+    assert any(line.startswith('  - kns:jobs[train-resnet].memory: "12Qi" is not a quantity') for line in lines)
+    assert any(line.startswith("  - jobs/research.yaml:") and "jobs[genomics-align].cpu" in line for line in lines)
+    assert "invalid at main" not in err and base[:7] not in err  # the base is fine
