@@ -356,7 +356,7 @@ def render_text(stack: str, steps: Sequence[dict[str, Any]], names: Iterable[str
     for group in shown:
         for op, n in group.counts().items():
             totals[op] = totals.get(op, 0) + n
-    out = [f"Preview of stack {stack}, {len(shown)} of the named entries: {counts_text(totals)}"]
+    out = [f"Preview of stack {stack}, {len(shown)} {'entry' if len(shown) == 1 else 'entries'}: {counts_text(totals)}"]
     if rows:
         header = ("ENTRY", "OP", "KIND", "NAME", "CHANGED FIELDS")
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]

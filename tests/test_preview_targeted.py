@@ -4,8 +4,11 @@ after `pulumi up`, as in a pull request; and what it refuses before the engine s
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pulumi
 import pytest
@@ -41,9 +44,10 @@ def project(tmp_path_factory) -> Project:
                                            files=(*PROJECT_FILES, "Pulumi.dev.yaml")))
 
     def queued(config):  # a queued entry, whose LocalQueue is a child no --target URN names
-        config["kns:queueing"] = {"enabled": True, "install": False}
-        config["kns:queues"] = [{"name": name, "quota": {"vcluster": {"cpu": 4, "memory": "8Gi"}}}
-                                for name in ("first", "second")]
+        config["kns:queueing"] = {**config.get("kns:queueing", {}), "enabled": True, "install": False}
+        config["kns:queues"] = [*config.get("kns:queues", []),
+                                *({"name": name, "quota": {"vcluster": {"cpu": 4, "memory": "8Gi"}}}
+                                  for name in ("first", "second"))]
         config["kns:jobs"].append({"name": "queued", "image": "busybox:1.37", "cpu": 1, "memory": 256,
                                    "pool": "vcluster", "queue": "first"})
 
@@ -103,13 +107,56 @@ def test_targeted_preview_shows_exactly_the_named_entries_changes(project):
 
 
 def test_a_new_entry_is_previewed_with_its_summary(project):
-    done = kns_preview(project, "added-smoke")
+    done = kns_preview(project, "added-smoke", "--format", "markdown")
     assert done.returncode == 0, done.stderr
     assert "### Job `added-smoke`: `+` 9 to create" in done.stdout
     assert "**Totals:** `+` 9 to create (9 resources)" in done.stdout
+    assert "| `+` create | `LimitRange` | `kns-added-smoke/kns-defaults` |  |" in done.stdout
     for other in ("train-resnet", "weekly-finetune", "added-other", "### Platform"):
         assert other not in done.stdout
     assert "**Not previewed** (`--target`): the platform" in done.stdout and "and the 9 other entries" in done.stdout
+
+
+def test_on_a_terminal_the_preview_is_aligned_rows_with_the_cluster_s_names(project):
+    done = kns_preview(project, "added-smoke", "train-resnet")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "Preview of stack dev, 2 entries: 7 to create, 2 to update, 1 to replace, 4 unchanged"
+    assert lines[1].split() == ["ENTRY", "OP", "KIND", "NAME", "CHANGED", "FIELDS"]
+    assert any(re.fullmatch(r"train-resnet +\+- replace +Job +kns-train-resnet/train-resnet +"
+                            r"spec\.template\.spec\.containers\[0\]\.resources\.\{limits\.cpu, requests\.cpu\}", line)
+               for line in lines), done.stdout
+    assert any(re.fullmatch(r"added-smoke +\+ create +LimitRange +kns-added-smoke/kns-defaults", line) for line in lines)
+    rows = [line for line in lines[2:] if line.startswith(("added-smoke ", "train-resnet "))]
+    assert len(rows) == 10
+    for column in ("KIND", "NAME"):  # aligned: every row's cell starts under its heading
+        start = lines[1].index(column)
+        assert all(row[start - 2:start] == "  " and row[start] != " " for row in rows), column
+    assert "`" not in done.stdout and "|" not in done.stdout  # no Markdown on a terminal
+    assert lines[-1].startswith("Not previewed: the platform and the 8 other entries")
+
+
+def test_an_entry_in_a_new_queue_is_one_message_naming_what_it_needs(project):
+    """Its LocalQueue depends on a ClusterQueue the stack does not have yet: the engine says
+    so once per dependent object; the user gets one line and no table."""
+    original = project.stack_file.read_text()
+
+    def third(config):
+        config["kns:queues"].append({"name": "third", "quota": {"vcluster": {"cpu": 2, "memory": "4Gi"}}})
+        config["kns:jobs"].append({"name": "in-third", "image": "busybox:1.37", "cpu": 1, "memory": 256,
+                                   "pool": "vcluster", "queue": "third"})
+    project.edit_config(third)
+    try:
+        done = kns_preview(project, "in-third")
+    finally:
+        project.stack_file.write_text(original)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    message = [line for line in done.stderr.splitlines() if not line.startswith("kns preview: stack ")]
+    assert message == [
+        "kns preview: the named entries depend on ClusterQueue third (in queues), which the stack does not have yet "
+        "(a new queue, pool or cluster, or a stack never applied): preview the whole stack with `make preview`, and "
+        "apply it with `make up` before previewing entries one by one"], done.stderr
 
 
 def test_a_policy_violation_of_a_named_entry_fails_before_the_engine_under_its_path(project):
@@ -214,3 +261,23 @@ def test_make_preview_with_entries_runs_kns_preview():
     assert "./kns preview --stack dev train-resnet hourly-sync" in dry("ENTRIES=train-resnet hourly-sync")
     assert "./kns preview --stack prod a" in dry("ENTRIES=a", "KNS_STACK=prod")
     assert "scripts/up.sh preview" in dry() and "kns preview" not in dry()
+
+
+def documented_preview() -> tuple[str, int, int]:
+    doc = ROOT / "docs" / "cli.md"
+    text = doc.read_text()
+    start = text.index("```console\n$ ./kns preview train-resnet added-smoke\n") + len("```console\n")
+    return text, start, text.index("```\n", start)
+
+
+def test_the_documented_preview_is_this_run(project):
+    """docs/cli.md's `./kns preview train-resnet added-smoke` session, from this module's
+    stack (paths under the home directory shown as ~; KNS_WRITE_DOCS=1 rewrites it)."""
+    done = kns_preview(project, "train-resnet", "added-smoke")
+    printed = (f"$ ./kns preview train-resnet added-smoke\n{done.stderr}{done.stdout}$ echo $?\n{done.returncode}\n"
+               .replace(str(Path.home()), "~"))
+    text, start, end = documented_preview()
+    if os.environ.get("KNS_WRITE_DOCS") == "1":
+        (ROOT / "docs" / "cli.md").write_text(text[:start] + printed + text[end:])
+        text, start, end = documented_preview()
+    assert text[start:end] == printed
