@@ -90,10 +90,10 @@ if cfg.queueing.enabled:
     if cfg.queueing.install:
         objects = kueue_install.install_objects(kueue_install.load(PROJECT_DIR), cfg.cluster.name, cfg.node_pools,
                                                 cfg.queueing.wait_for_pods_ready)
-        queue_dependencies.append(KueueInstall("kueue", KueueInstallArgs(objects), on_cluster))
+        queue_dependencies.append(KueueInstall(kueue_install.COMPONENT, KueueInstallArgs(objects), on_cluster))
     if cfg.queues or cfg.priorities:
         queued_pools = queues.queued_pools(cfg)
-        queue_dependencies.append(Queues("queues", QueuesArgs(
+        queue_dependencies.append(Queues(queues.COMPONENT, QueuesArgs(
             [queues.flavor_manifest(p, cfg.cluster.name) for p in queued_pools],
             [queues.cluster_queue_manifest(q, cfg.cluster.name) for q in cfg.queues],
             list(queue_dependencies),

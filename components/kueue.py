@@ -4,7 +4,7 @@
 The objects are upstream's install manifests of the pinned version, vendored in the
 repository, as plan/kueue_install.py adapts them to the platform's system-namespace rules;
 nothing is downloaded when the program runs. Each is registered as its typed resource,
-named `<namespace>/<name>` or `<name>` (stable keys; the type tells kinds apart).
+named by plan/kueue_install.py's `resource_name` (which plan/inventory.py reads too).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 import pulumi
+
+from plan.kueue_install import resource_name
 
 TYPE = "kns:queueing:Kueue"
 # API group -> pulumi_kubernetes module, for the kinds upstream's install holds.
@@ -33,11 +35,6 @@ class KueueInstallArgs:
 def resource_class(api_version: str, kind: str) -> type[pulumi.CustomResource]:
     group, _, version = api_version.rpartition("/")
     return getattr(importlib.import_module(f"pulumi_kubernetes.{MODULES[group]}.{version}"), kind)
-
-
-def resource_name(obj: dict[str, Any]) -> str:
-    metadata = obj["metadata"]
-    return f"{metadata['namespace']}/{metadata['name']}" if metadata.get("namespace") else metadata["name"]
 
 
 class KueueInstall(pulumi.ComponentResource):

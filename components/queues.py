@@ -11,6 +11,8 @@ from typing import Any, Optional
 import pulumi
 from pulumi_kubernetes import _utilities
 
+from plan.queues import resource_name, type_token
+
 TYPE = "kns:queueing:Queues"
 
 
@@ -30,8 +32,7 @@ def _register(manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.
     WorkloadPriorityClass has `value`, not a `spec`, which pulumi_kubernetes'
     apiextensions.CustomResource cannot carry (the type token is the same)."""
     return pulumi.CustomResource(
-        f"kubernetes:{manifest['apiVersion']}:{manifest['kind']}", f"{manifest['kind'].lower()}-{manifest['metadata']['name']}",
-        dict(manifest), pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=_utilities.get_version())))
+        type_token(manifest), resource_name(manifest), dict(manifest), pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=_utilities.get_version())))
 
 
 class Queues(pulumi.ComponentResource):

@@ -9,6 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from plan.model import WorkloadPlan
+from plan.queues import local_queue_resource_name
 
 from .namespace import JobNamespace, JobNamespaceArgs
 
@@ -51,7 +52,7 @@ class KnsWorkload(pulumi.ComponentResource):
         if args.local_queue is not None:
             queue = args.local_queue
             self.local_queue = k8s.apiextensions.CustomResource(
-                f"{name}-queue", api_version=queue["apiVersion"], kind=queue["kind"], metadata=queue["metadata"],
+                local_queue_resource_name(name), api_version=queue["apiVersion"], kind=queue["kind"], metadata=queue["metadata"],
                 spec=queue["spec"], opts=pulumi.ResourceOptions(
                     parent=self, depends_on=[self.job_namespace.namespace, *args.queue_dependencies]))
             guards.append(self.local_queue)

@@ -24,6 +24,7 @@ from config.errors import Problem
 from config.loader import PlatformConfig
 from config.rules import DERIVED_NAME
 
+from . import kueue_install, queues
 from .model import WorkloadPlan
 from .schedulers import KNS_ACCOUNT
 
@@ -108,6 +109,34 @@ def _schedulers(cfg: PlatformConfig) -> Iterator[Registration]:
                                f"KNS scheduler's {kind.rsplit(':', 1)[-1] or 'component'}")
 
 
+def _queueing(cfg: PlatformConfig) -> Iterator[Registration]:
+    """Kueue as the program installs it, and the Queues component's children: Topologies,
+    ResourceFlavors (one per pool a queue names), ClusterQueues, WorkloadPriorityClasses."""
+    if not cfg.queueing.enabled:
+        return
+    if cfg.queueing.install:
+        chain = ("kns:queueing:Kueue",)
+        yield Registration(chain, kueue_install.COMPONENT, "kns:queueing", "install", "Kueue install component")
+        for token, name, kind in kueue_install.registered():
+            yield Registration(chain + (token,), name, "kns:queueing", "install", f"Kueue's {kind}")
+    if not (cfg.queues or cfg.priorities):
+        return
+    chain = ("kns:queueing:Queues",)
+    yield Registration(chain, queues.COMPONENT, "kns:queues", "name", "queues component")
+    cluster = cfg.cluster.name
+    pools = queues.queued_pools(cfg)
+    children = [(queues.topology_manifest(p, cluster), f"kns:nodePools[{p.name}]", "topology", "Kueue Topology")
+                for p in pools if p.topology is not None]
+    children += [(queues.flavor_manifest(p, cluster), f"kns:nodePools[{p.name}]", "name", "ResourceFlavor")
+                 for p in pools]
+    children += [(queues.cluster_queue_manifest(q, cluster), f"kns:queues[{q.name}]", "name", "ClusterQueue")
+                 for q in cfg.queues]
+    children += [(queues.priority_class_manifest(p, cluster), f"kns:priorities[{p.name}]", "name",
+                  "WorkloadPriorityClass") for p in cfg.priorities]
+    for manifest, owner, field, what in children:
+        yield Registration(chain + (queues.type_token(manifest),), queues.resource_name(manifest), owner, field, what)
+
+
 def _workload(plan: WorkloadPlan, owner: str) -> Iterator[Registration]:
     name = plan.entry.name
     top = ("kns:workload:Schedule",) if plan.is_schedule else ("kns:workload:Job",)
@@ -124,6 +153,9 @@ def _workload(plan: WorkloadPlan, owner: str) -> Iterator[Registration]:
     for set_name in plan.credentials:
         yield Registration(inner + ("kubernetes:core/v1:Secret",), f"{name}-cred-{set_name}", owner, "credentials",
                            f'Secret of credential set "{set_name}"')
+    if plan.entry.queue is not None:
+        yield Registration(top + (f"kubernetes:{queues.API_VERSION}:LocalQueue",), queues.local_queue_resource_name(name),
+                           owner, "queue", "LocalQueue")
     if plan.service is not None:
         yield Registration(top + ("kubernetes:core/v1:Service",), f"{name}-workers", owner, "workers",
                            "Service of its workers")
@@ -140,7 +172,7 @@ def _workload(plan: WorkloadPlan, owner: str) -> Iterator[Registration]:
 
 def registrations(cfg: PlatformConfig, plans: Iterable[WorkloadPlan]) -> list[Registration]:
     """Every resource `__main__.py` registers for `cfg` and `plans`, in its order."""
-    out = [*_cluster(cfg), *_schedulers(cfg)]
+    out = [*_cluster(cfg), *_schedulers(cfg), *_queueing(cfg)]
     for plan in plans:
         out += _workload(plan, cfg.paths[plan.entry.name])
     return out

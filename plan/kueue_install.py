@@ -7,14 +7,16 @@ What changes from upstream, and nothing else: every object carries the cluster l
 platform's system namespace does; the controller's pods tolerate and prefer the `system`
 pools, as the schedulers' do; its container runs as a numeric non-root user with the
 RuntimeDefault seccomp profile (upstream already drops every capability, forbids
-privilege escalation and mounts the root read-only). The controller image stays
-upstream's, pinned by version.
+privilege escalation and mounts the root read-only) and bounds its local disk with
+ephemeral-storage requests and limits; its Deployment carries the kube-score checks it
+keeps on purpose. The controller image stays upstream's, pinned by version.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
@@ -23,13 +25,19 @@ import yaml
 from config import names
 from config.models import PLATFORM_UID, NodePool
 
-from .schedulers import system_placement
+from .schedulers import EPHEMERAL, KUBE_SCORE_IGNORE, system_placement
 
 # The Kueue version the vendored manifests are of; versions.env pins the same one for the
 # manager the tests build (tests/test_versions.py holds them together).
 KUEUE_VERSION = "0.19.2"
 IMAGE = f"registry.k8s.io/kueue/kueue:v{KUEUE_VERSION}"
 POD_SECURITY = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "audit", "warn")}
+
+
+# The program's KueueInstall component (components/kueue.py), and its project (where the
+# vendored manifests are).
+COMPONENT = "kueue"
+PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
 def manifest_path(project_dir: Path) -> Path:
@@ -43,10 +51,45 @@ def load(project_dir: Path) -> list[dict[str, Any]]:
         return [doc for doc in yaml.load_all(handle, Loader=loader) if doc]
 
 
+def type_token(obj: dict[str, Any]) -> str:
+    """The Pulumi type an object is registered as (`kubernetes:apps/v1:Deployment`; the core
+    group is `core`)."""
+    group, _, version = obj["apiVersion"].rpartition("/")
+    return f"kubernetes:{group or 'core'}/{version}:{obj['kind']}"
+
+
+def resource_name(obj: dict[str, Any]) -> str:
+    """The logical name an object is registered under: `<namespace>/<name>` or `<name>`
+    (stable keys; the type tells kinds apart)."""
+    metadata = obj["metadata"]
+    return f"{metadata['namespace']}/{metadata['name']}" if metadata.get("namespace") else metadata["name"]
+
+
+@lru_cache(maxsize=4)
+def _registered(path: str, stamp: tuple[int, int]) -> tuple[tuple[str, str, str], ...]:
+    with open(path, encoding="utf-8") as handle:
+        objects = [doc for doc in yaml.load_all(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if doc]
+    return tuple((type_token(obj), resource_name(obj), obj["kind"]) for obj in objects)
+
+
+def registered(project_dir: Path = PROJECT_DIR) -> tuple[tuple[str, str, str], ...]:
+    """(type, logical name, kind) of every object the component registers, in file order
+    (install_objects changes neither kinds nor names); read once per process and file
+    version, for plan/inventory.py."""
+    path = manifest_path(project_dir)
+    stat = path.stat()
+    return _registered(str(path), (stat.st_mtime_ns, stat.st_size))
+
+
 CONFIG_KEY = "controller_manager_config.yaml"
 # On the controller's pods when the program changes Kueue's configuration, so that a change
 # rolls the controller (it reads the file once, at start).
 CONFIG_HASH = "kns.io/kueue-config"
+# kube-score checks the controller's Deployment keeps on purpose (docs/queueing.md,
+# tests/test_manifest_lint.py): pod-networkpolicy, a site decision as for every pod the
+# platform runs; deployment-replicas, upstream's single replica (its manager leader-elects,
+# so a second one would only stand by).
+KUBE_SCORE_IGNORED = ("pod-networkpolicy", "deployment-replicas")
 
 
 def install_objects(upstream: list[dict[str, Any]], cluster: str, pools: list[NodePool],
@@ -70,6 +113,7 @@ def install_objects(upstream: list[dict[str, Any]], cluster: str, pools: list[No
     for obj in out:
         if obj["kind"] == "Deployment":
             _harden(obj["spec"]["template"]["spec"], pools)
+            obj["metadata"].setdefault("annotations", {})[KUBE_SCORE_IGNORE] = ",".join(KUBE_SCORE_IGNORED)
             if configured is not None:
                 template = obj["spec"]["template"].setdefault("metadata", {})
                 template.setdefault("annotations", {})[CONFIG_HASH] = hashlib.sha256(configured.encode()).hexdigest()[:16]
@@ -82,6 +126,11 @@ def _harden(pod: dict[str, Any], pools: list[NodePool]) -> None:
         {"runAsNonRoot": True, "runAsUser": PLATFORM_UID, "runAsGroup": PLATFORM_UID,
          "seccompProfile": {"type": "RuntimeDefault"}})
     for container in pod.get("containers", []):
+        # Bounds on its local disk, as the platform's other containers have: it writes only
+        # logs and the visibility server's certificate.
+        resources = container.setdefault("resources", {})
+        for side, amounts in EPHEMERAL.items():
+            resources.setdefault(side, {}).update(amounts)
         container.setdefault("securityContext", {}).update({
             "runAsNonRoot": True, "runAsUser": PLATFORM_UID, "runAsGroup": PLATFORM_UID,
             "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,

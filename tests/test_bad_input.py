@@ -32,6 +32,7 @@ def project(tmp_path: Path, stack_text: "str | bytes", files: Optional[Files] = 
     root.mkdir(parents=True)
     shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
     shutil.copytree(ROOT / "jobs", root / "jobs")
+    shutil.copytree(ROOT / "vendor", root / "vendor")  # the Kueue install the program reads (dev has queueing on)
     for name, content in {f"Pulumi.{STACK}.yaml": stack_text, **(files or {})}.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -46,6 +46,7 @@ def project(tmp_path: Path, config: dict, stack_name: str = "broken") -> Path:
     root.mkdir(parents=True)
     shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
     shutil.copytree(ROOT / "jobs", root / "jobs")
+    shutil.copytree(ROOT / "vendor", root / "vendor")  # the Kueue install the program reads (dev has queueing on)
     document = {"config": {f"kns:{k}": v for k, v in config.items()}}
     (root / f"Pulumi.{stack_name}.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
     return root
@@ -85,7 +86,8 @@ def test_validate_dev_stack_from_another_directory(tmp_path):
     cfg, plans = stack.load_stack(ROOT, "dev")
     assert result.stdout.strip() == (
         f"kns validate: stack dev is valid: {len(plans)} entries ({len(cfg.jobs)} jobs, {len(cfg.schedules)} "
-        f"schedules, 2 prescaled), {len(cfg.node_pools)} node pools, {len(plans)} Jobs and CronJobs planned"
+        f"schedules, 2 prescaled, {sum(1 for p in plans if p.entry.queue)} queued), {len(cfg.node_pools)} node pools, "
+        f"{len(cfg.queues)} queues, {len(plans)} Jobs and CronJobs planned"
     )
     assert result.stderr == ""
 
@@ -335,7 +337,9 @@ def test_timeline_rows_markers_and_warm_up_bars():
     warm_bars = 0
     for row, plan in zip(rows, schedules):
         assert row.get("data-time-zone") == plan.entry.time_zone
-        markers = row.findall(f"{SVG}line[@class='run']")
+        # a run marker's class is "run", plus "guaranteed" or "best-effort" for a prescaled
+        # schedule on a queue (the dev stack's weekly-finetune)
+        markers = [m for m in row.findall(f"{SVG}line") if "run" in (m.get("class") or "").split()]
         expected = window_runs(plan, start, end)
         assert [m.get("data-start") for m in markers] == expected and expected
         for marker in markers:
@@ -360,6 +364,9 @@ def test_timeline_rows_markers_and_warm_up_bars():
             assert float(bar.get("width")) == pytest.approx(lead, abs=0.011)
             assert float(bar.get("x")) + float(bar.get("width")) == pytest.approx(float(marker.get("x1")), abs=0.011)
     assert warm_bars >= 1  # the dev stack's nightly-report runs on the autoscaled pool burst
+    finetune = svg.find(f".//{SVG}g[@data-entry='weekly-finetune']")
+    assert [m.get("class") for m in finetune.findall(f"{SVG}line")
+            if "run" in (m.get("class") or "").split()] == ["run guaranteed"]  # queue gpu, priority on-time
     title = svg.find(f"{SVG}text[@class='title']").text
     assert title == "kns timeline: stack dev, 2026-03-02 00:00 UTC to 2026-03-02 12:00 UTC (12 h)"
     ticks = svg.findall(f".//{SVG}line[@class='tick']")

@@ -196,6 +196,7 @@ def program_result(config: dict) -> tuple[list[str], list]:
 def project(root: Path, config: dict, name: str = "broken") -> Path:
     root.mkdir(parents=True)
     shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+    shutil.copytree(ROOT / "vendor", root / "vendor")  # the Kueue install the program reads
     document = {"config": {f"kns:{k}": v for k, v in config.items()}}
     (root / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True),
                                               encoding="utf-8")

@@ -23,6 +23,7 @@ import yaml
 
 from kns_testing import apiserver
 from kns_testing.program import PROJECT_FILES, ROOT, engine_project, pinned_versions
+from plan import kueue_install, queues
 
 PASSPHRASE = "kns-dev-local"  # the dev stack's committed encryptionsalt belongs to it
 KUBERNETES_VERSION = pinned_versions()["KUBERNETES_VERSION"]
@@ -55,7 +56,9 @@ ANNOTATED_EXCEPTIONS: dict[str, str] = {
         "NetworkPolicy is a site decision (the CNI, the ingress controller, where the API server, the JARVICE "
         "upstream and the users' data are): the platform emits none, on any object",
     "deployment-replicas":
-        "the KNS scheduler Deployment with replicas: 1, the KNS's documented default; `replicas` is the site's",
+        "the KNS scheduler Deployment with replicas: 1, the KNS's documented default; `replicas` is the site's. "
+        "The Kueue controller the program installs (kns:queueing.install): upstream's single replica, whose "
+        "manager leader-elects, so a second replica would only stand by (docs/queueing.md)",
 }
 
 
@@ -99,13 +102,28 @@ def _strict(schema: Any) -> Any:
     return schema
 
 
+def _write_crd_schema(directory: Path, api_version: str, kind: str, schema: dict[str, Any]) -> None:
+    """One kind's schema, strict, as `<kind>-<group's first label>-<version>.json`."""
+    group, _, version = api_version.rpartition("/")
+    schema = _strict(schema)
+    schema["properties"]["apiVersion"] = {"enum": [api_version]}
+    schema["properties"]["kind"] = {"enum": [kind]}
+    (directory / f"{kind.lower()}-{group.split('.')[0]}-{version}.json").write_text(json.dumps(schema))
+
+
 def crd_schemas(directory: Path) -> Path:
-    """kubeconform schemas for the CRD kinds the program emits (the Karpenter NodePool, from
-    the CRD of the pinned Karpenter module), named as kubeconform looks them up."""
-    schema = _strict(apiserver.crd_schema("karpenter.sh", "v1", "NodePool"))
-    schema["properties"]["apiVersion"] = {"enum": ["karpenter.sh/v1"]}
-    schema["properties"]["kind"] = {"enum": ["NodePool"]}
-    (directory / "nodepool-karpenter-v1.json").write_text(json.dumps(schema))
+    """kubeconform schemas for the CRD kinds the program emits, named as kubeconform looks
+    them up: the Karpenter NodePool, from the CRD of the pinned Karpenter module, and every
+    Kueue kind at the version the program writes (ClusterQueue, ResourceFlavor, LocalQueue,
+    WorkloadPriorityClass, Topology), from the CRDs of the vendored Kueue install."""
+    _write_crd_schema(directory, "karpenter.sh/v1", "NodePool", apiserver.crd_schema("karpenter.sh", "v1", "NodePool"))
+    for crd in kueue_install.load(ROOT):
+        if crd["kind"] != "CustomResourceDefinition":
+            continue
+        kind, group = crd["spec"]["names"]["kind"], crd["spec"]["group"]
+        version = queues.API_VERSION.rpartition("/")[2]
+        if group == queues.API_VERSION.rpartition("/")[0] and any(v["name"] == version for v in crd["spec"]["versions"]):
+            _write_crd_schema(directory, queues.API_VERSION, kind, apiserver.kueue_crd_schema(version, kind))
     return directory
 
 

@@ -64,6 +64,8 @@ def program_text(config: dict[str, Any]) -> str:
 def write_project(root: Path, config: dict[str, Any], stack: str = "case") -> Path:
     root.mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+    if not (root / "vendor").exists():  # the Kueue install the program reads with kns:queueing.install
+        shutil.copytree(ROOT / "vendor", root / "vendor")
     document = {"config": {f"kns:{k}": v for k, v in config.items()}}
     if "credentials" in config:  # stored as secrets, one value per file, as the docs say
         document["config"]["kns:credentials"] = {
@@ -528,6 +530,19 @@ INVENTORY_STACKS = {
         nodePools=[*POOLS, {"name": "sys", "role": "system", "nodes": ["s1", "s2"]}],
         jobs=[{"name": "j", "image": "i", "credentials": ["s3", "y"]}, {"name": "ns", "type": "namespace"}],
         schedules=[{"name": "a", **PRIMED}, {"name": "p", "image": "i", "schedule": "0 3 * * *"}],
+    ),
+    # Queueing with the cluster's own Kueue (the dev stack has the program install it): a
+    # pool's Topology, flavors, queues, priorities and the queued entries' LocalQueues.
+    "queueing": stack_config(
+        nodePools=[{**POOLS[0], "topology": {"levels": ["example.com/rack", "kubernetes.io/hostname"]}},
+                   {"name": "cpu", "role": "compute", "nodes": ["c1"]}],
+        queueing={"enabled": True, "install": False},
+        priorities=[{"name": "low", "value": 1, "default": True}, {"name": "high", "value": 10}],
+        queues=[{"name": "a100", "cohort": "all", "quota": {"a100": {"cpu": 8, "memory": "64Gi", "nvidia.com/gpu": 8}}},
+                {"name": "cpu", "cohort": "all", "quota": {"cpu": {"cpu": 8, "memory": "64Gi"}}}],
+        jobs=[{"name": "q", "image": "i", "queue": "cpu"}, {"name": "a100", "image": "i", "queue": "a100", "gpus": 1},
+              {"name": "free", "image": "i"}],
+        schedules=[{"name": "s", "image": "i", "queue": "cpu", "schedule": "0 3 * * *", "warmUpMinutes": 5}],
     ),
 }
 

@@ -8,7 +8,8 @@ from collections import Counter
 import pulumi
 import pytest
 
-from kns_testing.program import RecordingMocks, dev_stack_config, run_program
+from kns_testing.program import ROOT, RecordingMocks, dev_stack_config, run_program
+from plan import kueue_install
 
 NS = "kubernetes:core/v1:Namespace"
 LR = "kubernetes:core/v1:LimitRange"
@@ -63,22 +64,39 @@ def test_dev_stack_registers_what_its_config_describes():
     run = run_program(cfg)
     counts = Counter(r.type for r in run.resources)
     entries = 3 + 2 + 2  # stack jobs and schedules, plus jobs/research.yaml
+    # Kueue, installed by the program from the vendored bundle (kns:queueing.install defaults to true)
+    assert cfg["queueing"] == {"enabled": True}
+    kueue = Counter(kueue_install.type_token(obj) for obj in kueue_install.load(ROOT))
+    assert counts["kns:queueing:Kueue"] == 1
     assert counts[PROVIDER] == 1
     assert counts[PATCH] == sum(len(p.get("nodes") or []) for p in cfg["nodePools"])
     assert counts["kubernetes:karpenter.sh/v1:NodePool"] == sum(1 for p in cfg["nodePools"] if "autoscale" in p) == 1
     for kind in (LR, QUOTA):
         assert counts[kind] == entries
     # plus the system namespace; the packing scheduler's account, lease Role and two
-    # RoleBindings; the KNS scheduler's account
-    assert counts[NS] == entries + 1
-    assert counts[SA] == entries + 2
-    assert counts[ROLE] == entries + 1
-    assert counts[BINDING] == entries + 2
+    # RoleBindings; the KNS scheduler's account; and Kueue's own
+    assert counts[NS] == entries + 1 + kueue[NS]
+    assert counts[SA] == entries + 2 + kueue[SA]
+    assert counts[ROLE] == entries + 1 + kueue[ROLE]
+    assert counts[BINDING] == entries + 2 + kueue[BINDING]
     assert counts["kns:scheduling:PackingScheduler"] == 1 and counts["kns:scheduling:KnsScheduler"] == 1
-    assert counts["kubernetes:apps/v1:Deployment"] == 2
+    assert counts["kubernetes:apps/v1:Deployment"] == 2 + kueue["kubernetes:apps/v1:Deployment"] == 3
     assert counts[JOB] == 4 and counts[CRON] == 3
     assert counts["kns:cluster:KnsCluster"] == 1 and counts["kns:cluster:NodePool"] == len(cfg["nodePools"]) == 4
     assert counts["kns:workload:JobNamespace"] == entries
+    # The queues: a flavor per pool a queue names (burst, a100), a ClusterQueue per queue, a
+    # WorkloadPriorityClass per priority, and a LocalQueue per queued entry: genomics-align
+    # and hourly-sync (the "@research" profile rule), weekly-finetune (its own queue).
+    kueue_api = "kubernetes:kueue.x-k8s.io/v1beta2"
+    assert counts["kns:queueing:Queues"] == 1
+    assert sorted(r.name for r in run.of_type(f"{kueue_api}:ResourceFlavor")) == ["resourceflavor-a100",
+                                                                                 "resourceflavor-burst"]
+    assert sorted(r.name for r in run.of_type(f"{kueue_api}:ClusterQueue")) == ["clusterqueue-gpu",
+                                                                              "clusterqueue-research"]
+    assert sorted(r.name for r in run.of_type(f"{kueue_api}:WorkloadPriorityClass")) == [
+        "workloadpriorityclass-batch", "workloadpriorityclass-on-time"]
+    assert sorted(r.name for r in run.of_type(f"{kueue_api}:LocalQueue")) == [
+        "genomics-align-queue", "hourly-sync-queue", "weekly-finetune-queue"]
 
 
 def test_every_kubernetes_resource_uses_the_one_explicit_provider(base_run):
