@@ -9,16 +9,21 @@ printed; `--verbose` (VERBOSE=1, or `scripts/up.sh ... --diff`) also shows it on
 terminal. What the summary and the progress read is the engine's event log (`--event-log`,
 which the CLI offers with PULUMI_DEBUG_COMMANDS=true): the preview's steps (planning
 events), the update's steps and finished objects, policy violations and diagnostics.
+`pulumi up` starts that log again (truncates it) when the update follows its preview, so
+the progress reader starts again from the top when the file shrinks, and the summary reads
+the finished log: the update's own events.
 
-Progress counts the objects the update finished against those its preview planned. On a
-terminal it is one line rewritten in place; otherwise (CI) a plain line each time another
-quarter is done. The exit status is the engine's.
+Progress counts the resources the update finished (its events) against the total of the
+preview `pulumi up` runs first (the "Resources:" block it prints: the update phase's event
+log has no planning events). On a terminal it is one line rewritten in place; otherwise
+(CI) a plain line each time another quarter is done. The exit status is the engine's.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -60,7 +65,7 @@ class Progress:
             return
         done = min(done, total)
         if self.tty:
-            text = f"applied {done} of {total} objects"
+            text = f"applied {done} of {total} resources"
             if text != self.shown:
                 self.out.write(f"\r{text}")
                 self.out.flush()
@@ -69,7 +74,7 @@ class Progress:
         quarter = done * 4 // total
         if quarter > self.quarter:
             self.quarter = quarter
-            self.out.write(f"applied {done} of {total} objects ({quarter * 25}%)\n")
+            self.out.write(f"applied {done} of {total} resources ({quarter * 25}%)\n")
             self.out.flush()
 
     def close(self) -> None:
@@ -78,13 +83,42 @@ class Progress:
             self.out.flush()
 
 
-def copy_output(source: IO[bytes], log: IO[bytes], echo: Optional[IO[bytes]]) -> None:
+# A line of the engine's "Resources:" block: `    + 186 to create`, `    12 unchanged`.
+RESOURCE_COUNT = re.compile(rb"^\s+(?:[-+~]+\s*)?(\d+) (?:to create|to update|to replace|to delete|unchanged)\s*$")
+
+
+class Planned:
+    """The total of the first "Resources:" block the engine prints (its preview's)."""
+
+    def __init__(self) -> None:
+        self.total: Optional[int] = None
+        self._counting: Optional[int] = None
+
+    def line(self, text: bytes) -> None:
+        if self.total is not None:
+            return
+        if text.strip() == b"Resources:":
+            self._counting = 0
+        elif self._counting is not None:
+            match = RESOURCE_COUNT.match(text)
+            if match:
+                self._counting += int(match[1])
+            else:
+                self.total, self._counting = self._counting, None
+
+
+def copy_output(source: IO[bytes], log: IO[bytes], echo: Optional[IO[bytes]], planned: Planned) -> None:
+    pending = b""
     for chunk in iter(lambda: source.read1(65536), b""):  # type: ignore[attr-defined]
         log.write(chunk)
         log.flush()
         if echo is not None:
             echo.write(chunk)
             echo.flush()
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()
+        for line in lines:
+            planned.line(line)
 
 
 def run(action: str, stack: str, command: Sequence[str], *, verbose: bool, log_dir: Path,
@@ -99,31 +133,32 @@ def run(action: str, stack: str, command: Sequence[str], *, verbose: bool, log_d
         proc = subprocess.Popen([*command, "--event-log", str(events_file)], stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, env=env)
         echo = sys.stdout.buffer if verbose else None
-        copier = threading.Thread(target=copy_output, args=(proc.stdout, log, echo), daemon=True)
+        planned = Planned()
+        copier = threading.Thread(target=copy_output, args=(proc.stdout, log, echo, planned), daemon=True)
         copier.start()
         progress = Progress(err, tty and not verbose)
-        events = summary_module.Events()
+        done = 0
         pending = ""
         with open(events_file, encoding="utf-8", errors="replace") as stream:
             while True:
                 finished = proc.poll() is not None
+                if os.fstat(stream.fileno()).st_size < stream.tell():
+                    # The engine starts the log again for the update after its preview.
+                    stream.seek(0)
+                    pending, done = "", 0
                 pending += stream.read()
                 lines = pending.split("\n")
                 pending = lines.pop()
-                for line in lines:
-                    parsed = summary_module.read_events(line)
-                    for kind in ("planned", "applied", "violations", "diagnostics"):
-                        getattr(events, kind).extend(getattr(parsed, kind))
-                    events.done += parsed.done
-                if action == "up" and events.applied:
-                    progress.update(events.done, events.planned_objects())
+                done += sum(1 for line in lines if '"resOutputsEvent"' in line and '"planning":true' not in line)
+                if action == "up" and planned.total:
+                    progress.update(done, planned.total)
                 if finished:
                     break
                 time.sleep(POLL_SECONDS)
-            tail = summary_module.read_events(pending + stream.read())
-            for kind in ("planned", "applied", "violations", "diagnostics"):
-                getattr(events, kind).extend(getattr(tail, kind))
+        events = summary_module.read_events(events_file.read_text(encoding="utf-8", errors="replace"))
         copier.join()
+        if action == "up" and planned.total:
+            progress.update(events.done, planned.total)  # the whole log: its last events included
         progress.close()
     status = proc.returncode
     prune(log_dir)

@@ -71,7 +71,7 @@ class Events:
 
     planned: list[dict[str, Any]] = field(default_factory=list)  # the preview's steps
     applied: list[dict[str, Any]] = field(default_factory=list)  # the update's steps
-    done: int = 0  # objects the update finished (resource outputs events, the stack excluded)
+    done: int = 0  # resources the update finished (its resource outputs events)
     violations: list[dict[str, str]] = field(default_factory=list)
     diagnostics: list[dict[str, str]] = field(default_factory=list)  # errors and warnings
 
@@ -83,8 +83,7 @@ class Events:
                 (self.planned if pre.get("planning") else self.applied).append(step)
         outputs = event.get("resOutputsEvent")
         if outputs and not outputs.get("planning"):
-            if is_object(str((outputs.get("metadata") or {}).get("type") or "")):
-                self.done += 1
+            self.done += 1
         policy = event.get("policyEvent")
         if policy:
             violation = {key: str(policy.get(key, "")) for key in
@@ -92,16 +91,11 @@ class Events:
             lines = strip_colour(str(policy.get("message", ""))).strip().splitlines()
             violation["message"] = " ".join(line.strip() for line in (lines[1:] or lines))
             self.violations.append(violation)
-        diagnostic = event.get("diagEvent")
+        diagnostic = event.get("diagnosticEvent")
         if diagnostic and diagnostic.get("severity") in ("error", "warning") and not diagnostic.get("ephemeral"):
             message = strip_colour(str(diagnostic.get("prefix", "")) + str(diagnostic.get("message", ""))).rstrip()
             self.diagnostics.append({"severity": diagnostic["severity"], "urn": str(diagnostic.get("urn", "")),
                                      "message": message})
-
-    def planned_objects(self) -> int:
-        """How many objects the update will finish: what the progress counts to."""
-        return sum(1 for step in self.planned if step["op"] not in ("refresh", "delete-replaced", "create-replacement")
-                   and is_object(step["newState"]["type"] or ""))
 
 
 def strip_colour(text: str) -> str:
@@ -171,7 +165,7 @@ def is_object(type_token: str) -> bool:
 
 def part_label(type_token: str, name: str) -> str:
     word = PART_NAMES.get(type_token) or type_token.rsplit(":", 1)[-1]
-    return f"{word} {name}".strip()
+    return word if name in ("", word) else f"{word} {name}"
 
 
 def group_steps(steps: Sequence[dict[str, Any]]) -> tuple[list[Group], list[Group]]:
@@ -250,7 +244,7 @@ def compact_fields(fields: Sequence[str]) -> str:
 
 def object_text(change: Any) -> str:
     ps = summary_module()
-    kind = ps.kind_of(change.type)
+    kind = "provider" if change.type.startswith("pulumi:providers:") else ps.kind_of(change.type)
     name = change.kube or change.name
     text = f"{kind} {name}" if kind != name else name
     if change.fields:
