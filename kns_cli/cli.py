@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from config.errors import ConfigError, closest
+from plan.inventory import registrations
 from plan.targeting import entry_urns
 
 from . import changed as changed_module
@@ -269,7 +270,8 @@ def run_preview(args: argparse.Namespace) -> int:
     except preview_module.PreviewFailed as exc:
         print(f"kns preview: {exc}", file=sys.stderr)
         return 1
-    missing = preview_module.missing_dependency(preview)
+    owners = {(r.type, r.name): r.owner for r in registrations(cfg, plans)}
+    missing = preview_module.missing_dependency(preview, owners)
     if missing:
         print(missing, file=sys.stderr)
         return 1

@@ -192,21 +192,21 @@ def render_summary(preview: dict[str, Any], stack: str, names: Sequence[str], ot
             f"other entries stay as the stack has them; `make preview` previews the whole stack.\n")
 
 
-def missing_dependency(preview: Mapping[str, Any]) -> Optional[str]:
+def missing_dependency(preview: Mapping[str, Any], owners: Mapping[tuple[str, str], str] = {}) -> Optional[str]:
     """When the engine refused the targets because something they need is not in the stack
-    yet (a new queue, a stack never applied): one message naming the first such resource
-    as the cluster and this project call it, and what to run instead. The engine says it
-    once per dependent resource; one line is what a reader needs."""
+    yet (a new queue, a stack never applied): one message naming the first such resource by
+    its kind and the config it comes from (`owners`: (type, logical name) -> config path,
+    from plan/inventory.py), and what to run instead. The engine says it once per
+    dependent resource; one line is what a reader needs."""
     for diagnostic in preview.get("diagnostics") or []:
         match = UNTARGETED_CREATE.search(str(diagnostic.get("message", "")))
         if not match:
             continue
         ps = summary_module()
         needed = ps.parse_urn(match[1])
-        what = f"{ps.kind_of(needed.type)} {needed.name}"
-        part = summary.PART_NAMES.get(needed.types[0]) if len(needed.types) > 1 else None
-        where = f" (in {part})" if part else ""
-        return (f"kns preview: the named entries depend on {what}{where}, which the stack does not have yet "
+        owner = owners.get((needed.type, needed.name))
+        what = f"the {ps.kind_of(needed.type)} of {owner}" if owner else f"{ps.kind_of(needed.type)} {needed.name}"
+        return (f"kns preview: the named entries depend on {what}, which the stack does not have yet "
                 f"(a new queue, pool or cluster, or a stack never applied): preview the whole stack with "
                 f"`make preview`, and apply it with `make up` before previewing entries one by one")
     return None

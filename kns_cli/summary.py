@@ -361,5 +361,5 @@ def render_text(stack: str, steps: Sequence[dict[str, Any]], names: Iterable[str
     if unchanged:
         out.append(f"Unchanged: {', '.join(unchanged)}")
     out.append(f"Not previewed: the platform and the {others} other {'entry' if others == 1 else 'entries'} stay as "
-               f"the stack has them (`make preview` previews the whole stack)")
+               f"the stack has them (make preview previews the whole stack)")
     return "\n".join(out) + "\n"
