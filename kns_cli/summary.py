@@ -144,12 +144,8 @@ class Group:
     same: int = 0
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for change in self.changes:
-            out[change.op] = out.get(change.op, 0) + 1
-        if self.same:
-            out["same"] = self.same
-        return out
+        """Per op, as a CI summary section counts (the same fields, the same rule)."""
+        return summary_module().Section.counts(self)
 
     @property
     def op(self) -> str:
@@ -290,10 +286,7 @@ def render_run(action: str, stack: str, steps: Sequence[dict[str, Any]], violati
     ps = summary_module()
     entries, parts = group_steps(steps)
     verb = {"up": "Update", "preview": "Preview"}.get(action, action.capitalize())
-    totals: dict[str, int] = {}
-    for group in [*entries, *parts]:
-        for op, n in group.counts().items():
-            totals[op] = totals.get(op, 0) + n
+    totals = ps._count([*entries, *parts])
     objects = sum(totals.values())
     out = [f"{verb} of stack {stack}: {counts_text(totals)} ({objects} object{'' if objects == 1 else 's'})"]
     changed = [g for g in entries if g.changes]
@@ -346,10 +339,7 @@ def render_text(stack: str, steps: Sequence[dict[str, Any]], names: Iterable[str
         for c in sorted(group.changes, key=lambda c: (order.get(c.op, len(order)), c.type, c.kube or c.name)):
             rows.append((group.label.split(" ", 1)[-1], ps.OPS.get(c.op, ("?",))[0] + " " + c.op,
                          ps.kind_of(c.type), c.kube or c.name, compact_fields(c.fields)))
-    totals: dict[str, int] = {}
-    for group in shown:
-        for op, n in group.counts().items():
-            totals[op] = totals.get(op, 0) + n
+    totals = ps._count(shown)
     out = [f"Preview of stack {stack}, {len(shown)} {'entry' if len(shown) == 1 else 'entries'}: {counts_text(totals)}"]
     if rows:
         header = ("ENTRY", "OP", "KIND", "NAME", "CHANGED FIELDS")
