@@ -127,6 +127,9 @@ PROGRAM_OWNED_PRIORITY_LABEL = Rule("is the program's: it gives a queued entry's
                                     "priority instead")
 PROGRAM_OWNED_LABEL = Rule("is the program's: it sends a queued entry's Jobs to their queue; set queue instead")
 RESERVED_NAME = Rule("the names the program gives are reserved: choose another")
+# The annotation that lists the kube-score checks an object is exempt from, with the reason
+# in the docs (docs/testing.md): set by the program on its own objects, merged with a user's.
+KUBE_SCORE_IGNORE = "kube-score/ignore"
 DERIVED_NAME = Rule("names the program derives from the entries are reserved: rename one of the two")
 
 

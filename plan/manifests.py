@@ -27,7 +27,7 @@ DEFAULT_BACKOFF_PER_INDEX = 6
 
 # kube-score (tests/test_manifest_lint.py) checks a user workload cannot meet, and why; the
 # program sets `kube-score/ignore` on a Job or CronJob only for those its pod really fails.
-KUBE_SCORE_IGNORE = "kube-score/ignore"
+KUBE_SCORE_IGNORE = rules.KUBE_SCORE_IGNORE
 WORKLOAD_LINT_EXCEPTIONS = {
     # The user's image runs as built: its user and its writes are the image's business.
     "container-security-context-user-group-id",

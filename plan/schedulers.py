@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import yaml
 
-from config import names, resolve
+from config import names, resolve, rules
 from config.models import PLATFORM_UID, ContainerSecurityContext, KnsScheduler, NodePool, PackingScheduler
 
 CONFIG_DIR = "/etc/kns-packing"
@@ -41,7 +41,7 @@ KNS_TMP = "/tmp"
 
 # kube-score checks the schedulers' Deployments keep on purpose (docs/testing.md): the
 # program sets them as the object's `kube-score/ignore` annotation.
-KUBE_SCORE_IGNORE = "kube-score/ignore"
+KUBE_SCORE_IGNORE = rules.KUBE_SCORE_IGNORE
 
 
 def packing_annotations(packing: PackingScheduler) -> dict[str, str]:
