@@ -180,13 +180,10 @@ def render_summary(preview: dict[str, Any], stack: str, names: Sequence[str], ot
     ps = summary_module()
     full = ps.summarise(preview, stack)
     named = [section for section in full.entries if section.title in set(names)]
-    totals: dict[str, int] = {}
-    for section in named:
-        for op, count in section.counts().items():
-            totals[op] = totals.get(op, 0) + count
+    totals = ps._count(named)
     platform = len(full.platform.changes) + full.platform.same
     text = ps.render(dataclasses.replace(full, totals=totals, entries=named,
-                                              platform=ps.Section(ps.PLATFORM)))
+                                    platform=ps.Section(ps.PLATFORM)))
     text = text.partition(f"\n### {ps.PLATFORM}:")[0].rstrip("\n")
     return (f"{text}\n\n**Not previewed** (`--target`): the platform ({platform} resources) and the {others} "
             f"other entries stay as the stack has them; `make preview` previews the whole stack.\n")

@@ -18,6 +18,7 @@ ones, the totals and the log's path, plus the policy violations and engine error
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import json
@@ -178,19 +179,17 @@ def group_steps(steps: Sequence[dict[str, Any]]) -> tuple[list[Group], list[Grou
             stack_children[step["urn"]] = part_label(parsed.type, parsed.name)
     entries: dict[str, Group] = {}
     parts: dict[str, Group] = {}
-    replaced: set[str] = set()
+    replaced: dict[str, tuple[Group, int]] = {}  # the halves of a replacement, as one change
     for step in steps:
         change = ps.to_change(step)
         if change.op in ps.READS or not is_object(change.type):
             continue
-        if change.op == "replace":
-            if change.urn in replaced:
-                merged = next(c for g in [*entries.values(), *parts.values()] for c in g.changes
-                              if c.urn == change.urn and c.op == "replace")
-                merged_fields = tuple(sorted(set(merged.fields) | set(change.fields)))
-                merged.__dict__.update(fields=merged_fields, kube=merged.kube or change.kube)
-                continue
-            replaced.add(change.urn)
+        if change.urn in replaced and change.op == "replace":
+            group, index = replaced[change.urn]
+            first = group.changes[index]
+            group.changes[index] = dataclasses.replace(first, fields=tuple(sorted({*first.fields, *change.fields})),
+                                                       kube=first.kube or change.kube)
+            continue
         owner = ps.entry_of(change.urn, parents, entry_urns)
         if owner is not None:
             label = f"{ENTRY_WORDS.get(owner[1], 'entry')} {owner[0]}"
@@ -206,8 +205,10 @@ def group_steps(steps: Sequence[dict[str, Any]]) -> tuple[list[Group], list[Grou
             group = parts.setdefault(label, Group(label, False))
         if change.op == ps.SAME:
             group.same += 1
-        else:
-            group.changes.append(change)
+            continue
+        if change.op == "replace":
+            replaced[change.urn] = (group, len(group.changes))
+        group.changes.append(change)
     return sorted(entries.values(), key=lambda g: g.label), sorted(parts.values(), key=lambda g: g.label)
 
 

@@ -13,6 +13,7 @@ import json
 import os
 import runpy
 import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -130,6 +131,15 @@ def pinned_versions() -> dict[str, str]:
 
 
 PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "config", "plan", "components", "jobs", "vendor")
+
+
+def built_toolchain() -> str:
+    """The bin directory scripts/toolchain.sh prints (it builds the pinned toolchain on first
+    use); fails the calling test with the end of its messages when it cannot."""
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "toolchain.sh")], capture_output=True, text=True,
+                          timeout=5400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip()
 
 
 def engine_project(root: Path, bin_dir: str, passphrase: str, base_env: Optional[dict[str, str]] = None,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kns_testing.program import PROJECT_FILES, ROOT, engine_project
+from kns_testing.program import PROJECT_FILES, ROOT, built_toolchain, engine_project
 from tests.test_engine import PASSPHRASE, Project
 
 DOC = ROOT / "docs" / "cli.md"
@@ -33,11 +33,9 @@ def bound(out: str) -> int:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Project:
-    toolchain = subprocess.run(["bash", str(ROOT / "scripts" / "toolchain.sh")], capture_output=True, text=True,
-                               timeout=5400)
-    assert toolchain.returncode == 0, toolchain.stderr[-3000:]
+    bin_dir = built_toolchain()
     root = tmp_path_factory.mktemp("make") / "kns-platform"
-    env = engine_project(root, toolchain.stdout.strip(), PASSPHRASE,
+    env = engine_project(root, bin_dir, PASSPHRASE,
                          files=(*PROJECT_FILES, "Pulumi.dev.yaml", "Makefile", "kns_cli", "policy", "versions.env"))
     shutil.copy2(ROOT / "requirements.txt", root / "requirements.txt")
     (root / ".venv").symlink_to(ROOT / ".venv")
@@ -45,7 +43,7 @@ def project(tmp_path_factory) -> Project:
     (scripts / "lib").mkdir(parents=True)
     for name in ("up.sh", "preview-summary.py", "lib/engine.sh"):
         shutil.copy(ROOT / "scripts" / name, scripts / name)
-    (scripts / "toolchain.sh").write_text(f"#!/usr/bin/env bash\necho {toolchain.stdout.strip()}\n")
+    (scripts / "toolchain.sh").write_text(f"#!/usr/bin/env bash\necho {bin_dir}\n")
     for name in ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE"):  # up.sh's own defaults, as for a user
         env.pop(name)
     env.pop("VERBOSE", None)

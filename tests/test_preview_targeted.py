@@ -19,7 +19,7 @@ from config.invocation import TARGETED_RUN
 from kns_cli import cli
 from kns_cli import preview as preview_module
 from kns_cli.stack import load_stack
-from kns_testing.program import PROJECT_FILES, ROOT, dev_stack_config, engine_project, run_program
+from kns_testing.program import PROJECT_FILES, ROOT, built_toolchain, dev_stack_config, engine_project, run_program
 from plan import targeting
 from plan.targeting import ONLY_ENTRIES, entry_urns, plans_to_register
 from tests.test_engine import PASSPHRASE, Project  # a copy of the dev stack through the real engine
@@ -36,11 +36,8 @@ def kns_preview(project: Project, *args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Project:
     """The dev stack, applied (render mode), then changed in two entries and given a new one."""
-    toolchain = subprocess.run(["bash", str(ROOT / "scripts" / "toolchain.sh")], capture_output=True, text=True,
-                               timeout=5400)
-    assert toolchain.returncode == 0, toolchain.stderr[-3000:]
     root = tmp_path_factory.mktemp("targeted") / "kns-platform"
-    project = Project(root, engine_project(root, toolchain.stdout.strip(), PASSPHRASE,
+    project = Project(root, engine_project(root, built_toolchain(), PASSPHRASE,
                                            files=(*PROJECT_FILES, "Pulumi.dev.yaml")))
 
     def queued(config):  # a queued entry, whose LocalQueue is a child no --target URN names
