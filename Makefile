@@ -21,9 +21,10 @@ system-deps:
 test: venv system-deps
 	$(PY) -m pytest -q -n 3 --dist loadscope
 
-## make up: the main job, the dev stack rendered to build/manifests/dev.
+## make up: the main job, the dev stack rendered to build/manifests/dev. ENTRIES="a b": apply
+## those entries only (./kns up, docs/cli.md); refused when anything shared changed.
 up: venv
-	bash scripts/up.sh up
+	$(if $(ENTRIES),./kns up --stack $(or $(KNS_STACK),dev) $(ENTRIES),bash scripts/up.sh up)
 
 ## make outputs: the stack outputs of the last `make up` (its backend and passphrase).
 outputs: venv

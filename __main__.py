@@ -30,7 +30,7 @@ from components.packing_scheduler import PackingScheduler, PackingSchedulerArgs
 from components.queues import Queues, QueuesArgs
 from components.system import SystemNamespace, SystemNamespaceArgs
 from components.workload import KnsWorkload, KnsWorkloadArgs
-from config import source
+from config import fingerprint, source
 from config.errors import ConfigError
 from config.loader import check_stack_config
 from plan import kueue_install, queues
@@ -51,11 +51,13 @@ def engine_config() -> tuple[dict[str, Any], set[str]]:
 stack = pulumi.get_stack()
 raw, secret_keys = source.kns_config(*engine_config())
 try:
-    checked = check_stack_config(raw, source.read_stack_file(PROJECT_DIR, stack), project_dir=PROJECT_DIR,
+    stack_file = source.read_stack_file(PROJECT_DIR, stack)
+    checked = check_stack_config(raw, stack_file, project_dir=PROJECT_DIR,
                                  stack=stack, secret_keys=secret_keys)
     plans = plan_checked(checked)
-    # Every entry, except in a preview by `./kns preview`, which names those to register (plan/targeting.py).
-    registered = plans_to_register(plans, os.environ, pulumi.runtime.is_dry_run())
+    # Every entry, except in a run by `./kns preview` or `./kns up`, which names those to register
+    # (plan/targeting.py).
+    registered = plans_to_register(plans, os.environ)
 except ConfigError as exc:
     raise pulumi.RunError(str(exc)) from None
 cfg = checked.config
@@ -107,3 +109,5 @@ for plan in registered:
 
 for key, value in stack_outputs(cfg, plans).items():
     pulumi.export(key, value)
+# What `./kns up ENTRY...` compares before a targeted apply (config/fingerprint.py).
+pulumi.export(fingerprint.OUTPUT, fingerprint.platform_digest(stack_file.config or {}, PROJECT_DIR))

@@ -8,13 +8,12 @@ from typing import Any, Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
+from plan.inventory import JOB_TYPE, SCHEDULE_TYPE
 from plan.model import WorkloadPlan
 from plan.queues import local_queue_resource_name
 
 from .namespace import JobNamespace, JobNamespaceArgs
 
-JOB_TYPE = "kns:workload:Job"
-SCHEDULE_TYPE = "kns:workload:Schedule"
 # What Kueue owns in a queued Job once it exists: the program creates it suspended (and
 # Kueue's webhook keeps it so), then Kueue's controller sets `spec.suspend` false when the
 # queue admits the Job, and true again if it evicts it. A refresh reads Kueue's value; were

@@ -36,20 +36,13 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from config.errors import ConfigError
+from config.fingerprint import PROGRAM, PROGRAM_FILES, SHARED, canonical
 from config.loader import POLICY_CONFIG_VARIABLE, PlatformConfig
 from config.source import NAMESPACE, read_stack_file
 from plan.model import WorkloadPlan
 
 from .stack import UsageError, load_stack
 
-# The shared sections, in the order they are reported (their stack config keys).
-SHARED = ("kns:cluster", "kns:nodePools", "kns:packingScheduler", "kns:knsScheduler", "kns:queueing",
-          "kns:queues", "kns:priorities", "kns:profiles", "kns:credentials", "kns:keycloakClientSecret")
-PROGRAM = "program"
-# What the program runs, relative to the project directory: a change here may change what
-# the same config builds.
-PROGRAM_FILES = ("Pulumi.yaml", "__main__.py", "requirements.txt", "versions.env", "config", "plan", "components",
-                 "vendor", "policy")
 ENTRY_KEYS = ("jobs", "schedules")
 
 
@@ -69,10 +62,6 @@ class Revision:
     @property
     def label(self) -> str:
         return f"{self.given} ({self.commit[:7]})" if self.given != self.commit else self.commit[:7]
-
-
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
 def entry_fingerprint(plan: WorkloadPlan, sealed: Mapping[str, str]) -> dict[str, Any]:

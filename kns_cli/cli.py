@@ -1,10 +1,10 @@
-"""The `kns` command line: validate, explain, queues, timeline (all offline); preview (the
-real engine, restricted to the named entries; kns_cli/preview.py) and recover (after an
-interrupted `pulumi up`; kns_cli/recover.py).
+"""The `kns` command line: validate, explain, queues, timeline, changed (all offline); preview
+and up (the real engine, restricted to the named entries; kns_cli/preview.py, kns_cli/up.py)
+and recover (after an interrupted `pulumi up`; kns_cli/recover.py).
 
 Exit status: 0 when the config is valid and the command did its job; 1 when the config
 is invalid (the program's own problem lines, as its RunError shows them, on stderr), when
-`preview` fails in the engine, or when a step of `recover` fails; 2 for a usage error
+`preview` or `up` fails in the engine, `up` is refused, or a step of `recover` fails; 2 for a usage error
 (unknown option, stack file or entry).
 """
 
@@ -30,6 +30,7 @@ from . import queues as queues_module
 from . import summary as summary_module
 from . import recover as recover_module
 from . import timeline as timeline_module
+from . import up as up_module
 from . import versions
 from .stack import ROOT, UsageError, check_stack, load_stack
 
@@ -90,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kns",
         description="Commands over the kns-platform stack config. validate, explain, queues and timeline "
                     "are offline (no Pulumi engine, no cluster, no passphrase: the program's own checks and "
-                    "planner); preview and recover run the Pulumi engine as `make preview` does.",
+                    "planner); preview, up and recover run the Pulumi engine as `make preview` and `make up` do.",
     )
     parser.add_argument("--version", action=_Version, nargs=0,
                         help="this checkout's commit and the Pulumi, provider, Kubernetes, Kueue and Karpenter "
@@ -147,6 +148,19 @@ def build_parser() -> argparse.ArgumentParser:
                          help="text: one aligned row per changed object (default); markdown: the per-entry "
                               "summary CI posts; json: the preview JSON both are made from")
     preview.set_defaults(run=run_preview)
+
+    up = commands.add_parser(
+        "up", parents=[common], help="apply the named entries only (added, changed or removed ones)",
+        description="Check the stack offline, read its state, and run `pulumi up` with the engine set-up of "
+                    "`make up` (policy pack included) restricted to the named entries: an entry of the config is "
+                    "created or updated, an entry only the state still has is destroyed; every other entry and "
+                    "the platform stay as they are. Refused, with nothing applied, when anything shared (cluster, "
+                    "node pools, schedulers, queueing, queues, priorities, profiles, credentials, the program's "
+                    "files) changed since the last full `make up`. Exit 1 when the config is invalid, the up is "
+                    "refused or fails; 2 for a name neither the config nor the state has. See docs/cli.md.")
+    up.add_argument("entries", nargs="+", metavar="ENTRY", help="entry names (at least one)")
+    up.add_argument("--verbose", action="store_true", help="show the engine's output on the terminal too (as VERBOSE=1)")
+    up.set_defaults(run=run_up)
 
     changed_module.add_parser(commands, common)
 
@@ -286,6 +300,20 @@ def run_preview(args: argparse.Namespace) -> int:
         for diagnostic in errors:
             print(summary_module.strip_colour(str(diagnostic.get("message", ""))).rstrip(), file=sys.stderr)
     return 0 if status == 0 else 1
+
+
+def run_up(args: argparse.Namespace) -> int:
+    cfg, plans = load_stack(args.project_dir, args.stack)
+    names = list(dict.fromkeys(args.entries))
+    try:
+        return up_module.run_up(Path(args.project_dir), cfg, plans, args.stack, names, os.environ,
+                                verbose=args.verbose or os.environ.get("VERBOSE") == "1")
+    except up_module.UpRefused as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    except preview_module.PreviewFailed as exc:
+        print(f"kns up: {exc}", file=sys.stderr)
+        return 1
 
 
 def run_recover(args: argparse.Namespace) -> int:

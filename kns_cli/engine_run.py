@@ -31,7 +31,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Optional, Sequence
+from typing import IO, Mapping, Optional, Sequence
 
 from . import summary as summary_module
 
@@ -122,16 +122,18 @@ def copy_output(source: IO[bytes], log: IO[bytes], echo: Optional[IO[bytes]], pl
 
 
 def run(action: str, stack: str, command: Sequence[str], *, verbose: bool, log_dir: Path,
-        out: IO[str], err: IO[str], tty: bool) -> int:
-    """Run `command` with an event log; print the progress to `err` and the summary to `out`."""
+        out: IO[str], err: IO[str], tty: bool, env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[Path] = None) -> int:
+    """Run `command` (in `cwd`, with `env`: default this process's) with an event log; print
+    the progress to `err` and the summary to `out`."""
     log_dir.mkdir(parents=True, exist_ok=True)
     path = log_path(log_dir, stack, action)
-    env = {**os.environ, "PULUMI_DEBUG_COMMANDS": "true"}
+    env = {**(os.environ if env is None else env), "PULUMI_DEBUG_COMMANDS": "true"}
     with tempfile.TemporaryDirectory(prefix="kns-engine-") as tmp, open(path, "wb") as log:
         events_file = Path(tmp) / "events.jsonl"
         events_file.touch()
         proc = subprocess.Popen([*command, "--event-log", str(events_file)], stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, env=env)
+                                stderr=subprocess.STDOUT, env=env, cwd=cwd)
         echo = sys.stdout.buffer if verbose else None
         planned = Planned()
         copier = threading.Thread(target=copy_output, args=(proc.stdout, log, echo, planned), daemon=True)

@@ -73,10 +73,12 @@ def toolchain() -> str:
 
 
 def engine_environment(project_dir: Path, stack: str, names: Sequence[str], bin_dir: str,
-                       environ: Mapping[str, str], token: Optional[str] = None) -> dict[str, str]:
+                       environ: Mapping[str, str], token: Optional[str] = None,
+                       narrowed: Optional[bool] = None) -> dict[str, str]:
     """The environment of scripts/up.sh (with the engine settings of scripts/lib/engine.sh),
-    plus the entries the program is to register, if any are named, with the run's `token`
-    (which the pulumi command's `--message` must carry: `preview_arguments`)."""
+    plus the entries the program is to register, if any are named (or `narrowed`: `./kns up`
+    of removed entries only names none), with the run's `token` (which the pulumi
+    command's `--message` must carry: `preview_arguments`)."""
     env = {**environ, **engine_settings(environ)}
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     env["PULUMI_SKIP_UPDATE_CHECK"] = "true"
@@ -88,7 +90,7 @@ def engine_environment(project_dir: Path, stack: str, names: Sequence[str], bin_
     if stack == DEV_STACK and not env.get("PULUMI_CONFIG_PASSPHRASE") and not env.get("PULUMI_CONFIG_PASSPHRASE_FILE"):
         env["PULUMI_CONFIG_PASSPHRASE"] = DEV_PASSPHRASE
     env["PULUMI_DEBUG_COMMANDS"] = "true"  # what makes `pulumi preview --event-log` available
-    if names:
+    if names if narrowed is None else narrowed:
         if not token:
             raise ValueError("naming entries needs the run's token (config.invocation.new_token)")
         env[ONLY_ENTRIES] = ",".join(names)

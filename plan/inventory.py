@@ -28,6 +28,10 @@ from . import kueue_install, queues
 from .model import WorkloadPlan
 from .schedulers import KNS_ACCOUNT
 
+# The component types of an entry, registered under the stack itself.
+JOB_TYPE = "kns:workload:Job"
+SCHEDULE_TYPE = "kns:workload:Schedule"
+ENTRY_TYPES = (JOB_TYPE, SCHEDULE_TYPE)
 ORDINALS = {2: "second", 3: "third", 4: "fourth", 5: "fifth"}
 
 
@@ -139,7 +143,7 @@ def _queueing(cfg: PlatformConfig) -> Iterator[Registration]:
 
 def _workload(plan: WorkloadPlan, owner: str) -> Iterator[Registration]:
     name = plan.entry.name
-    top = ("kns:workload:Schedule",) if plan.is_schedule else ("kns:workload:Job",)
+    top = (SCHEDULE_TYPE,) if plan.is_schedule else (JOB_TYPE,)
     inner = top + ("kns:workload:JobNamespace",)
     yield Registration(top, name, owner, "name", "workload component")
     yield Registration(inner, name, owner, "name", "namespace component")

@@ -1,29 +1,33 @@
-"""Targeted previews (`./kns preview ENTRY...`): the URNs of the named entries' resources,
-and the one switch that lets the program register only those entries in a preview.
+"""Targeted runs (`./kns preview ENTRY...`, `./kns up ENTRY...`): the URNs of the named
+entries' resources, and the one switch that lets the program register only those entries.
 
-`kns preview` runs `pulumi preview --target <URN>... --target-dependents` with the URNs of
-`entry_urns` (from `plan/inventory.py`, the list of what components/ registers), and sets
-`ONLY_ENTRIES` to the entries' names. The program then registers the platform (cluster,
-provider, node pools, schedulers, queues: what entries depend on) and the named entries
-only, instead of every entry: the engine would skip the others anyway (untargeted
-resources are `same` steps, never diffed), but registering them is most of a preview's
-time on a large stack.
+`./kns` runs `pulumi preview` or `pulumi up` with `--target <URN>... --target-dependents`,
+the URNs of `entry_urns` (from `plan/inventory.py`, the list of what components/ registers)
+and, for `up`, those the stack's state holds for each named entry the config no longer has;
+and it sets `ONLY_ENTRIES` to the names the config has. The program then registers the
+platform (cluster, provider, node pools, schedulers, queues: what entries depend on) and the
+named entries only, instead of every entry: the engine would leave the others alone anyway
+(untargeted resources are `same` steps, never diffed), but registering them is most of a
+run's time on a large stack.
 
-Why this cannot lose or misreport anything:
+Why this cannot lose or misreport anything (Pulumi 3.259, `resource/deploy/step_generator.go`):
 
-- it applies only in a dry run (`pulumi preview`, or the preview half of `pulumi up`), never
-  in an update, so it cannot change state: an update always registers every entry;
 - it applies only in a run `./kns` started (`config.invocation.started_by_kns`: a token in
   `KNS_TARGETED_RUN` that the pulumi command's `--message` carries). The variable exported
-  in a shell would otherwise narrow a later plain `pulumi preview`, which then shows every
-  other entry as a delete (issue 20): with it set, any other run, preview or update, is
-  refused with a config error that says to unset it;
-- under `--target`, Pulumi 3.259 deletes only targeted resources and what depends on them
-  (`GenerateDeletes`), which are the named entries' own resources: the program registers
-  all of those, so nothing is shown as deleted that a full preview would not delete, and
-  an entry it leaves out is neither diffed nor deleted, as if it were registered and
-  untargeted;
-- the names are checked: an unknown one stops the run rather than previewing nothing.
+  in a shell would otherwise narrow a later plain `pulumi preview` or `pulumi up`, which
+  has no targets and would then delete every other entry (issue 20): with it set, any other
+  run, preview or update, is refused with a config error that says to unset it;
+- under `--target`, the engine deletes only what is targeted, with its children and
+  dependents (`GenerateDeletes`, `getTargetDependents`). A resource in state that is not
+  targeted and that the program did not register gets an untargeted `same` step: it stays
+  in state as it was, and on the cluster (tests/test_drift.py proves it on a control plane:
+  other entries' objects keep their UIDs and resourceVersions). The named entries' own
+  resources are all registered, so nothing of theirs is deleted that a full run would not
+  delete; a removed entry's resources are targeted on purpose, and deleted;
+- the platform is registered and untargeted: never diffed nor changed. `./kns up` refuses
+  to run when anything shared changed since the last full `up` (config/fingerprint.py), so
+  the entries it applies meet the platform the config describes;
+- the names are checked: an unknown one stops the run rather than applying nothing.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ def entry_urns(cfg: PlatformConfig, plans: Iterable[WorkloadPlan], names: Iterab
 
 
 def only_entries(environ: Mapping[str, str]) -> list[str]:
-    """The entry names `ONLY_ENTRIES` holds (comma-separated), none when it is unset."""
+    """The entry names `ONLY_ENTRIES` holds (comma-separated)."""
     return [name.strip() for name in environ.get(ONLY_ENTRIES, "").split(",") if name.strip()]
 
 
@@ -66,20 +70,19 @@ def not_started_by_kns(names: Sequence[str]) -> ConfigError:
     return ConfigError([Problem(ONLY_ENTRIES, (
         f"is set ({','.join(names)}), but this run was not started by ./kns (no {TARGETED_RUN} token carried by "
         f"its pulumi command's --message), so it is refused: narrowed to some entries, a plain pulumi preview or "
-        f"up would show every other entry as a delete. Unset {ONLY_ENTRIES}, or run ./kns preview {' '.join(names)}"))])
+        f"up would show every other entry as a delete. Unset {ONLY_ENTRIES}, or run ./kns preview "
+        f"{' '.join(names) or 'ENTRY...'}"))])
 
 
-def plans_to_register(plans: list[WorkloadPlan], environ: Mapping[str, str], dry_run: bool) -> list[WorkloadPlan]:
-    """Every plan; in a dry run with `ONLY_ENTRIES` set by `./kns`, only the named entries'
-    plans. Raises ConfigError when `ONLY_ENTRIES` is set in a run (preview or update) that
-    `./kns` did not start, or names an entry the stack does not have."""
-    names = only_entries(environ)
-    if not names:
+def plans_to_register(plans: list[WorkloadPlan], environ: Mapping[str, str]) -> list[WorkloadPlan]:
+    """Every plan; with `ONLY_ENTRIES` set by `./kns` (even to no name: `./kns up` of removed
+    entries only), only the named entries' plans. Raises ConfigError when `ONLY_ENTRIES` is
+    set in a run that `./kns` did not start, or names an entry the stack does not have."""
+    if ONLY_ENTRIES not in environ:
         return plans
+    names = only_entries(environ)
     if not started_by_kns(environ):
         raise not_started_by_kns(names)
-    if not dry_run:
-        return plans
     known = {plan.entry.name for plan in plans}
     unknown = [name for name in names if name not in known]
     if unknown:

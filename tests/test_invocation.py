@@ -17,6 +17,7 @@ from config.errors import ConfigError
 from config.invocation import (TARGETED_RUN, carries_marker, marker, message_arguments, new_token,
                                pulumi_command, started_by_kns)
 from kns_cli import preview as preview_module
+from kns_cli import up as up_module
 from kns_cli.stack import load_stack
 from kns_testing.program import ROOT, RecordingMocks, dev_stack_config, run_program
 from plan.targeting import ONLY_ENTRIES, plans_to_register
@@ -141,11 +142,10 @@ from config.errors import ConfigError
 from kns_cli.stack import load_stack
 from plan.targeting import plans_to_register
 _, plans = load_stack(sys.argv[1], "dev")
-for dry_run in (True, False):
-    try:
-        print(dry_run, ",".join(p.entry.name for p in plans_to_register(plans, os.environ, dry_run)))
-    except ConfigError as exc:
-        print(dry_run, "refused:", exc.problems[0])
+try:
+    print("registers:", ",".join(p.entry.name for p in plans_to_register(plans, os.environ)))
+except ConfigError as exc:
+    print("refused:", exc.problems[0])
 """
 
 
@@ -165,9 +165,8 @@ def _plain_environ() -> dict[str, str]:
 
 
 def test_the_environment_and_arguments_of_kns_preview_pass_the_guard(tmp_path):
-    """What `./kns preview` hands the engine (kns_cli/preview.py) passes, in a real process
-    tree: the program narrows its preview to the named entries, and registers every entry
-    in an update."""
+    """What `./kns preview` and `./kns up` hand the engine (kns_cli/preview.py, kns_cli/up.py)
+    passes, in a real process tree: the program registers the named entries only."""
     token = new_token()
     env = preview_module.engine_environment(tmp_path, "dev", ["train-resnet", "hourly-sync"], "/nonexistent",
                                             _plain_environ(), token)
@@ -176,18 +175,33 @@ def test_the_environment_and_arguments_of_kns_preview_pass_the_guard(tmp_path):
                                             token)
     assert args[args.index("--message") + 1] == f"kns-targeted:{token}"
     _, plans = load_stack(ROOT, "dev")
-    assert under_pulumi(tmp_path, args, env) == [
-        "True train-resnet,hourly-sync", f"False {','.join(p.entry.name for p in plans)}"]
+    assert under_pulumi(tmp_path, args, env) == ["registers: train-resnet,hourly-sync"]
+    command = up_module.up_arguments("dev", ["urn:a"], ROOT / "policy", None, token)
+    assert under_pulumi(tmp_path, command[1:], env) == ["registers: train-resnet,hourly-sync"]
+    assert len(plans) > 2
+
+
+def test_kns_up_of_removed_entries_only_registers_no_entry(tmp_path):
+    """`./kns up` naming only entries the config no longer has sets the variable empty: the
+    program registers the platform and no entry (the state's entries are targeted and
+    deleted), where an unset variable would register every entry."""
+    token = new_token()
+    env = preview_module.engine_environment(tmp_path, "dev", [], "/nonexistent", _plain_environ(), token,
+                                            narrowed=True)
+    assert env[ONLY_ENTRIES] == "" and env[TARGETED_RUN] == token
+    command = up_module.up_arguments("dev", ["urn:a"], ROOT / "policy", None, token)
+    assert under_pulumi(tmp_path, command[1:], env) == ["registers: "]
+    assert under_pulumi(tmp_path, ["up", "--yes"], env)[0].startswith(f"refused: {ONLY_ENTRIES}: is set (), but")
 
 
 def test_the_same_variables_under_a_plain_pulumi_command_are_refused(tmp_path):
     token = new_token()
     env = preview_module.engine_environment(tmp_path, "dev", ["train-resnet"], "/nonexistent", _plain_environ(),
                                             token)
-    refused = [f"{dry_run} refused: {ONLY_ENTRIES}: is set (train-resnet), but this run was not started by ./kns "
+    refused = [f"refused: {ONLY_ENTRIES}: is set (train-resnet), but this run was not started by ./kns "
                f"(no {TARGETED_RUN} token carried by its pulumi command's --message), so it is refused: narrowed to "
                f"some entries, a plain pulumi preview or up would show every other entry as a delete. Unset "
-               f"{ONLY_ENTRIES}, or run ./kns preview train-resnet" for dry_run in (True, False)]
+               f"{ONLY_ENTRIES}, or run ./kns preview train-resnet"]
     assert under_pulumi(tmp_path, ["preview", "--stack", "dev"], env) == refused
     assert under_pulumi(tmp_path, ["up", "--yes", *message_arguments(new_token())], env) == refused
 
@@ -198,9 +212,8 @@ def test_without_the_variable_nothing_is_refused(tmp_path):
     _, plans = load_stack(ROOT, "dev")
     everything = f"{','.join(p.entry.name for p in plans)}"
     for env in (_plain_environ(), {**_plain_environ(), TARGETED_RUN: TOKEN}):
-        assert under_pulumi(tmp_path, ["up", "--yes"], env) == [f"True {everything}", f"False {everything}"]
-        assert plans_to_register(plans, env, dry_run=True) == plans
-        assert plans_to_register(plans, env, dry_run=False) == plans
+        assert under_pulumi(tmp_path, ["up", "--yes"], env) == [f"registers: {everything}"]
+        assert plans_to_register(plans, env) == plans
 
 
 def test_kns_environment_without_entries_holds_neither_variable(tmp_path):
@@ -231,6 +244,5 @@ def test_the_program_refuses_the_variable_outside_kns_before_registering_anythin
 
 def test_plans_to_register_refuses_without_kns():
     _, plans = load_stack(ROOT, "dev")
-    for dry_run in (True, False):
-        with pytest.raises(ConfigError, match=f"{ONLY_ENTRIES}: is set \\(train-resnet,nope\\), but this run"):
-            plans_to_register(plans, {ONLY_ENTRIES: "train-resnet,nope", TARGETED_RUN: TOKEN}, dry_run)
+    with pytest.raises(ConfigError, match=f"{ONLY_ENTRIES}: is set \\(train-resnet,nope\\), but this run"):
+        plans_to_register(plans, {ONLY_ENTRIES: "train-resnet,nope", TARGETED_RUN: TOKEN})

@@ -225,15 +225,15 @@ def test_a_config_error_exits_1_before_the_engine(no_engine, capsys, tmp_path):
     assert 'kns:jobs[train-resnet].memory: "12Qi" is not a quantity' in err
 
 
-def test_the_program_narrows_only_previews_and_only_to_known_entries(monkeypatch):
+def test_the_program_narrows_only_to_known_entries(monkeypatch):
     monkeypatch.setattr(targeting, "started_by_kns", lambda environ: True)  # tests/test_invocation.py
     _, plans = load_stack(ROOT, "dev")
     environ = {ONLY_ENTRIES: "hourly-sync, train-resnet"}
-    assert [p.entry.name for p in plans_to_register(plans, environ, dry_run=True)] == ["train-resnet", "hourly-sync"]
-    assert plans_to_register(plans, environ, dry_run=False) == plans  # an update registers every entry
-    assert plans_to_register(plans, {}, dry_run=True) == plans
+    assert [p.entry.name for p in plans_to_register(plans, environ)] == ["train-resnet", "hourly-sync"]
+    assert plans_to_register(plans, {}) == plans
+    assert plans_to_register(plans, {ONLY_ENTRIES: ""}) == []  # ./kns up of removed entries only
     with pytest.raises(ConfigError, match=f'{ONLY_ENTRIES}: no entry named "nope"'):
-        plans_to_register(plans, {ONLY_ENTRIES: "train-resnet,nope"}, dry_run=True)
+        plans_to_register(plans, {ONLY_ENTRIES: "train-resnet,nope"})
 
 
 def test_the_program_registers_only_the_named_entries_in_a_preview(monkeypatch):
