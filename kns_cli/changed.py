@@ -277,6 +277,16 @@ def render_text(report: Mapping[str, Any]) -> str:
             f"{part('removed', 'removed')}; {shared}\n")
 
 
+def up_plan(report: Mapping[str, Any]) -> str:
+    """What CI applies for the change (scripts/ci-up.sh, docs/ci.md), one line: `targeted
+    NAME...` when only entries changed (added, changed and removed ones), `full <why>` when
+    anything shared did, `none` when the stack did not change."""
+    if report["shared"]:
+        return f"full shared sections changed: {', '.join(report['shared'])}"
+    names = [*report["added"], *report["changed"], *report["removed"]]
+    return f"targeted {' '.join(names)}" if names else "none"
+
+
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser = commands.add_parser(
         "changed", parents=[common], help="the entries a change between two commits adds, changes or removes",
@@ -290,7 +300,9 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("head", metavar="HEAD", nargs="?", default="HEAD",
                         help="the commit after it (default: HEAD, the commit checked out: uncommitted changes "
                              "are not read)")
-    parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    parser.add_argument("--format", choices=("text", "json", "up-plan"), default="text",
+                        help="output format (default: text); up-plan: the one line CI's apply reads (`targeted "
+                             "NAME...`, `full <why>` or `none`; docs/ci.md)")
     parser.set_defaults(run=run)
 
 
@@ -302,6 +314,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if args.format == "json":
         print(json.dumps(report, indent=2))
+    elif args.format == "up-plan":
+        print(up_plan(report))
     else:
         sys.stdout.write(render_text(report))
     return 0

@@ -4,8 +4,9 @@ and recover (after an interrupted `pulumi up`; kns_cli/recover.py).
 
 Exit status: 0 when the config is valid and the command did its job; 1 when the config
 is invalid (the program's own problem lines, as its RunError shows them, on stderr), when
-`preview` or `up` fails in the engine, `up` is refused, or a step of `recover` fails; 2 for a usage error
-(unknown option, stack file or entry).
+`preview` or `up` fails in the engine, or a step of `recover` fails; 2 for a usage error
+(unknown option, stack file or entry); 3 when `up` is refused (a shared change: the full
+`make up` is needed, which CI then runs, scripts/ci-up.sh).
 """
 
 from __future__ import annotations
@@ -156,8 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "created or updated, an entry only the state still has is destroyed; every other entry and "
                     "the platform stay as they are. Refused, with nothing applied, when anything shared (cluster, "
                     "node pools, schedulers, queueing, queues, priorities, profiles, credentials, the program's "
-                    "files) changed since the last full `make up`. Exit 1 when the config is invalid, the up is "
-                    "refused or fails; 2 for a name neither the config nor the state has. See docs/cli.md.")
+                    "files) changed since the last full `make up`. Exit 1 when the config is invalid or the up "
+                    "fails, 2 for a name neither the config nor the state has, 3 when refused. See docs/cli.md.")
     up.add_argument("entries", nargs="+", metavar="ENTRY", help="entry names (at least one)")
     up.add_argument("--verbose", action="store_true", help="show the engine's output on the terminal too (as VERBOSE=1)")
     up.set_defaults(run=run_up)
@@ -310,7 +311,7 @@ def run_up(args: argparse.Namespace) -> int:
                                 verbose=args.verbose or os.environ.get("VERBOSE") == "1")
     except up_module.UpRefused as exc:
         print(str(exc), file=sys.stderr)
-        return 1
+        return up_module.REFUSED
     except preview_module.PreviewFailed as exc:
         print(f"kns up: {exc}", file=sys.stderr)
         return 1

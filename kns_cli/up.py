@@ -47,10 +47,12 @@ from . import preview as preview_module
 from .stack import UsageError
 
 ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
+# The exit status of a refusal: what CI reads to run the full `make up` instead.
+REFUSED = 3
 
 
 class UpRefused(Exception):
-    """Something shared changed since the last full `up`: the message (exit 1)."""
+    """Something shared changed since the last full `up`: the message (exit `REFUSED`)."""
 
 
 @dataclass(frozen=True)

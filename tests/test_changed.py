@@ -121,6 +121,9 @@ def test_an_entry_added_changed_and_removed(repo, capsys):
     assert (code, err) == (0, "")
     assert out == ("stack dev: 1 added (added-smoke), 1 changed (train-resnet), 1 removed (nightly-report); "
                    "shared sections unchanged\n")
+    # What CI's apply reads (scripts/ci-up.sh): a targeted up of the three.
+    assert kns_changed(repo, capsys, base, head, "--format", "up-plan") == (
+        0, "targeted added-smoke train-resnet nightly-report\n", "")
 
 
 def test_head_is_the_commit_checked_out_not_the_working_tree(repo, capsys):
@@ -195,6 +198,7 @@ def test_a_reordering_and_respelling_is_no_change(repo, capsys):
     assert summary(report(repo, capsys, base, head)) == NOTHING
     code, out, _ = kns_changed(repo, capsys, base, head)
     assert (code, out) == (0, "stack dev: 0 added, 0 changed, 0 removed; shared sections unchanged\n")
+    assert kns_changed(repo, capsys, base, head, "--format", "up-plan")[:2] == (0, "none\n")
 
 
 def test_a_profile_change_marks_shared(repo, capsys):
@@ -205,6 +209,8 @@ def test_a_profile_change_marks_shared(repo, capsys):
     assert summary(found) == {**NOTHING, "shared": ["kns:profiles"]}  # a cap: no entry's result changes
     code, out, _ = kns_changed(repo, capsys, base)
     assert out.endswith("; shared sections changed: kns:profiles\n")
+    assert kns_changed(repo, capsys, base, "--format", "up-plan")[:2] == (
+        0, "full shared sections changed: kns:profiles\n")
 
 
 def test_a_pool_change_marks_shared(repo, capsys):

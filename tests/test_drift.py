@@ -24,10 +24,11 @@ from pulumi.runtime import mocks
 
 from components.cluster import FORCE_ANNOTATION
 from components.workload import KUEUE_OWNED_JOB_FIELDS
+from kns_cli import up as up_module
 from kns_cli.preview import summary_module
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
 from kns_testing.kueue import start_kueue
-from kns_testing.program import dev_stack_config, engine_project, run_program
+from kns_testing.program import ROOT, dev_stack_config, engine_project, run_program
 from tests.test_e2e import Stack, Watch
 from tests.test_queueing import CONFIG as QUEUED_CONFIG
 from tests.test_queueing import without_queueing
@@ -376,3 +377,173 @@ def test_the_summary_of_a_refreshed_preview_shows_only_what_the_update_would_do(
     }
     assert {s.title: s.same for s in summary.entries} == {"clean": 2, "raised": 1, "deleted": 1}
     assert "refresh" not in SUMMARY.render(summary)
+
+
+# ---- `./kns up ENTRY...`: one entry applied on a stack of 20 (issue 33) ------------------------
+#
+# A second stack on the same control plane: its own project copy and backend, its own node
+# and pool, no scheduler and no queue, so nothing of it meets the drift stack's objects.
+
+MANY_NODE = ("many-node-1", 32, 0)
+MANY_CLUSTER = "kns-many"
+
+
+def many_config(kubeconfig: Path) -> dict:
+    """16 Jobs and 4 schedules (cron on 1 January: none fires during the test)."""
+    jobs = [{"name": f"t-{i:02}", "user": "bob", "image": "busybox:1.37", "cpu": 0.1, "memory": 64,
+             "env": {"RUN": str(i)}} for i in range(16)]
+    schedules = [{"name": f"s-{i:02}", "user": "eve", "image": "busybox:1.37", "schedule": f"{i} 3 1 1 *",
+                  "timeZone": "Etc/UTC", "cpu": 0.1, "memory": 64} for i in range(4)]
+    return {
+        "kns:cluster": {"name": MANY_CLUSTER, "kubeconfig": str(kubeconfig)},
+        "kns:nodePools": [{"name": "many", "role": "compute", "nodes": [MANY_NODE[0]]}],
+        "kns:packingScheduler": {"enabled": False},
+        "kns:jobs": jobs,
+        "kns:schedules": schedules,
+    }
+
+
+@pytest.fixture(scope="module")
+def many(cluster, tmp_path_factory):
+    """The 20-entry stack, brought up in full with a plain `pulumi up` (which records the
+    shared sections' digests, config/fingerprint.py)."""
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(node_manifest(*MANY_NODE)))
+    root = tmp_path_factory.mktemp("many") / "kns-platform"
+    env = engine_project(root, script("toolchain.sh"), PASSPHRASE, base_env=cluster.env)
+    (root / "Pulumi.local.yaml").write_text(yaml.safe_dump({"config": many_config(cluster.kubeconfig)},
+                                                           sort_keys=False))
+    live = Stack(root, env)
+    live.pulumi("stack", "init", "local")
+    live.up()
+    return live
+
+
+MANY_KINDS = "namespaces,limitranges,resourcequotas,serviceaccounts,roles,rolebindings,jobs.batch,cronjobs.batch"
+# Controllers write these objects' status (a Job's pods, a quota's usage): their
+# resourceVersion moves without any apply, so what the stack wrote is compared instead.
+STATUS_WRITTEN = ("Job", "ResourceQuota")
+
+
+def many_objects(cluster: Cluster) -> dict[tuple[str, str, str], dict]:
+    """Every object of the 20-entry stack on the cluster, by (kind, namespace, name)."""
+    items = cluster.get(MANY_KINDS, "-A", "-l", f"kns.io/cluster={MANY_CLUSTER}", "--show-managed-fields")["items"]
+    return {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in items}
+
+
+def written(obj: dict) -> dict:
+    """What says an object was not touched: its uid, and its resourceVersion, or, for an
+    object a controller writes the status of, its generation and the managedFields entries
+    of the stack's own field manager (their time moves with any apply)."""
+    meta = obj["metadata"]
+    if obj["kind"] not in STATUS_WRITTEN:
+        return {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}
+    mine = [m for m in meta.get("managedFields") or [] if m.get("manager", "").startswith("pulumi")]
+    assert mine, (obj["kind"], meta["name"], meta.get("managedFields"))
+    return {"uid": meta["uid"], "generation": meta.get("generation"), "applied": mine}
+
+
+def entry_of(key: tuple[str, str, str]) -> str:
+    return key[1].removeprefix("kns-") if key[1] else key[2].removeprefix("kns-")
+
+
+def kns_up(stack: Stack, *names: str) -> subprocess.CompletedProcess:
+    """`./kns up NAME...` on the stack's project copy, with its backend and passphrase."""
+    return subprocess.run([sys.executable, "-m", "kns_cli", "up", "--project-dir", str(stack.root), "--stack",
+                           "local", *names], cwd=ROOT, env={**stack.env, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=900)
+
+
+def state_entries(stack: Stack) -> set[str]:
+    deployment = json.loads(stack.pulumi("stack", "export").stdout)
+    return set(up_module.read_state(deployment).entries)
+
+
+def config_entries(stack: Stack) -> set[str]:
+    config = yaml.safe_load((stack.root / "Pulumi.local.yaml").read_text())["config"]
+    return {e["name"] for key in ("kns:jobs", "kns:schedules") for e in config.get(key) or []}
+
+
+def assert_others_untouched(before: dict, after: dict, touched: set[str]) -> None:
+    others = {key: written(obj) for key, obj in before.items() if entry_of(key) not in touched}
+    assert len(others) >= 5 * (len(config_entries_cache) - len(touched))
+    assert {key: written(after[key]) for key in others if key in after} == others
+    assert set(others) <= set(after), sorted(set(others) - set(after))
+
+
+config_entries_cache: set[str] = set()
+
+
+def test_kns_up_adds_changes_and_removes_one_entry_of_20_and_leaves_the_others_untouched(many, cluster):
+    """Each of the three changes applied with `./kns up` alone: the entry's objects are
+    created, updated or deleted; every other entry's objects keep their uid and are not
+    written (resourceVersion, or what the stack's field manager applied); the state holds
+    every entry of the config; and a full `pulumi preview --expect-no-changes` is clean."""
+    config_entries_cache.update(config_entries(many))
+    assert len(config_entries_cache) == 20 and state_entries(many) == config_entries_cache
+
+    def apply(name: str, edit, check) -> None:
+        before = many_objects(cluster)
+        many.edit(edit)
+        done = kns_up(many, name)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert f"kns up: stack local, 1 entry ({name}" in done.stderr, done.stderr
+        assert "Not applied (--target): the platform and the" in done.stdout, done.stdout
+        after = many_objects(cluster)
+        check(before, after)
+        assert_others_untouched(before, after, {name})
+        assert state_entries(many) == config_entries(many)
+        many.pulumi("preview", "--expect-no-changes")
+
+    def added(before, after):
+        new = {key for key in after if entry_of(key) == "t-new"}
+        assert {key[0] for key in new} >= {"Namespace", "LimitRange", "ResourceQuota", "Job"}, new
+        assert not any(entry_of(key) == "t-new" for key in before)
+
+    apply("t-new", lambda c: c["kns:jobs"].append(
+        {"name": "t-new", "user": "bob", "image": "busybox:1.37", "cpu": 0.1, "memory": 64}), added)
+
+    def changed(before, after):
+        key = ("CronJob", "kns-s-02", "s-02")
+        assert before[key]["spec"]["schedule"] == "2 3 1 1 *" and after[key]["spec"]["schedule"] == "7 4 1 1 *"
+        assert after[key]["metadata"]["uid"] == before[key]["metadata"]["uid"]  # updated in place
+
+    apply("s-02", lambda c: next(s for s in c["kns:schedules"] if s["name"] == "s-02").update(schedule="7 4 1 1 *"),
+          changed)
+
+    def removed(before, after):
+        assert any(entry_of(key) == "t-05" for key in before)
+        left = {key: obj for key, obj in after.items() if entry_of(key) == "t-05"}
+        # The namespace may still be terminating (its controller empties it): it is going.
+        assert all(obj["metadata"].get("deletionTimestamp") for obj in left.values()), sorted(left)
+
+    apply("t-05", lambda c: c.update({"kns:jobs": [j for j in c["kns:jobs"] if j["name"] != "t-05"]}), removed)
+    assert "t-05" not in state_entries(many) and "t-new" in state_entries(many)
+
+
+def test_kns_up_refuses_a_shared_change_and_applies_nothing(many, cluster):
+    """A change to a shared section (node pools, profiles) or to the program's files since
+    the last full `up`: refused before the engine runs, naming what changed; the cluster and
+    the state stay as they were."""
+    before = many_objects(cluster)
+    history = len(json.loads(many.pulumi("stack", "history", "--json").stdout))
+    original = (many.root / "Pulumi.local.yaml").read_text()
+    many.edit(lambda c: (c["kns:nodePools"][0].update(labels={"team": "ml"}),
+                         c.update({"kns:profiles": {"bob": {"maxCpu": 8}}}),
+                         c["kns:jobs"][0].update(cpu=0.2)))
+    done = kns_up(many, "t-00")
+    assert done.returncode == up_module.REFUSED, done.stdout + done.stderr
+    assert ("kns up: refused, nothing was applied: shared sections changed since the last full `up`: "
+            "kns:nodePools, kns:profiles; every entry depends on them. Apply the whole stack with "
+            "`KNS_STACK=local make up`") in done.stderr, done.stderr
+    (many.root / "Pulumi.local.yaml").write_text(original)
+    program_file = many.root / "plan" / "manifests.py"
+    program_file.write_text(program_file.read_text() + "\n# a change to the program\n")
+    try:
+        done = kns_up(many, "t-00")
+        assert done.returncode == up_module.REFUSED, done.stdout + done.stderr
+        assert ("shared section changed since the last full `up`: program (the program's files); every entry "
+                "depends on it") in done.stderr, done.stderr
+    finally:
+        program_file.write_text(program_file.read_text().removesuffix("\n# a change to the program\n"))
+    assert {k: written(o) for k, o in many_objects(cluster).items()} == {k: written(o) for k, o in before.items()}
+    assert len(json.loads(many.pulumi("stack", "history", "--json").stdout)) == history

@@ -140,8 +140,11 @@ def workflow(request) -> dict[str, Any]:
 def test_preview_runs_on_pull_requests_and_up_only_on_main():
     preview, up = load(PREVIEW), load(UP)
     assert set(preview["on"]) == {"pull_request"}
-    assert set(up["on"]) == {"push", "workflow_dispatch"}
+    assert set(up["on"]) == {"push", "schedule", "workflow_dispatch"}
     assert up["on"]["push"] == {"branches": ["main"]}
+    (nightly,) = up["on"]["schedule"]
+    minute, hour, *days = nightly["cron"].split()
+    assert minute.isdigit() and hour.isdigit() and days == ["*", "*", "*"]  # once a day
     assert "github.ref == 'refs/heads/main'" in stack_job(up)["if"]  # also when started by hand
 
 
@@ -224,15 +227,94 @@ def test_preview_validates_then_previews_with_the_policy_pack_and_summarises():
 
 
 def test_up_validates_then_applies_one_stack_at_a_time_in_its_environment():
+    """After a push, scripts/ci-up.sh with the commit before it (fetched: ./kns changed reads
+    both); nightly and by hand, the drift report (a refreshed preview, summarised) and then
+    the converging full up. pulumi up itself runs only inside the script's make up / ./kns up."""
     job = stack_job(load(UP))
     validate = step_index(job, './kns validate --stack "$STACK"')
-    up = step_index(job, "pulumi up")
-    assert validate < step_index(job, 'pulumi stack select "$STACK" --create') < up
-    (line,) = runs(job, "pulumi up")
-    assert "--yes" in line and "--policy-pack policy" in line and '--stack "$STACK"' in line
-    assert not runs(job, "pulumi preview")
+    select = step_index(job, 'pulumi stack select "$STACK" --create')
+    fetch = step_index(job, 'git fetch --no-tags --depth=1 origin "$BEFORE"')
+    drift = step_index(job, "--refresh --json --show-sames")
+    up = step_index(job, "scripts/ci-up.sh")
+    assert validate < select < fetch < drift < up
+    assert job["steps"][fetch]["if"] == "github.event_name == 'push'"
+    assert job["steps"][fetch]["env"]["BEFORE"] == job["steps"][up]["env"]["BEFORE"] == "${{ github.event.before }}"
+    assert job["steps"][drift]["if"] == "github.event_name != 'push'"
+    assert "--policy-pack policy" in job["steps"][drift]["run"]
+    assert 'scripts/preview-summary.py "build/drift-$STACK.json" --stack "$STACK"' in job["steps"][drift]["run"]
+    assert 'scripts/ci-up.sh "$STACK" "$BEFORE"' in job["steps"][up]["run"]
+    assert 'scripts/ci-up.sh "$STACK" --converge' in job["steps"][up]["run"]
+    assert not runs(job, "pulumi up")
+    (artifact,) = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert artifact["with"]["path"] == "build/logs/" and job["steps"].index(artifact) > up
     assert job["concurrency"] == {"group": "up-${{ matrix.stack }}", "cancel-in-progress": False}
     assert job["environment"] == "${{ matrix.stack }}"
+
+
+# ---- scripts/ci-up.sh, with stand-ins for ./kns and make ----------------------------------------
+
+STAND_IN = """#!/usr/bin/env bash
+echo "$(basename "$0") $* [KNS_STACK=${KNS_STACK:-} KNS_REFRESH=${KNS_REFRESH:-}]" >> "$CALLS"
+case "$1" in
+  changed) [ "$PLAN" = fail ] && { echo "kns changed: cannot compare" >&2; exit 2; }; echo "$PLAN" ;;
+  up) [ "$(basename "$0")" = kns ] && exit "${UP_STATUS:-0}" ;;
+esac
+exit 0
+"""
+
+
+def ci_up(tmp_path: Path, *args: str, plan: str = "none", up_status: int = 0) -> tuple[int, list[str], str]:
+    """Run scripts/ci-up.sh with stand-ins; its exit status, the calls made, its output."""
+    for name in ("kns", "make"):
+        (tmp_path / name).write_text(STAND_IN)
+        (tmp_path / name).chmod(0o755)
+    calls = tmp_path / "calls"
+    calls.write_text("")
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "ci-up.sh"), *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60,
+                          env={**os.environ, "KNS": str(tmp_path / "kns"), "MAKE": str(tmp_path / "make"),
+                               "CALLS": str(calls), "PLAN": plan, "UP_STATUS": str(up_status)})
+    return done.returncode, calls.read_text().splitlines(), done.stdout + done.stderr
+
+
+BASE = "1" * 40
+CHANGED = f"kns changed --stack prod {BASE} HEAD --format up-plan [KNS_STACK= KNS_REFRESH=]"
+FULL = "make up [KNS_STACK=prod KNS_REFRESH=]"
+
+
+def test_ci_up_applies_only_the_changed_entries_when_only_entries_changed(tmp_path):
+    code, calls, out = ci_up(tmp_path, "prod", BASE, plan="targeted added-smoke train-resnet nightly-report")
+    assert code == 0, out
+    assert calls == [CHANGED, "kns up --stack prod added-smoke train-resnet nightly-report [KNS_STACK= KNS_REFRESH=]"]
+    assert "ci-up: targeted up of stack prod: added-smoke train-resnet nightly-report" in out
+
+
+@pytest.mark.parametrize("args,plan,why", [
+    (("prod", BASE), "full shared sections changed: kns:queues, program", "shared sections changed: kns:queues, program"),
+    (("prod", BASE), "fail", f"./kns changed could not compare {BASE} with HEAD"),
+    (("prod", "0" * 40), "none", "no earlier commit to compare with"),  # a new branch's first push
+    (("prod", ""), "none", "no earlier commit to compare with"),
+], ids=["shared change", "cannot compare", "no base", "empty base"])
+def test_ci_up_applies_the_whole_stack_otherwise(tmp_path, args, plan, why):
+    code, calls, out = ci_up(tmp_path, *args, plan=plan)
+    assert code == 0, out
+    assert calls[-1] == FULL and not any(c.startswith("kns up") for c in calls)
+    assert f"ci-up: full up of stack prod: {why}" in out
+
+
+def test_ci_up_runs_the_full_up_when_the_targeted_one_is_refused_and_stops_when_it_fails(tmp_path):
+    code, calls, out = ci_up(tmp_path, "prod", BASE, plan="targeted a", up_status=3)
+    assert (code, calls[1:]) == (0, ["kns up --stack prod a [KNS_STACK= KNS_REFRESH=]", FULL]), out
+    assert "the targeted up was refused" in out
+    code, calls, out = ci_up(tmp_path, "prod", BASE, plan="targeted a", up_status=1)
+    assert (code, calls[1:]) == (1, ["kns up --stack prod a [KNS_STACK= KNS_REFRESH=]"]), out
+
+
+def test_ci_up_does_nothing_for_an_unchanged_stack_and_converges_on_schedule(tmp_path):
+    code, calls, out = ci_up(tmp_path, "prod", BASE, plan="none")
+    assert (code, calls) == (0, [CHANGED]) and "did not change" in out
+    code, calls, out = ci_up(tmp_path, "prod", "--converge")
+    assert (code, calls) == (0, ["make up [KNS_STACK=prod KNS_REFRESH=true]"]), out
 
 
 def test_both_workflows_discover_and_set_up_the_same_way():
