@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -230,3 +231,17 @@ def test_the_documented_lines_are_what_kns_up_prints(monkeypatch):
     out = io.StringIO()
     up_module.run_up(ROOT, cfg, plans, "dev", ["train-resnet"], {}, out=out, err=io.StringIO())
     assert out.getvalue().splitlines()[-1] == closing
+
+
+def test_make_up_with_entries_runs_kns_up():
+    """`make up ENTRIES="a b"` is `./kns up` of those entries (on KNS_STACK); without
+    ENTRIES it stays the full `scripts/up.sh up`."""
+    def planned(*args: str) -> str:
+        done = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(ROOT), "up", *args],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip().splitlines()[-1]
+
+    assert planned("ENTRIES=a b") == "./kns up --stack dev a b"
+    assert planned("ENTRIES=a", "KNS_STACK=prod") == "./kns up --stack prod a"
+    assert planned() == "bash scripts/up.sh up"
