@@ -2,6 +2,7 @@
 # Run Kueue's manager (kueue, built by scripts/cluster-build.sh) as a process against a
 # cluster from scripts/cluster-up.sh:
 #   scripts/kueue-process.sh <state-dir> [--frameworks <fw>[,<fw>...]] [--wait-for-pods-ready <duration>]
+#                            [--config-extra <file.yaml>]
 #
 # What it sets up, in order (files under <state-dir>/kueue/):
 # - the CRDs of the same module (from the bin dir's ../share/kueue/crds), applied
@@ -15,7 +16,10 @@
 #   manageJobsWithoutQueueName false (only jobs with the kueue.x-k8s.io/queue-name label),
 #   integrations.frameworks from --frameworks (default batch/job), and waitForPodsReady
 #   {timeout: <duration>} with --wait-for-pods-ready (what kns:queueing.waitForPodsReady
-#   writes into the Kueue the program installs, docs/distributed.md);
+#   writes into the Kueue the program installs, docs/distributed.md); with --config-extra,
+#   that file's top-level fields are added to it (a YAML mapping; a field this script
+#   writes itself is refused), e.g. `multiKueue: {workerLostTimeout: 30s}` for a MultiKueue
+#   manager (kns_testing/multicluster.py, docs/multicluster-notes.md);
 # - the metrics certificate Kueue loads from the fixed path /etc/kueue/metrics/certs even
 #   with metrics off (KNS_KUEUE_METRICS_CERTS): `namespace` (the default when running as
 #   root and `unshare -m` works) runs it in a private mount namespace where certs/ is
@@ -43,17 +47,20 @@ set -euo pipefail
 
 log() { printf 'kueue-process: %s\n' "$*" >&2; }
 die() { printf 'kueue-process: error: %s\n' "$*" >&2; exit 1; }
-usage() { die "usage: scripts/kueue-process.sh <state-dir> [--frameworks <fw>[,<fw>...]] [--wait-for-pods-ready <duration>]"; }
+usage() { die "usage: scripts/kueue-process.sh <state-dir> [--frameworks <fw>[,<fw>...]] [--wait-for-pods-ready <duration>] [--config-extra <file.yaml>]"; }
 
 (($# >= 1)) || usage
 state=$(cd "$1" 2>/dev/null && pwd) || die "no state dir $1"
 shift
 frameworks=batch/job
 pods_ready=
+config_extra=
 while (($#)); do
   case $1 in
     --frameworks) (($# >= 2)) || usage; frameworks=$2; shift 2 ;;
     --wait-for-pods-ready) (($# >= 2)) || usage; pods_ready=$2; shift 2 ;;
+    --config-extra) (($# >= 2)) || usage; config_extra=$(realpath -m -- "$2"); shift 2
+      [[ -f $config_extra && -r $config_extra ]] || die "cannot read --config-extra file $config_extra" ;;
     *) usage ;;
   esac
 done
@@ -145,6 +152,28 @@ EOF
     printf 'waitForPodsReady:\n  timeout: %s\n' "$pods_ready"
   fi
 } >"$dir/config.yaml"
+if [[ -n $config_extra ]]; then
+  "$py" - "$dir/config.yaml" "$config_extra" <<'PY' || die "bad --config-extra file $config_extra"
+import sys, yaml
+
+base_path, extra_path = sys.argv[1:3]
+with open(base_path) as f:
+    base = yaml.safe_load(f)
+with open(extra_path) as f:
+    extra = yaml.safe_load(f)
+if extra is None:
+    sys.exit(0)
+if not isinstance(extra, dict):
+    sys.exit("kueue-process: --config-extra must be a YAML mapping of Configuration fields")
+clash = sorted(set(extra) & set(base))
+if clash:
+    sys.exit("kueue-process: --config-extra sets fields this script writes: %s" % ", ".join(clash))
+with open(base_path, "a") as f:
+    f.write("# --config-extra %s\n" % extra_path)
+    yaml.safe_dump(extra, f, sort_keys=False)
+PY
+  log "configuration: $(tr '\n' ' ' <"$config_extra" | cut -c1-200) added from $config_extra"
+fi
 
 # --- CRDs (with upstream's conversion webhooks) and the namespace --------------------------------
 crd_names=$("$py" - "$share" "$dir/crds" "$url" "$ca_bundle" <<'PY'
