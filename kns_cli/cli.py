@@ -90,8 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"the Pulumi project directory (default: {ROOT})")
     parser = argparse.ArgumentParser(
         prog="kns",
-        description="Commands over the kns-platform stack config. validate, explain, queues and timeline "
-                    "are offline (no Pulumi engine, no cluster, no passphrase: the program's own checks and "
+        description="Commands over the kns-platform stack config. validate, explain, queues, timeline and "
+                    "changed are offline (no Pulumi engine, no cluster, no passphrase: the program's own checks and "
                     "planner); preview, up and recover run the Pulumi engine as `make preview` and `make up` do.",
     )
     parser.add_argument("--version", action=_Version, nargs=0,

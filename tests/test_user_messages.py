@@ -63,7 +63,8 @@ def test_version_names_the_checkout_and_the_pinned_versions():
 def test_help_says_which_commands_run_the_engine():
     done = kns("--help")
     text = " ".join(done.stdout.split())
-    assert "preview and recover run the Pulumi engine" in text and "validate, explain, queues and timeline are offline" in text
+    assert "preview, up and recover run the Pulumi engine" in text
+    assert "validate, explain, queues, timeline and changed are offline" in text
 
 
 def test_the_timeline_legend_fits_inside_the_picture():
