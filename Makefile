@@ -62,6 +62,7 @@ bench: venv system-deps
 	cd bench && ../$(PY) priority_start.py
 	cd bench && ../$(PY) primer_proof.py
 	cd bench && ../$(PY) targeted_preview.py
+	cd bench && ../$(PY) targeted_up.py
 	cd bench && ../$(PY) apply_vs_kubectl.py 100 300 --levers 100
 
 clean:

@@ -16,9 +16,14 @@ Engine settings: `default` is the engine and the Kubernetes provider as they shi
 `pulumi up`); `tuned` is scripts/lib/engine.sh, which scripts/up.sh sources. `default`
 runs in the first round only: at 300 entries its `up` takes about half an hour.
 `--levers N` adds, at N entries, `default` with its preview and `tuned` without each of its
-settings in turn.
+settings in turn. `--arms tuned` runs only the named arms (comma-separated): at 1,000
+entries `default`'s `up` would take hours.
 
-    cd bench && ../.venv/bin/python apply_vs_kubectl.py [sizes...] [--rounds N] [--levers N]
+The entries live in a job file (`kns:jobFiles`): with 1,000 entries in the stack file, the
+config the engine hands the program (one environment variable) is over Linux's 128 KiB
+limit for one variable.
+
+    cd bench && ../.venv/bin/python apply_vs_kubectl.py [sizes...] [--rounds N] [--levers N] [--arms A,B]
 """
 
 from __future__ import annotations
@@ -38,11 +43,12 @@ import yaml
 from common import synthetic_config, table, write
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
 from kns_cli.engine import engine_settings
-from kns_testing.program import engine_project
+from kns_testing.program import PROJECT_FILES, engine_project
 
 PASSPHRASE = "bench"
 FIELD_MANAGER = "kns-bench-kubectl"
 TUNED = engine_settings()
+FILES = tuple(name for name in PROJECT_FILES if name != "jobs")  # the stack's entries are its own job file
 
 
 @dataclass(frozen=True)
@@ -96,13 +102,18 @@ def timed(command: list[str], cwd: Optional[Path], env: dict[str, str]) -> tuple
 
 
 class Project:
-    """A copy of the project with a file backend and one stack `bench` of `config`."""
+    """A copy of the project with a file backend and one stack `bench` of `config`, its
+    entries in jobs/bench.yaml."""
 
     def __init__(self, where: Path, bin_dir: str, config: dict, base_env: Optional[dict[str, str]] = None):
         self.root = where / "kns-platform"
-        env = engine_project(self.root, bin_dir, PASSPHRASE, base_env=base_env)
+        env = engine_project(self.root, bin_dir, PASSPHRASE, base_env=base_env, files=FILES)
         self.env = {key: value for key, value in env.items() if key not in TUNED}
-        stack = {"config": {f"kns:{k}": v for k, v in config.items()}}
+        config = dict(config)
+        entries = {"jobs": config.pop("jobs", []), "schedules": config.pop("schedules", [])}
+        (self.root / "jobs").mkdir()
+        (self.root / "jobs" / "bench.yaml").write_text(yaml.safe_dump(entries, sort_keys=False))
+        stack = {"config": {f"kns:{k}": v for k, v in {**config, "jobFiles": ["jobs/bench.yaml"]}.items()}}
         (self.root / "Pulumi.bench.yaml").write_text(yaml.safe_dump(stack, sort_keys=False))
         self.pulumi({}, "stack", "init", "bench")
 
@@ -180,11 +191,16 @@ def main() -> None:
     parser.add_argument("sizes", nargs="*", type=int, default=[100, 300])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--levers", type=int, metavar="N", help="at N entries, also default with its preview and tuned without each setting")
+    parser.add_argument("--arms", help=f"only these arms, comma-separated (of: {', '.join(ARMS)})")
     options = parser.parse_args()
+    chosen = [name.strip() for name in options.arms.split(",")] if options.arms else list(ARMS)
+    unknown = [name for name in chosen if name not in ARMS]
+    if unknown:
+        parser.error(f"no arm {', '.join(unknown)} (arms: {', '.join(ARMS)})")
     bin_dir = script("toolchain.sh")
     results, rows = [], []
     for size in options.sizes:
-        arms = {**ARMS, **(LEVERS if size == options.levers else {})}
+        arms = {**{name: ARMS[name] for name in chosen}, **(LEVERS if size == options.levers else {})}
         config = synthetic_config(size)
         jobs = len(config["jobs"])
         runs: dict[str, list[dict[str, float]]] = {"kubectl": []}
