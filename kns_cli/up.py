@@ -166,7 +166,8 @@ def run_up(project_dir: Path, cfg: PlatformConfig, plans: list[WorkloadPlan], st
     urns = entry_urns(cfg, plans, present, stack, preview_module.project_name(project_dir))
     # What the state holds under each named entry: a removed entry's objects, and those a
     # changed one no longer has (its kind changed, a primer CronJob fewer), are deleted.
-    urns += [urn for name in names for urn in state.entries.get(name, []) if urn not in set(urns)]
+    planned = set(urns)
+    urns += [urn for name in names for urn in state.entries.get(name, []) if urn not in planned]
     what = ", ".join([*present, *(f"{name} (removed)" for name in removed)])
     err.write(f"kns up: stack {stack}, {len(names)} {'entry' if len(names) == 1 else 'entries'} ({what}): "
               f"pulumi up --target ({len(urns)} URNs) --target-dependents\n")
