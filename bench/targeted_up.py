@@ -25,10 +25,10 @@ run's phases come from the moment its lines arrive: `./kns up`'s line naming the
 preview done), the summary (the engine done). The engine's own output of every run is in
 the copies' build/logs/.
 
-NEW is a schedule entry (a CronJob): a Job entry's cpu, env and image are in the Job's pod
-template, which the API server refuses to change in place, and the Kubernetes provider
-replaces a Job by creating the new one first under the same name, so changing a Job entry
-fails under `make up` as under `./kns up` (docs/benchmarks.md, section 13).
+NEW is a schedule entry (a CronJob), whose cpu change is an update in place: a Job entry's
+cpu is in the Job's pod template, which Kubernetes does not change in place, so the same
+change would replace the Job (deleted, then created: docs/workloads.md) and time the
+deletion too.
 
 The entries live in a job file: with 1,000 entries in the stack file, the config the engine
 hands the program (one environment variable) is over Linux's 128 KiB limit for one

@@ -29,6 +29,14 @@ def controller_owned_fields(plan: WorkloadPlan, kind: str) -> list[str]:
     return list(KUEUE_OWNED_JOB_FIELDS) if kind == "Job" and plan.entry.queue is not None else []
 
 
+def replaced_by_deletion(kind: str) -> bool:
+    """A Job's pod template is immutable, so the provider replaces a Job whose entry changes
+    its cpu, image or env. Its name is the entry's, fixed: created first (Pulumi's default),
+    the new Job would be the old one applied again, which the API server refuses
+    (`spec.template: field is immutable`). The old Job goes first, then the new one."""
+    return kind == "Job"
+
+
 @dataclass
 class KnsWorkloadArgs:
     plan: WorkloadPlan
@@ -68,7 +76,8 @@ class KnsWorkload(pulumi.ComponentResource):
                 metadata=manifest["metadata"],
                 spec=manifest["spec"],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=guards,
-                                            ignore_changes=controller_owned_fields(plan, manifest["kind"])),
+                                            ignore_changes=controller_owned_fields(plan, manifest["kind"]),
+                                            delete_before_replace=replaced_by_deletion(manifest["kind"])),
             )
             for object_name, manifest in plan.objects.items()
         ]

@@ -16,6 +16,13 @@ from . import wait
 from .model import CREDENTIALS_VOLUME, WorkloadPlan, credential_secret_name
 
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+# A Job is replaced, the old one deleted before the new one is created under the same name,
+# when its entry changes what is in its pod template (components/workload.py). Under
+# skipAwait the provider does not wait for a Job to be gone (pulumi-kubernetes issues 1232
+# and 3154), and a foreground deletion leaves it in place until its pods are: the new Job
+# would meet the old one. Deleted in the background, it is gone at once and the garbage
+# collector removes its pods after it (docs/workloads.md).
+JOB_DELETION = {"pulumi.com/deletionPropagationPolicy": "background"}
 # A CronJob whose entry sets no startingDeadlineSeconds gets this one (docs/prescaling.md,
 # docs/testing.md): a run the controller could not start within an hour of its time is
 # skipped, not started late, and a controller that was down long cannot hit the "too many
@@ -320,7 +327,7 @@ def job_manifest(plan: WorkloadPlan, template: dict[str, Any]) -> dict[str, Any]
     """A Job that `pulumi up` does not wait on, expiring `ttlHours` after it finishes."""
     spec = _job_spec(plan.entry, template)
     spec["ttlSecondsAfterFinished"] = _ttl_seconds(plan.entry)
-    metadata = _metadata(plan, {**SKIP_AWAIT, **_lint_annotation(plan.entry, template)})
+    metadata = _metadata(plan, {**SKIP_AWAIT, **JOB_DELETION, **_lint_annotation(plan.entry, template)})
     metadata["labels"].update(_queue_label(plan.entry))
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": spec}
 

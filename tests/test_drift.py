@@ -337,6 +337,26 @@ def test_a_queued_jobs_suspend_is_kueues_and_nothing_else_is_ignored(ignored):
     assert {key: value for key, value in ignored.items() if value} == {}
 
 
+def test_only_a_job_is_replaced_by_deleting_it_first(monkeypatch):
+    """A Job's template is immutable and its name fixed: the program asks the engine to
+    delete it before creating its replacement (queued or not); nothing else is, so every
+    other object is still replaced new-first."""
+    found: dict[tuple[str, str], bool] = {}
+    register = mocks.MockMonitor.RegisterResource
+
+    def recording(self, request):
+        found[(request.type, request.name)] = request.deleteBeforeReplace
+        return register(self, request)
+
+    monkeypatch.setattr(mocks.MockMonitor, "RegisterResource", recording)
+    for config in (QUEUED_CONFIG, dev_stack_config()):
+        found.clear()
+        run = run_program(config)
+        jobs = {("kubernetes:batch/v1:Job", r.name) for r in run.of_type("kubernetes:batch/v1:Job")}
+        assert jobs and run.of_type("kubernetes:batch/v1:CronJob")
+        assert {key for key, first in found.items() if first} == jobs
+
+
 def test_every_object_on_the_cluster_owns_the_fields_it_declares():
     """Without `pulumi.com/patchForce`, a field changed by hand belongs to kubectl's field
     manager and `up --refresh` stops on an apply conflict instead of restoring it: every
@@ -516,6 +536,16 @@ def test_kns_up_adds_changes_and_removes_one_entry_of_20_and_leaves_the_others_u
 
     apply("s-02", lambda c: next(s for s in c["kns:schedules"] if s["name"] == "s-02").update(schedule="7 4 1 1 *"),
           changed)
+
+    def replaced(before, after):
+        key = ("Job", "kns-t-03", "t-03")
+        assert after[key]["metadata"]["uid"] != before[key]["metadata"]["uid"]  # a new Job
+        cpu = after[key]["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"]
+        assert cpu == "300m", after[key]["spec"]["template"]
+
+    # A Job's pod template is immutable: changing the entry's cpu replaces the Job (deleted
+    # first: the new one has the same name).
+    apply("t-03", lambda c: next(j for j in c["kns:jobs"] if j["name"] == "t-03").update(cpu=0.3), replaced)
 
     def removed(before, after):
         assert any(entry_of(key) == "t-05" for key in before)

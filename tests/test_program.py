@@ -190,6 +190,8 @@ def test_cpu_job_workload(base_run):
     assert job.metadata["name"] == "cpu-job" and job.metadata["namespace"] == "kns-cpu-job"
     assert job.metadata["annotations"] == {
         "pulumi.com/skipAwait": "true",
+        # a replaced Job is gone at once, before its successor of the same name (plan/manifests.py)
+        "pulumi.com/deletionPropagationPolicy": "background",
         "pulumi.com/patchForce": "true",  # the stack owns what it declares (components/cluster.py)
         # the linters' exceptions a user image needs (docs/testing.md)
         "kube-score/ignore": "container-ephemeral-storage-request-and-limit,container-image-pull-policy,"
@@ -317,7 +319,8 @@ def test_user_labels_annotations_and_dynamic_labels_reach_the_pod():
     assert meta["labels"] == {"team": "data", "origin": "kns-test.dev", "kns.io/job": "cpu-job", "kns.io/owner": "bob"}
     assert meta["annotations"] == {"example.com/note": "hi"}
     assert {k: v for k, v in job.metadata["annotations"].items() if k != "kube-score/ignore"} == {
-        "example.com/note": "hi", "pulumi.com/skipAwait": "true", "pulumi.com/patchForce": "true"}
+        "example.com/note": "hi", "pulumi.com/skipAwait": "true", "pulumi.com/patchForce": "true",
+        "pulumi.com/deletionPropagationPolicy": "background"}
 
 
 def test_a_real_cluster_target_passes_context_and_kubeconfig(tmp_path):
