@@ -10,14 +10,23 @@
    queueing, queues, priorities, profiles, credentials, the program's own files) or no
    record at all (a stack never fully applied): refused, naming the sections, with the
    full `make up` to run instead. Nothing is applied.
-4. `pulumi up --target <URN>... --target-dependents` with the policy pack, through the
-   runner of `make up` (kns_cli/engine_run.py: the per-entry summary, the engine's output
+4. `pulumi up --skip-preview --target <URN>... --target-dependents` with the policy pack,
+   through the runner of `make up` (kns_cli/engine_run.py: the per-entry summary, the engine's output
    in build/logs/). The targets are the named entries' URNs as the program registers them
    (plan/targeting.py `entry_urns`) and, for a removed entry, every URN the state holds
    under its component: the engine deletes those (`GenerateDeletes`). The program
    registers the platform and the named entries only (`ONLY_ENTRIES` with the run's token,
    config/invocation.py); every other entry stays in state and on the cluster untouched
    (plan/targeting.py says why).
+
+Why no preview phase: `pulumi up` would plan everything twice, and each phase carries every
+resource of the state (the other entries' as untargeted `same` steps) and hands all of them
+to the policy pack's stack policies, so the preview alone cost as much as the change at
+1,000 entries (docs/benchmarks.md, section 13). What that preview would stop before
+anything is applied is stopped earlier: step 1 runs the policy pack's rules on every object
+the stack plans (plan/guardrails.py `config_problems`, the pack's own config), and the
+shared-section check of step 3 is what keeps a targeted run from needing anything outside
+the named entries. In the update the pack still judges each resource before its step.
 
 `make up` stays the full apply: it converges everything, records the shared digests
 again, and is what CI runs when `./kns changed` reports a shared change (docs/ci.md).
@@ -139,7 +148,8 @@ def refusal(stack: str, changed: Sequence[str], recorded: Any) -> str:
 def up_arguments(stack: str, urns: Sequence[str], policy: Path, policy_config: Optional[str],
                  token: str) -> list[str]:
     """The pulumi command of the targeted update (engine_run adds `--event-log`)."""
-    args = ["pulumi", "up", "--yes", "--non-interactive", "--diff", "--stack", stack, "--policy-pack", str(policy)]
+    args = ["pulumi", "up", "--yes", "--skip-preview", "--non-interactive", "--diff", "--stack", stack,
+            "--policy-pack", str(policy)]
     if policy_config:
         args += ["--policy-pack-config", policy_config]
     args += message_arguments(token)
@@ -170,7 +180,7 @@ def run_up(project_dir: Path, cfg: PlatformConfig, plans: list[WorkloadPlan], st
     urns += [urn for name in names for urn in state.entries.get(name, []) if urn not in planned]
     what = ", ".join([*present, *(f"{name} (removed)" for name in removed)])
     err.write(f"kns up: stack {stack}, {len(names)} {'entry' if len(names) == 1 else 'entries'} ({what}): "
-              f"pulumi up --target ({len(urns)} URNs) --target-dependents\n")
+              f"pulumi up --skip-preview --target ({len(urns)} URNs) --target-dependents\n")
     err.flush()
     command = up_arguments(stack, urns, preview_module.policy_pack(project_dir), env.get("KNS_POLICY_CONFIG"), token)
     others = len({plan.entry.name for plan in plans} | set(state.entries)) - len(set(present) | set(removed))

@@ -140,7 +140,7 @@ def test_the_refusal_names_what_changed_and_what_to_run():
 
 def test_the_update_carries_the_marker_targets_and_policy_pack(tmp_path):
     args = up_module.up_arguments("dev", ["urn:a", "urn:b"], tmp_path / "policy", "cfg.json", "t0k3n")
-    assert args[:3] == ["pulumi", "up", "--yes"]
+    assert args[:4] == ["pulumi", "up", "--yes", "--skip-preview"]
     assert args[args.index("--message") + 1] == marker("t0k3n")
     assert args[args.index("--policy-pack") + 1] == str(tmp_path / "policy")
     assert args[args.index("--policy-pack-config") + 1] == "cfg.json"
@@ -186,7 +186,7 @@ def test_an_up_targets_the_named_entries_and_a_removed_entry_s_state(monkeypatch
     assert urn("kns:workload:Job$kns:workload:JobNamespace$kubernetes:batch/v1:Job", "old-job-extra") in targets
     assert len(targets) == len(set(targets))
     assert env[ONLY_ENTRIES] == "train-resnet" and command[command.index("--message") + 1] == marker(env[TARGETED_RUN])
-    assert "kns up: stack dev, 2 entries (train-resnet, old-job (removed)): pulumi up --target" in err.getvalue()
+    assert "kns up: stack dev, 2 entries (train-resnet, old-job (removed)): pulumi up --skip-preview --target" in err.getvalue()
     assert out.getvalue() == ("summary\nNot applied (--target): the platform and the 6 other entries stay as the "
                               "stack has them; `make up` applies the whole stack.\n")
 
