@@ -1,7 +1,9 @@
 """`./kns up ENTRY...`: apply the named entries only, so the cost follows the change.
 
 1. The whole stack is checked offline, as `./kns validate` checks it: nothing runs on bad
-   input.
+   input. That check includes the policy pack's rules, with the pack's config
+   (KNS_POLICY_CONFIG), on every object the stack plans (plan/guardrails.py
+   `config_problems`): it is where a targeted run enforces them (4).
 2. The stack's state is read (`pulumi stack export`): what the last `up` recorded of the
    shared sections (`platformDigest`, config/fingerprint.py), and the entries it holds.
    Each name must be an entry of the config (added or changed) or one the state holds and
@@ -10,23 +12,28 @@
    queueing, queues, priorities, profiles, credentials, the program's own files) or no
    record at all (a stack never fully applied): refused, naming the sections, with the
    full `make up` to run instead. Nothing is applied.
-4. `pulumi up --skip-preview --target <URN>... --target-dependents` with the policy pack,
-   through the runner of `make up` (kns_cli/engine_run.py: the per-entry summary, the engine's output
-   in build/logs/). The targets are the named entries' URNs as the program registers them
+4. `pulumi up --skip-preview --target <URN>... --target-dependents`, through the runner of
+   `make up` (kns_cli/engine_run.py: the per-entry summary, the engine's output in
+   build/logs/). The targets are the named entries' URNs as the program registers them
    (plan/targeting.py `entry_urns`) and, for a removed entry, every URN the state holds
    under its component: the engine deletes those (`GenerateDeletes`). The program
    registers the platform and the named entries only (`ONLY_ENTRIES` with the run's token,
    config/invocation.py); every other entry stays in state and on the cluster untouched
    (plan/targeting.py says why).
 
-Why no preview phase: `pulumi up` would plan everything twice, and each phase carries every
-resource of the state (the other entries' as untargeted `same` steps) and hands all of them
-to the policy pack's stack policies, so the preview alone cost as much as the change at
-1,000 entries (docs/benchmarks.md, section 13). What that preview would stop before
-anything is applied is stopped earlier: step 1 runs the policy pack's rules on every object
-the stack plans (plan/guardrails.py `config_problems`, the pack's own config), and the
-shared-section check of step 3 is what keeps a targeted run from needing anything outside
-the named entries. In the update the pack still judges each resource before its step.
+Why neither a preview phase nor the policy pack in the engine: both cost what the state
+holds, not what the run changes. Each phase of `pulumi up` carries every resource of the
+state (the other entries' as untargeted `same` steps), and with any policy pack loaded the
+engine hands all of them to it once the steps are done (AnalyzeStack), even when no stack
+policy is left to run: at 1,000 entries the preview doubled a targeted run and the pack
+added half again (docs/benchmarks.md, section 13). What they would stop is stopped before
+the engine starts. The rules that judge one object (limits, registries, GPU tolerations)
+and the privileged-pod rule judge, in step 1, the very Job or CronJob and Namespace the
+program registers for each entry (`plan.objects`, `namespace_labels`). The cluster-admin
+rule judges bindings: an entry's only binding is its component's, to the entry's own
+Role, and anything else the rule reads (the KNS scheduler's account, the program's
+files) is shared: a change to it is refused in step 3. `make up` runs the pack in the
+engine, as always.
 
 `make up` stays the full apply: it converges everything, records the shared digests
 again, and is what CI runs when `./kns changed` reports a shared change (docs/ci.md).
@@ -145,13 +152,10 @@ def refusal(stack: str, changed: Sequence[str], recorded: Any) -> str:
             f"(then `./kns up ENTRY...` applies single entries again)")
 
 
-def up_arguments(stack: str, urns: Sequence[str], policy: Path, policy_config: Optional[str],
-                 token: str) -> list[str]:
-    """The pulumi command of the targeted update (engine_run adds `--event-log`)."""
-    args = ["pulumi", "up", "--yes", "--skip-preview", "--non-interactive", "--diff", "--stack", stack,
-            "--policy-pack", str(policy)]
-    if policy_config:
-        args += ["--policy-pack-config", policy_config]
+def up_arguments(stack: str, urns: Sequence[str], token: str) -> list[str]:
+    """The pulumi command of the targeted update (engine_run adds `--event-log`); no policy
+    pack: step 1 enforced its rules (the module's docstring)."""
+    args = ["pulumi", "up", "--yes", "--skip-preview", "--non-interactive", "--diff", "--stack", stack]
     args += message_arguments(token)
     for urn in urns:
         args += ["--target", urn]
@@ -182,7 +186,7 @@ def run_up(project_dir: Path, cfg: PlatformConfig, plans: list[WorkloadPlan], st
     err.write(f"kns up: stack {stack}, {len(names)} {'entry' if len(names) == 1 else 'entries'} ({what}): "
               f"pulumi up --skip-preview --target ({len(urns)} URNs) --target-dependents\n")
     err.flush()
-    command = up_arguments(stack, urns, preview_module.policy_pack(project_dir), env.get("KNS_POLICY_CONFIG"), token)
+    command = up_arguments(stack, urns, token)
     others = len({plan.entry.name for plan in plans} | set(state.entries)) - len(set(present) | set(removed))
     status = engine_run.run("up", stack, command, verbose=verbose, log_dir=project_dir / "build" / "logs",
                             out=out, err=err, tty=err.isatty(), env=env, cwd=project_dir)

@@ -138,12 +138,12 @@ def test_the_refusal_names_what_changed_and_what_to_run():
     assert "no record of a full `up` by this version of the program" in up_module.refusal("dev", ["x"], None)
 
 
-def test_the_update_carries_the_marker_targets_and_policy_pack(tmp_path):
-    args = up_module.up_arguments("dev", ["urn:a", "urn:b"], tmp_path / "policy", "cfg.json", "t0k3n")
+def test_the_update_carries_the_marker_and_targets_and_no_policy_pack():
+    """The pack's rules ran in the offline check (kns_cli/up.py says why not in the engine)."""
+    args = up_module.up_arguments("dev", ["urn:a", "urn:b"], "t0k3n")
     assert args[:4] == ["pulumi", "up", "--yes", "--skip-preview"]
     assert args[args.index("--message") + 1] == marker("t0k3n")
-    assert args[args.index("--policy-pack") + 1] == str(tmp_path / "policy")
-    assert args[args.index("--policy-pack-config") + 1] == "cfg.json"
+    assert not any(a.startswith("--policy-pack") for a in args)
     assert [args[i + 1] for i, a in enumerate(args) if a == "--target"] == ["urn:a", "urn:b"]
     assert args[-1] == "--target-dependents"
 
@@ -217,6 +217,53 @@ def test_the_command_line_stops_on_bad_config_or_a_refusal(monkeypatch, tmp_path
     assert engine.runs == []
     assert cli.main(["up", "no-such-entry"]) == 2
     assert 'kns up: no entry named "no-such-entry" in the config or the state of stack dev' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("rule, edit, pack", [
+    ("allowed-registries", lambda job: job.update(image="registry.example.com/team/train:1"), None),
+    ("allowed-registries", lambda job: None, {"allowed-registries": {"allowedRegistries": ["registry.example.com"]}}),
+    ("privileged-only-where-allowed", lambda job: job.update(jsonOverrides=[
+        {"path": "/spec/template/spec/containers/0/securityContext", "value": {"privileged": True}}]), None),
+], ids=["an image from elsewhere", "the pack's own config", "privilege by jsonOverrides (a stack rule)"])
+def test_what_the_policy_pack_refuses_stops_kns_up_before_the_engine(monkeypatch, tmp_path, capsys, rule, edit, pack):
+    """The targeted update runs without the pack: its rules, with the pack's config
+    (KNS_POLICY_CONFIG), judge the entries in the offline check, which names the rule and
+    starts nothing."""
+    engine = Engine(monkeypatch, export(dev_digest()))
+    config = {f"kns:{k}": v for k, v in dev_stack_config().items()}
+    job = next(j for j in config["kns:jobs"] if j["name"] == "train-resnet")
+    edit(job)
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    shutil.copytree(ROOT / "jobs", tmp_path / "jobs")
+    (tmp_path / "Pulumi.judged.yaml").write_text(yaml.safe_dump({"config": config}))
+    if pack is not None:
+        (tmp_path / "pack.json").write_text(json.dumps(pack))
+        monkeypatch.setenv("KNS_POLICY_CONFIG", "pack.json")
+    assert cli.main(["up", "--project-dir", str(tmp_path), "--stack", "judged", "train-resnet"]) == 1
+    said = capsys.readouterr().err
+    assert f"(policy {rule}, docs/policy.md)" in said and "train-resnet" in said, said
+    assert engine.runs == []
+
+
+def test_an_entry_binds_nothing_but_its_own_role():
+    """Why the cluster-admin rule needs no run in a targeted update (kns_cli/up.py): what it
+    judges, bindings, an entry has one of, in its namespace, to its own Role; the
+    ClusterRoleBindings are the platform's, the same with no entry at all."""
+    config = dev_stack_config()
+    run = run_program(config)
+    bindings = run.of_type("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding")
+    namespaces = {ns.metadata["name"] for ns in run.of_type("kubernetes:core/v1:Namespace")
+                  if "kns.io/job" in (ns.metadata.get("labels") or {})}
+    assert len(namespaces) == len(load_stack(ROOT, "dev")[1]) > 5
+    in_entries = [b for b in bindings if b.metadata.get("namespace") in namespaces]
+    assert sorted(b.metadata["namespace"] for b in in_entries) == sorted(namespaces)
+    assert all(b.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kns-runner"}
+               for b in in_entries)
+    cluster_wide = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding"
+    empty = run_program({key: value for key, value in config.items() if key not in ("jobs", "schedules", "jobFiles")})
+    assert not empty.of_type("kubernetes:batch/v1:Job")
+    assert sorted(r.name for r in run.of_type(cluster_wide)) == sorted(r.name for r in empty.of_type(cluster_wide))
+    assert run.of_type(cluster_wide)
 
 
 def test_the_documented_lines_are_what_kns_up_prints(monkeypatch):
