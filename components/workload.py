@@ -37,6 +37,17 @@ def replaced_by_deletion(kind: str) -> bool:
     return kind == "Job"
 
 
+def other_kind(plan: WorkloadPlan) -> pulumi.Alias:
+    """The same entry under the other kind. An entry moved between `kns:jobs` and
+    `kns:schedules` keeps its name and its namespace; only its component's type changes,
+    and with it every URN under it. Without this alias the engine would create the new
+    entry's objects (the namespace applied again over the old one) and then delete the old
+    entry's, the namespace with them, emptying the new entry. With it, the entry's objects
+    are the same resources: the namespace and its guards stay, the Job or CronJob the new
+    kind no longer has is deleted, the other created."""
+    return pulumi.Alias(type_=JOB_TYPE if plan.is_schedule else SCHEDULE_TYPE)
+
+
 @dataclass
 class KnsWorkloadArgs:
     plan: WorkloadPlan
@@ -51,6 +62,7 @@ class KnsWorkload(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: KnsWorkloadArgs, opts: Optional[pulumi.ResourceOptions] = None):
         plan = args.plan
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=[other_kind(plan)]))
         super().__init__(SCHEDULE_TYPE if plan.is_schedule else JOB_TYPE, name, None, opts)
         self.job_namespace = JobNamespace(name, JobNamespaceArgs(plan), pulumi.ResourceOptions(parent=self))
         self.namespace_name = plan.namespace

@@ -584,3 +584,43 @@ def test_kns_up_refuses_a_shared_change_and_applies_nothing(many, cluster):
         program_file.write_text(program_file.read_text().removesuffix("\n# a change to the program\n"))
     assert {k: written(o) for k, o in many_objects(cluster).items()} == {k: written(o) for k, o in before.items()}
     assert len(json.loads(many.pulumi("stack", "history", "--json").stdout)) == history
+
+
+def test_an_entry_that_becomes_a_schedule_keeps_its_namespace_and_its_new_cronjob(many, cluster):
+    """An entry moved between `kns:jobs` and `kns:schedules` (its kind changes, its name and
+    namespace do not), applied by a full `up` and back by `./kns up`: the namespace it keeps
+    is never deleted (had the engine taken it for another entry's, the deletion of the old
+    one would empty the new one), the Job goes, the CronJob stays, and nothing else moves."""
+    name, namespace = "t-09", "kns-t-09"
+    before = many_objects(cluster)
+
+    def to_schedule(config):
+        job = next(j for j in config["kns:jobs"] if j["name"] == name)
+        config["kns:jobs"].remove(job)
+        config["kns:schedules"].append({**job, "schedule": "9 4 1 1 *", "timeZone": "Etc/UTC"})
+
+    many.edit(to_schedule)
+    many.up()
+    after = many_objects(cluster)
+    assert ("Job", namespace, name) not in after
+    assert after[("CronJob", namespace, name)]["spec"]["schedule"] == "9 4 1 1 *"
+    assert after[("Namespace", "", namespace)]["metadata"]["uid"] == before[("Namespace", "", namespace)]["metadata"]["uid"]
+    assert not after[("Namespace", "", namespace)]["metadata"].get("deletionTimestamp")
+    assert_others_untouched(before, after, {name})
+    many.pulumi("preview", "--expect-no-changes")
+
+    def to_job(config):
+        schedule = next(s for s in config["kns:schedules"] if s["name"] == name)
+        config["kns:schedules"].remove(schedule)
+        config["kns:jobs"].append({k: v for k, v in schedule.items() if k not in ("schedule", "timeZone")})
+
+    many.edit(to_job)
+    done = kns_up(many, name)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    back = many_objects(cluster)
+    assert ("CronJob", namespace, name) not in back and ("Job", namespace, name) in back
+    assert back[("Namespace", "", namespace)]["metadata"]["uid"] == before[("Namespace", "", namespace)]["metadata"]["uid"]
+    assert not back[("Namespace", "", namespace)]["metadata"].get("deletionTimestamp")
+    assert_others_untouched(before, back, {name})
+    assert state_entries(many) == config_entries(many)
+    many.pulumi("preview", "--expect-no-changes")
