@@ -27,6 +27,8 @@ from typing import Iterator, Mapping, Optional, Sequence
 
 import yaml
 
+from config.multikueue import kubeconfig_problems
+
 from .cluster import Cluster, local_cluster, script
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
@@ -117,38 +119,6 @@ def queued_job(name: str, namespace_name: str, queue: str, cpu: str = "1", run_f
 
 
 # ---- kubeconfigs Kueue accepts ------------------------------------------------------------------
-
-
-def kubeconfig_problems(text: str) -> list[str]:
-    """What Kueue v0.19.2 would refuse in a MultiKueueCluster kubeconfig (validateKubeconfig and
-    validateRestConfig in pkg/controller/admissionchecks/multikueue/multikueuecluster.go; the
-    MultiKueueAllowInsecureKubeconfigs gate that skipped them is locked off), in its words,
-    plus what makes a kubeconfig depend on the manager's disk (client certificate or key
-    files, which Kueue itself does not check but cannot read from a Secret either)."""
-    config = yaml.safe_load(text) or {}
-    problems = []
-    for user in config.get("users") or []:
-        auth = user.get("user") or {}
-        if auth.get("tokenFile"):
-            problems.append("tokenFile is not allowed")
-        if auth.get("exec"):
-            problems.append("exec plugins are not allowed")
-        if auth.get("auth-provider"):
-            problems.append("auth providers are not allowed")
-        if auth.get("username") or auth.get("password"):
-            problems.append("basic auth is not allowed")
-        for key in ("client-certificate", "client-key"):
-            if auth.get(key):
-                problems.append(f"{key} is a file path (use {key}-data)")
-    for entry in config.get("clusters") or []:
-        name, cluster = entry.get("name"), entry.get("cluster") or {}
-        if cluster.get("insecure-skip-tls-verify"):
-            problems.append(f"insecure TLS verification is not allowed for cluster {name}")
-        if cluster.get("certificate-authority"):
-            problems.append(f"certificate-authority file paths are not allowed, use certificate-authority-data for cluster {name}")
-        if not cluster.get("server"):
-            problems.append(f"server URL is required for cluster {name}")
-    return problems
 
 
 def flat_kubeconfig(cluster: Cluster) -> str:
