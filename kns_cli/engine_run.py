@@ -139,8 +139,14 @@ def run(action: str, stack: str, command: Sequence[str], *, verbose: bool, log_d
         copier = threading.Thread(target=copy_output, args=(proc.stdout, log, echo, planned), daemon=True)
         copier.start()
         progress = Progress(err, tty and not verbose)
+        # A log the engine writes once (a preview, an update without one) is read as it is
+        # written, so that reading it overlaps the engine's work: at 1,000 entries it is
+        # about 100 MB, seconds of parsing (docs/benchmarks.md, section 13). A log it
+        # starts again is read whole at the end, when no start can be missed.
+        once = action != "up" or "--skip-preview" in command
         done = 0
         pending = ""
+        events = summary_module.Events()
         with open(events_file, encoding="utf-8", errors="replace") as stream:
             while True:
                 finished = proc.poll() is not None
@@ -151,13 +157,20 @@ def run(action: str, stack: str, command: Sequence[str], *, verbose: bool, log_d
                 pending += stream.read()
                 lines = pending.split("\n")
                 pending = lines.pop()
-                done += sum(1 for line in lines if '"resOutputsEvent"' in line and '"planning":true' not in line)
+                if once:
+                    summary_module.add_lines(events, lines)
+                    done = events.done
+                else:
+                    done += sum(1 for line in lines if '"resOutputsEvent"' in line and '"planning":true' not in line)
                 if action == "up" and planned.total:
                     progress.update(done, planned.total)
                 if finished:
                     break
                 time.sleep(POLL_SECONDS)
-        events = summary_module.read_events(events_file.read_text(encoding="utf-8", errors="replace"))
+        if once:
+            summary_module.add_lines(events, [pending])
+        else:
+            events = summary_module.read_events(events_file.read_text(encoding="utf-8", errors="replace"))
         copier.join()
         if action == "up" and planned.total:
             progress.update(events.done, planned.total)  # the whole log: its last events included

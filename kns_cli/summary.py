@@ -120,16 +120,21 @@ def step_of(metadata: dict[str, Any]) -> Optional[dict[str, Any]]:
     return step
 
 
-def read_events(text: str) -> Events:
-    events = Events()
-    for line in text.splitlines():
+def add_lines(events: Events, lines: Sequence[str]) -> Events:
+    """`events` with what each line of an event log says (a line that is not a whole JSON
+    event, such as the last line of a log still being written, says nothing)."""
+    for line in lines:
         try:
             event = json.loads(line)
         except json.JSONDecodeError:
-            continue  # the last line of a log still being written
+            continue
         if isinstance(event, dict):
             events.add(event)
     return events
+
+
+def read_events(text: str) -> Events:
+    return add_lines(Events(), text.splitlines())
 
 
 # --- Grouping -----------------------------------------------------------------------------

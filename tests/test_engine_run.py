@@ -58,7 +58,17 @@ for i in range(int(os.environ.get("KNS_STUB_LINES", "3"))):
 if os.environ.get("KNS_STUB_PLANNED"):  # what `pulumi up` prints after its preview
     print("Resources:", "    + 20 to create", "    ~ 4 to update",
           "    %s unchanged" % (int(os.environ["KNS_STUB_PLANNED"]) - 24), "", sep=chr(10), flush=True)
-shutil.copy(os.environ["KNS_STUB_EVENTS"], log)
+if os.environ.get("KNS_STUB_CHUNKS"):  # written in three parts, cut inside lines, no last newline
+    import time
+    data = open(os.environ["KNS_STUB_EVENTS"]).read().rstrip(chr(10))
+    third = len(data) // 3
+    with open(log, "w") as stream:
+        for part in (data[:third], data[third:2 * third], data[2 * third:]):
+            stream.write(part)
+            stream.flush()
+            time.sleep(0.7)
+else:
+    shutil.copy(os.environ["KNS_STUB_EVENTS"], log)
 print("stderr line", file=sys.stderr)
 sys.exit(int(os.environ.get("KNS_STUB_STATUS", "0")))
 ''')
@@ -67,7 +77,7 @@ sys.exit(int(os.environ.get("KNS_STUB_STATUS", "0")))
 
 
 def run(engine, tmp_path, monkeypatch, action="preview", steps=STEPS, extra=(), status=0, verbose=False,
-        tty=False, lines=3):
+        tty=False, lines=3, args=()):
     events = tmp_path / "events.jsonl"
     events.write_text(event_log(action, steps, extra))
     monkeypatch.setenv("KNS_STUB_EVENTS", str(events))
@@ -76,7 +86,7 @@ def run(engine, tmp_path, monkeypatch, action="preview", steps=STEPS, extra=(), 
     monkeypatch.setenv("KNS_STUB_LINE", ENGINE_LINE)
     monkeypatch.setenv("KNS_STUB_PLANNED", str(len(steps)) if action == "up" else "")
     out, err = io.StringIO(), io.StringIO()
-    code = engine_run.run(action, "dev", [str(engine), action], verbose=verbose, log_dir=tmp_path / "logs",
+    code = engine_run.run(action, "dev", [str(engine), action, *args], verbose=verbose, log_dir=tmp_path / "logs",
                           out=out, err=err, tty=tty)
     return code, out.getvalue(), err.getvalue()
 
@@ -161,6 +171,25 @@ def test_policy_violations_are_listed_under_their_entry(engine, tmp_path, monkey
                                  "policyPackVersion": "1", "enforcementLevel": "advisory"}}
     _, out, _ = run(engine, tmp_path, monkeypatch, extra=[violation])
     assert "Policy violations (1):\n  advisory job-deadline (added-smoke, added-smoke): Job added-smoke has none." in out
+
+
+@pytest.mark.parametrize("action, args", [("up", ("--skip-preview",)), ("preview", ())])
+def test_a_log_the_engine_writes_once_is_read_as_it_grows(engine, tmp_path, monkeypatch, action, args):
+    """An update without a preview, or a preview, writes its log once: read while it is
+    written, parts cut inside lines and a last line without its newline, it gives the
+    summary the whole log gives."""
+    (tmp_path / "whole").mkdir()
+    (tmp_path / "grown").mkdir()
+    last = [{"diagnosticEvent": {"severity": "warning", "message": "the log's last line\n"}}]
+    whole = run(engine, tmp_path / "whole", monkeypatch, action=action, args=args, extra=last)
+    monkeypatch.setenv("KNS_STUB_CHUNKS", "1")
+    grown = run(engine, tmp_path / "grown", monkeypatch, action=action, args=args, extra=last)
+    assert "the log's last line" in whole[1]
+    assert grown[0] == whole[0] == 0
+
+    def summary(out: str) -> list[str]:
+        return [line for line in out.splitlines() if "build/logs" not in line and "/logs/" not in line]
+    assert summary(grown[1]) == summary(whole[1]) and len(summary(whole[1])) > 3, (whole[1], grown[1])
 
 
 def test_old_logs_are_pruned(tmp_path):
