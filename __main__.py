@@ -28,6 +28,7 @@ from components.kueue import KueueInstall, KueueInstallArgs
 from components.nodepool import NodePool, NodePoolArgs
 from components.packing_scheduler import PackingScheduler, PackingSchedulerArgs
 from components.queues import Queues, QueuesArgs
+from components.source_positions import innermost_frame_only
 from components.system import SystemNamespace, SystemNamespaceArgs
 from components.workload import KnsWorkload, KnsWorkloadArgs
 from config import fingerprint, source
@@ -61,6 +62,8 @@ try:
 except ConfigError as exc:
     raise pulumi.RunError(str(exc)) from None
 cfg = checked.config
+# The state keeps no call stacks, only where each resource was made (components/source_positions.py).
+innermost_frame_only()
 
 cluster = KnsCluster(cfg.cluster.name, KnsClusterArgs(cfg.cluster, PROJECT_DIR))
 # Every object on the cluster: through its provider, and owning the fields it declares.
