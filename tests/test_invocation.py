@@ -176,7 +176,7 @@ def test_the_environment_and_arguments_of_kns_preview_pass_the_guard(tmp_path):
     assert args[args.index("--message") + 1] == f"kns-targeted:{token}"
     _, plans = load_stack(ROOT, "dev")
     assert under_pulumi(tmp_path, args, env) == ["registers: train-resnet,hourly-sync"]
-    command = up_module.up_arguments("dev", ["urn:a"], ROOT / "policy", None, token)
+    command = up_module.up_arguments("dev", ["urn:a"], token)
     assert under_pulumi(tmp_path, command[1:], env) == ["registers: train-resnet,hourly-sync"]
     assert len(plans) > 2
 
@@ -189,7 +189,7 @@ def test_kns_up_of_removed_entries_only_registers_no_entry(tmp_path):
     env = preview_module.engine_environment(tmp_path, "dev", [], "/nonexistent", _plain_environ(), token,
                                             narrowed=True)
     assert env[ONLY_ENTRIES] == "" and env[TARGETED_RUN] == token
-    command = up_module.up_arguments("dev", ["urn:a"], ROOT / "policy", None, token)
+    command = up_module.up_arguments("dev", ["urn:a"], token)
     assert under_pulumi(tmp_path, command[1:], env) == ["registers: "]
     assert under_pulumi(tmp_path, ["up", "--yes"], env)[0].startswith(f"refused: {ONLY_ENTRIES}: is set (), but")
 
