@@ -38,10 +38,13 @@ def _entries(document: dict, key: str, inner: str) -> list[tuple[str, Any, dict]
             for i, item in enumerate(items if isinstance(items, list) else [])]
 
 
-def server_problem(server: Any) -> str | None:
-    """Kueue's `isValidHostname`: the server URL's host is an IP address or a DNS name."""
-    if not isinstance(server, str) or not server:
-        return "server URL is required"
+def _server(cluster: dict) -> str:
+    server = cluster.get("server")
+    return server if isinstance(server, str) else ""
+
+
+def server_problem(server: str) -> str | None:
+    """Kueue's `isValidHostname` on a server URL: its host is an IP address or a DNS name."""
     try:
         host = urlsplit(server).hostname or ""
     except ValueError:
@@ -78,9 +81,8 @@ def kubeconfig_problems(text: Union[str, bytes]) -> list[str]:
             problems.append(f"{place}.insecure-skip-tls-verify: {KUEUE} (TLS is verified)")
         if cluster.get("certificate-authority"):
             problems.append(f"{place}.certificate-authority: a file path: {KUEUE} (use certificate-authority-data)")
-        problem = server_problem(cluster.get("server"))
-        if problem == "server URL is required":
-            problems.append(f"{place}.server: {problem}")
+        if not _server(cluster):
+            problems.append(f"{place}.server: server URL is required")
     current = document.get("current-context")
     if not current:
         return problems + ["current-context: is required: Kueue connects with the current context"]
@@ -91,9 +93,9 @@ def kubeconfig_problems(text: Union[str, bytes]) -> list[str]:
     user = next(((place, body) for place, name, body in users if name == context.get("user")), None)
     if cluster is None:
         problems.append("the current context's cluster is not in clusters")
-    else:
-        problem = server_problem(cluster[1].get("server"))
-        if problem and problem != "server URL is required":
+    elif _server(cluster[1]):
+        problem = server_problem(_server(cluster[1]))
+        if problem:
             problems.append(f"{cluster[0]}.server: {problem}")
     if user is not None:
         place, body = user
