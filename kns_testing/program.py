@@ -171,3 +171,20 @@ def dev_stack_config() -> dict[str, Any]:
     """The checked-in dev stack's config, keys without the `kns:` prefix."""
     document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
     return {key.split(":", 1)[1]: value for key, value in document["config"].items()}
+
+
+def registration_requests(monkeypatch) -> dict[tuple[str, str], Any]:
+    """(type, logical name) -> the RegisterResource request the program's later runs send
+    the mock monitor: what mocks' resources do not show (options such as ignoreChanges or
+    deleteBeforeReplace, the stack trace)."""
+    from pulumi.runtime import mocks as pulumi_mocks
+
+    found: dict[tuple[str, str], Any] = {}
+    register = pulumi_mocks.MockMonitor.RegisterResource
+
+    def recording(self, request):
+        found[(request.type, request.name)] = request
+        return register(self, request)
+
+    monkeypatch.setattr(pulumi_mocks.MockMonitor, "RegisterResource", recording)
+    return found

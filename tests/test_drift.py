@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pulumi.runtime import mocks
 
 from components.cluster import FORCE_ANNOTATION
 from components.workload import KUEUE_OWNED_JOB_FIELDS
@@ -28,7 +27,7 @@ from kns_cli import up as up_module
 from kns_cli.preview import summary_module
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
 from kns_testing.kueue import start_kueue
-from kns_testing.program import ROOT, dev_stack_config, engine_project, run_program
+from kns_testing.program import ROOT, dev_stack_config, engine_project, registration_requests, run_program
 from tests.test_e2e import Stack, Watch
 from tests.test_queueing import CONFIG as QUEUED_CONFIG
 from tests.test_queueing import without_queueing
@@ -303,25 +302,18 @@ def test_node_labels_and_taints_changed_by_hand_are_shown_under_the_platform_and
 
 
 @pytest.fixture
-def ignored(monkeypatch):
-    """(type, logical name) -> the `ignoreChanges` the program registered it with: the
-    option reaches the engine in the registration request, which the mock monitor sees."""
-    found: dict[tuple[str, str], list[str]] = {}
-    register = mocks.MockMonitor.RegisterResource
-
-    def recording(self, request):
-        found[(request.type, request.name)] = list(request.ignoreChanges)
-        return register(self, request)
-
-    monkeypatch.setattr(mocks.MockMonitor, "RegisterResource", recording)
-    return found
+def registered(monkeypatch):
+    """(type, logical name) -> the registration request: the options reach the engine in it,
+    which the mock monitor sees."""
+    return registration_requests(monkeypatch)
 
 
-def test_a_queued_jobs_suspend_is_kueues_and_nothing_else_is_ignored(ignored):
+def test_a_queued_jobs_suspend_is_kueues_and_nothing_else_is_ignored(registered):
     """Every queued Job (queued by its own key or a profile) ignores exactly `spec.suspend`,
     and is still created suspended; CronJobs (Kueue manages the Jobs they make, not them),
     unqueued Jobs and every other object ignore nothing."""
     run = run_program(QUEUED_CONFIG)
+    ignored = {key: list(request.ignoreChanges) for key, request in registered.items()}
     jobs = {r.name: r for r in run.of_type("kubernetes:batch/v1:Job")}
     assert set(jobs) == {"etl", "train", "own-queue"}
     for name, job in jobs.items():
@@ -331,30 +323,23 @@ def test_a_queued_jobs_suspend_is_kueues_and_nothing_else_is_ignored(ignored):
     others = {key: value for key, value in ignored.items() if key[0] != "kubernetes:batch/v1:Job" and value}
     assert others == {}
 
-    ignored.clear()
+    registered.clear()
     plain = run_program(without_queueing(QUEUED_CONFIG))
+    ignored = {key: list(request.ignoreChanges) for key, request in registered.items()}
     assert {r.name for r in plain.of_type("kubernetes:batch/v1:Job")} == set(jobs)
     assert {key: value for key, value in ignored.items() if value} == {}
 
 
-def test_only_a_job_is_replaced_by_deleting_it_first(monkeypatch):
+def test_only_a_job_is_replaced_by_deleting_it_first(registered):
     """A Job's template is immutable and its name fixed: the program asks the engine to
     delete it before creating its replacement (queued or not); nothing else is, so every
     other object is still replaced new-first."""
-    found: dict[tuple[str, str], bool] = {}
-    register = mocks.MockMonitor.RegisterResource
-
-    def recording(self, request):
-        found[(request.type, request.name)] = request.deleteBeforeReplace
-        return register(self, request)
-
-    monkeypatch.setattr(mocks.MockMonitor, "RegisterResource", recording)
     for config in (QUEUED_CONFIG, dev_stack_config()):
-        found.clear()
+        registered.clear()
         run = run_program(config)
         jobs = {("kubernetes:batch/v1:Job", r.name) for r in run.of_type("kubernetes:batch/v1:Job")}
         assert jobs and run.of_type("kubernetes:batch/v1:CronJob")
-        assert {key for key, first in found.items() if first} == jobs
+        assert {key for key, request in registered.items() if request.deleteBeforeReplace} == jobs
 
 
 def test_every_object_on_the_cluster_owns_the_fields_it_declares():

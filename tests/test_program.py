@@ -8,7 +8,7 @@ from collections import Counter
 import pulumi
 import pytest
 
-from kns_testing.program import ROOT, RecordingMocks, dev_stack_config, run_program
+from kns_testing.program import ROOT, RecordingMocks, dev_stack_config, registration_requests, run_program
 from plan import kueue_install
 
 NS = "kubernetes:core/v1:Namespace"
@@ -502,23 +502,15 @@ def test_schedule_ttl_applies_only_when_set():
 def test_a_registration_carries_the_line_that_made_the_resource_not_the_call_stack(monkeypatch):
     """components/source_positions.py: the state would otherwise keep every frame down to
     each resource's constructor (a third of a 1,000-entry stack's state)."""
-    from pulumi.runtime import mocks as pulumi_mocks
-
-    traces = []
-    register = pulumi_mocks.MockMonitor.RegisterResource
-
-    def recording(self, request):
-        traces.append((request.type, [frame.pc.uri for frame in request.stackTrace.frames],
-                       request.sourcePosition.uri))
-        return register(self, request)
-
-    monkeypatch.setattr(pulumi_mocks.MockMonitor, "RegisterResource", recording)
+    registered = registration_requests(monkeypatch)
     run_program(dev_stack_config())
+    traces = [(request.type, [frame.pc.uri for frame in request.stackTrace.frames], request.sourcePosition.uri)
+              for request in registered.values()]
     objects = [t for t in traces if t[0].startswith("kubernetes:")]
     assert len(objects) > 40
     # The root stack is registered before the program runs (one resource, the host's frames).
-    for type_, frames, position in traces[1:]:
-        assert type_ != "pulumi:pulumi:Stack" and len(frames) <= 1, (type_, frames)
+    for type_, frames, position in traces:
+        assert type_ == "pulumi:pulumi:Stack" or len(frames) <= 1, (type_, frames)
     for type_, frames, position in objects:
         assert frames and frames[0] == position and position.endswith(".py"), (type_, frames, position)
         assert "/components/" in position or position.endswith("/__main__.py"), position
