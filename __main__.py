@@ -23,18 +23,15 @@ import pulumi
 from pulumi.runtime import config as runtime_config
 
 from components.cluster import KnsCluster, KnsClusterArgs, own_declared_fields
-from components.kns_scheduler import KnsScheduler, KnsSchedulerArgs
-from components.kueue import KueueInstall, KueueInstallArgs
-from components.nodepool import NodePool, NodePoolArgs
-from components.packing_scheduler import PackingScheduler, PackingSchedulerArgs
-from components.queues import Queues, QueuesArgs
+from components.multikueue import MultiKueue, MultiKueueArgs, WorkerConnection
+from components.platform import PlatformArgs, register_platform
 from components.source_positions import innermost_frame_only
-from components.system import SystemNamespace, SystemNamespaceArgs
-from components.workload import KnsWorkload, KnsWorkloadArgs
+from components.worker import KnsWorker, KnsWorkerArgs
+from components.workload import KnsWorkload, KnsWorkloadArgs, RemoteSide
 from config import fingerprint, source
 from config.errors import ConfigError
 from config.loader import check_stack_config
-from plan import kueue_install, queues
+from plan import kueue_install, multikueue, queues
 from plan.outputs import stack_outputs
 from plan.planner import plan_checked
 from plan.targeting import plans_to_register
@@ -69,46 +66,43 @@ cluster = KnsCluster(cfg.cluster.name, KnsClusterArgs(cfg.cluster, PROJECT_DIR))
 # Every object on the cluster: through its provider, and owning the fields it declares.
 on_cluster = pulumi.ResourceOptions(providers=[cluster.provider], transformations=[own_declared_fields])
 
-for pool in cfg.node_pools:
-    NodePool(pool.name, NodePoolArgs(pool, cfg.cluster.name), on_cluster)
+site = bool(cfg.workers)
+kueue_objects = None
+if cfg.queueing.enabled and cfg.queueing.install:
+    upstream = kueue_install.load(PROJECT_DIR)
+    kueue_objects = kueue_install.install_objects(upstream, cfg.cluster.name, cfg.pools_of(None),
+                                                  cfg.queueing.wait_for_pods_ready)
+queue_objects = multikueue.queue_objects(cfg) if cfg.queueing.enabled else multikueue.QueueObjects()
+platform = register_platform(PlatformArgs(
+    cfg.cluster.name, cfg.cluster.system_namespace, cfg.pools_of(None), cfg.packing_scheduler, cfg.kns_scheduler,
+    cfg.keycloak_client_secret, kueue_objects, *queue_objects.manager), on_cluster)
+queue_dependencies = platform.queue_dependencies
 
-if cfg.packing_scheduler.enabled or cfg.kns_scheduler.enabled:
-    system = SystemNamespace(
-        cfg.cluster.system_namespace, SystemNamespaceArgs(cfg.cluster.system_namespace, cfg.cluster.name), on_cluster
-    )
-    if cfg.packing_scheduler.enabled:
-        PackingScheduler(
-            cfg.packing_scheduler.name,
-            PackingSchedulerArgs(cfg.packing_scheduler, system.name, cfg.node_pools, cfg.cluster.name, [system.namespace]),
-            on_cluster,
-        )
-    if cfg.kns_scheduler.enabled:
-        KnsScheduler(
-            "kns-scheduler",
-            KnsSchedulerArgs(cfg.kns_scheduler, system.name, cfg.node_pools, cfg.cluster.name,
-                             cfg.keycloak_client_secret, [system.namespace]),
-            on_cluster,
-        )
-
-queue_dependencies: list[pulumi.Resource] = []
-if cfg.queueing.enabled:
-    if cfg.queueing.install:
-        objects = kueue_install.install_objects(kueue_install.load(PROJECT_DIR), cfg.cluster.name, cfg.node_pools,
-                                                cfg.queueing.wait_for_pods_ready)
-        queue_dependencies.append(KueueInstall(kueue_install.COMPONENT, KueueInstallArgs(objects), on_cluster))
-    if cfg.queues or cfg.priorities:
-        queued_pools = queues.queued_pools(cfg)
-        queue_dependencies.append(Queues(queues.COMPONENT, QueuesArgs(
-            [queues.flavor_manifest(p, cfg.cluster.name) for p in queued_pools],
-            [queues.cluster_queue_manifest(q, cfg.cluster.name) for q in cfg.queues],
-            list(queue_dependencies),
-            [queues.topology_manifest(p, cfg.cluster.name) for p in queued_pools if p.topology is not None],
-            [queues.priority_class_manifest(p, cfg.cluster.name) for p in cfg.priorities]),
-            on_cluster))
+# A MultiKueue site (docs/multicluster.md): each worker with its own provider and platform,
+# then the manager's connection to them.
+workers: dict[str, KnsWorker] = {}
+for worker in cfg.workers:
+    workers[worker.name] = KnsWorker(worker.name, KnsWorkerArgs(
+        worker, cfg.worker_servers[worker.name], PlatformArgs(
+            cfg.cluster.name, cfg.cluster.system_namespace, worker.node_pools, cfg.packing_scheduler,
+            cfg.kns_scheduler, cfg.keycloak_client_secret,
+            kueue_install.install_objects(upstream, cfg.cluster.name, worker.node_pools,
+                                          cfg.queueing.wait_for_pods_ready) if kueue_objects is not None else None,
+            *queue_objects.workers[worker.name], prefix=f"{worker.name}-"),
+        multikueue.worker_access(cfg.cluster.name), PROJECT_DIR))
+if site:
+    connection = MultiKueue(multikueue.COMPONENT, MultiKueueArgs(
+        [WorkerConnection(w.name, multikueue.kubeconfig_secret_metadata(w.name, cfg.cluster.name),
+                          workers[w.name].kubeconfig, multikueue.multikueue_cluster(w.name, cfg.cluster.name))
+         for w in cfg.workers],
+        *multikueue.connection_objects(cfg), depends_on=[platform.kueue] if platform.kueue else []), on_cluster)
+    queue_dependencies = [*queue_dependencies, connection]
 
 for plan in registered:
     local_queue = queues.local_queue_manifest(plan) if plan.entry.queue is not None else None
-    KnsWorkload(plan.entry.name, KnsWorkloadArgs(plan, local_queue, queue_dependencies), on_cluster)
+    remote = [RemoteSide(name, workers[name].provider, workers[name].queue_dependencies)
+              for name in multikueue.entry_workers(cfg, plan)]
+    KnsWorkload(plan.entry.name, KnsWorkloadArgs(plan, local_queue, queue_dependencies, remote), on_cluster)
 
 for key, value in stack_outputs(cfg, plans).items():
     pulumi.export(key, value)

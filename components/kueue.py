@@ -30,6 +30,9 @@ ARGUMENTS = {"roleRef": "role_ref", "aggregationRule": "aggregation_rule", "stri
 @dataclass
 class KueueInstallArgs:
     objects: list[dict[str, Any]]
+    # Before each child's logical name: a worker's install (`<worker>-`) is apart from the
+    # other workers' (components/worker.py).
+    prefix: str = ""
 
 
 def resource_class(api_version: str, kind: str) -> type[pulumi.CustomResource]:
@@ -46,7 +49,7 @@ class KueueInstall(pulumi.ComponentResource):
         for obj in args.objects:
             fields = {ARGUMENTS.get(k, k): v for k, v in obj.items() if k not in ("apiVersion", "kind")}
             cls = resource_class(obj["apiVersion"], obj["kind"])
-            self.resources.append(cls(resource_name(obj), opts=child, **fields))
+            self.resources.append(cls(args.prefix + resource_name(obj), opts=child, **fields))
             kinds[obj["kind"]] = kinds.get(obj["kind"], 0) + 1
         self.register_outputs({"version": _version(args.objects), "objects": kinds})
 

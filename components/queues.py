@@ -25,26 +25,29 @@ class QueuesArgs:
     topologies: list[dict[str, Any]] = field(default_factory=list)
     # WorkloadPriorityClasses (kns:priorities), registered before the queued Jobs that name them.
     priority_classes: list[dict[str, Any]] = field(default_factory=list)
+    # Before each child's logical name: a worker's queues (`<worker>-`) are apart from the
+    # other workers' (components/worker.py).
+    prefix: str = ""
 
 
-def _register(manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+def _register(manifest: dict[str, Any], opts: pulumi.ResourceOptions, prefix: str = "") -> pulumi.CustomResource:
     """The object as the provider's generic custom resource, with every top-level field: a
     WorkloadPriorityClass has `value`, not a `spec`, which pulumi_kubernetes'
     apiextensions.CustomResource cannot carry (the type token is the same)."""
     return pulumi.CustomResource(
-        type_token(manifest), resource_name(manifest), dict(manifest), pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=_utilities.get_version())))
+        type_token(manifest), prefix + resource_name(manifest), dict(manifest), pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=_utilities.get_version())))
 
 
 class Queues(pulumi.ComponentResource):
     def __init__(self, name: str, args: QueuesArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(TYPE, name, None, opts)
         after_install = pulumi.ResourceOptions(parent=self, depends_on=args.depends_on)
-        self.topologies = [_register(m, after_install) for m in args.topologies]
+        self.topologies = [_register(m, after_install, args.prefix) for m in args.topologies]
         after_topologies = pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, *self.topologies])
-        self.flavors = [_register(m, after_topologies) for m in args.flavors]
+        self.flavors = [_register(m, after_topologies, args.prefix) for m in args.flavors]
         after_flavors = pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, *self.flavors])
-        self.cluster_queues = [_register(m, after_flavors) for m in args.cluster_queues]
-        self.priority_classes = [_register(m, after_install) for m in args.priority_classes]
+        self.cluster_queues = [_register(m, after_flavors, args.prefix) for m in args.cluster_queues]
+        self.priority_classes = [_register(m, after_install, args.prefix) for m in args.priority_classes]
         self.register_outputs({
             "flavors": [m["metadata"]["name"] for m in args.flavors],
             "clusterQueues": [m["metadata"]["name"] for m in args.cluster_queues],

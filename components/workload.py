@@ -49,12 +49,26 @@ def other_kind(plan: WorkloadPlan) -> pulumi.Alias:
 
 
 @dataclass
+class RemoteSide:
+    """A worker a queued entry's Jobs may be dispatched to (docs/multicluster.md): its
+    provider, and its Kueue and queues, which the entry's LocalQueue there waits for."""
+
+    worker: str
+    provider: pulumi.ProviderResource
+    queue_dependencies: list[pulumi.Resource] = field(default_factory=list)
+
+
+@dataclass
 class KnsWorkloadArgs:
     plan: WorkloadPlan
     # A queued entry's LocalQueue `kns` (plan/queues.py), and what it waits for (Kueue's
     # CRDs and the ClusterQueues).
     local_queue: Optional[dict[str, Any]] = None
     queue_dependencies: list[pulumi.Resource] = field(default_factory=list)
+    # On a MultiKueue site: the workers of its queue, where MultiKueue creates its Jobs in
+    # the same namespace and queue, so each gets the namespace, its guard rails, the
+    # LocalQueue and the workers' Service; the Job or CronJob stays on the manager.
+    remote: list[RemoteSide] = field(default_factory=list)
 
 
 class KnsWorkload(pulumi.ComponentResource):
@@ -64,23 +78,21 @@ class KnsWorkload(pulumi.ComponentResource):
         plan = args.plan
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=[other_kind(plan)]))
         super().__init__(SCHEDULE_TYPE if plan.is_schedule else JOB_TYPE, name, None, opts)
+        self.plan = plan
         self.job_namespace = JobNamespace(name, JobNamespaceArgs(plan), pulumi.ResourceOptions(parent=self))
         self.namespace_name = plan.namespace
         guards = list(self.job_namespace.guards)
-        self.local_queue: Optional[k8s.apiextensions.CustomResource] = None
-        if args.local_queue is not None:
-            queue = args.local_queue
-            self.local_queue = k8s.apiextensions.CustomResource(
-                local_queue_resource_name(name), api_version=queue["apiVersion"], kind=queue["kind"], metadata=queue["metadata"],
-                spec=queue["spec"], opts=pulumi.ResourceOptions(
-                    parent=self, depends_on=[self.job_namespace.namespace, *args.queue_dependencies]))
-            guards.append(self.local_queue)
-        self.service: Optional[k8s.core.v1.Service] = None
-        if plan.service is not None:
-            self.service = k8s.core.v1.Service(
-                f"{name}-workers", metadata=plan.service["metadata"], spec=plan.service["spec"],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.job_namespace.namespace]))
-            guards.append(self.service)
+        self.local_queue = self._queue_and_service(name, args.local_queue, self.job_namespace, args.queue_dependencies,
+                                                   pulumi.ResourceOptions(parent=self), guards)
+        self.service = guards[-1] if plan.service is not None else None
+        self.remote_namespaces = []
+        for side in args.remote:
+            on_worker = pulumi.ResourceOptions(parent=self, providers=[side.provider])
+            remote = JobNamespace(f"{side.worker}-{name}", JobNamespaceArgs(plan), on_worker)
+            self.remote_namespaces.append(remote)
+            guards += remote.guards
+            self._queue_and_service(f"{side.worker}-{name}", args.local_queue, remote, side.queue_dependencies,
+                                    on_worker, guards)
         resource = k8s.batch.v1.CronJob if plan.is_schedule else k8s.batch.v1.Job
         self.workloads: list[pulumi.CustomResource] = [
             resource(
@@ -94,3 +106,22 @@ class KnsWorkload(pulumi.ComponentResource):
             for object_name, manifest in plan.objects.items()
         ]
         self.register_outputs({"namespace": self.namespace_name})
+
+    def _queue_and_service(self, name: str, local_queue: Optional[dict[str, Any]], job_namespace: JobNamespace,
+                           queue_dependencies: list[pulumi.Resource], opts: pulumi.ResourceOptions,
+                           guards: list[pulumi.Resource]) -> Optional[k8s.apiextensions.CustomResource]:
+        """The LocalQueue and the workers' Service in one cluster's copy of the namespace,
+        added to `guards`; the LocalQueue returned."""
+        plan = self.plan
+        made = None
+        if local_queue is not None:
+            made = k8s.apiextensions.CustomResource(
+                local_queue_resource_name(name), api_version=local_queue["apiVersion"], kind=local_queue["kind"],
+                metadata=local_queue["metadata"], spec=local_queue["spec"], opts=pulumi.ResourceOptions.merge(
+                    opts, pulumi.ResourceOptions(depends_on=[job_namespace.namespace, *queue_dependencies])))
+            guards.append(made)
+        if plan.service is not None:
+            guards.append(k8s.core.v1.Service(
+                f"{name}-workers", metadata=plan.service["metadata"], spec=plan.service["spec"],
+                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[job_namespace.namespace]))))
+        return made

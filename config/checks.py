@@ -11,9 +11,9 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
-from . import karpenter, kubeconfig, names, prescale, profile_rules, resolve, rules
+from . import karpenter, kubeconfig, multikueue, names, prescale, profile_rules, resolve, rules
 from .errors import Problems, closest
-from .models import Cluster, NodePool, Priority, Profile, Queue, Queueing, Schedule, Workload
+from .models import Cluster, NodePool, Priority, Profile, Queue, Queueing, Schedule, Worker, Workload
 from .rules import CREDENTIAL_FILE
 
 _CREDENTIAL_FILE = re.compile(CREDENTIAL_FILE.pattern)
@@ -49,21 +49,124 @@ def check_cluster(
         )
 
 
+def check_workers(
+    workers: list[Worker], index: Mapping[str, int], cluster: Optional[Cluster], secret_keys: frozenset[str],
+    project_dir: Path, environ: Mapping[str, str], problems: Problems, sealed: frozenset[str] = frozenset(),
+) -> dict[str, str]:
+    """Each worker of a MultiKueue site is a dedicated cluster of its own, reached through
+    a context or a secret kubeconfig, whose API server the manager's Kueue can dial: the
+    forbidden-context guard of kns:cluster holds for it, no two clusters share a context,
+    and the server (`apiServer`, or its context's) is a URL Kueue accepts. Returns the server
+    of each worker whose server is known (an encrypted kubeconfig offline is not read).
+    A message never shows a kubeconfig's content."""
+    servers: dict[str, str] = {}
+    if len(workers) > rules.SITE_WORKERS_MAX:
+        problems.add("kns:workers", f"{len(workers)} workers: a MultiKueueConfig lists at most {rules.SITE_WORKERS_MAX} "
+                     "clusters")
+    forbidden = {_context_key(c) for c in (cluster.forbidden_contexts if cluster is not None else [])}
+    contexts: dict[str, str] = {}
+    if cluster is not None and cluster.context:
+        contexts[_context_key(cluster.context)] = "kns:cluster.context"
+    seen: set[str] = set()
+    for worker in workers:
+        path = f"kns:workers[{worker.name}]"
+        if worker.name in seen:
+            problems.add(path + ".name", f'"{worker.name}" names another worker too; worker names are unique')
+            continue
+        seen.add(worker.name)
+        where = f"kns:workers[{index[worker.name]}].kubeconfig"
+        encrypted = where in sealed
+        if worker.kubeconfig and kubeconfig.is_inline(worker.kubeconfig) and not encrypted and (
+                "workers" not in secret_keys or sealed):
+            problems.add(path + ".kubeconfig", rules.WORKER_KUBECONFIG_SECRET.message.replace(
+                "<index>", str(index[worker.name])))
+        if worker.context:
+            key = _context_key(worker.context)
+            if key in forbidden:
+                problems.add(path + ".context", f'"{worker.context}" is listed in kns:cluster.forbiddenContexts: '
+                             "the KNS needs cluster-admin and must own a dedicated cluster, never the JARVICE "
+                             "upstream one")
+                continue
+            if key in contexts:
+                problems.add(path + ".context", f'"{worker.context}" is also {contexts[key]}: each cluster of the '
+                             "site is its own")
+                continue
+            contexts[key] = f"the context of kns:workers[{worker.name}]"
+        elif not encrypted:
+            try:
+                current = kubeconfig.current_context(worker.kubeconfig, project_dir, environ)
+            except kubeconfig.KubeconfigError as exc:
+                problems.add(path + ".kubeconfig", str(exc))
+                continue
+            if current is not None and _context_key(current) in forbidden:
+                problems.add(path + ".kubeconfig", f'its current context "{current}" is listed in '
+                             "kns:cluster.forbiddenContexts: a worker is a dedicated KNS cluster")
+                continue
+        if worker.api_server:
+            servers[worker.name] = worker.api_server
+            continue
+        if encrypted:
+            continue
+        try:
+            found = kubeconfig.server(worker.kubeconfig, worker.context, project_dir, environ)
+        except kubeconfig.KubeconfigError as exc:
+            problems.add(path + ".kubeconfig", str(exc))
+            continue
+        which = f'context "{worker.context}"' if worker.context else "kubeconfig's current context"
+        if found is None:
+            problems.add(path, f"the server of its {which} is not found in the kubeconfig the provider would read: "
+                         f"set apiServer ({rules.WORKER_API_SERVER.message})")
+        elif (problem := multikueue.api_server_problem(found)) is not None:
+            problems.add(path, f"the server of its {which} cannot be the one the manager dials ({problem}): set "
+                         f"apiServer ({rules.WORKER_API_SERVER.message})")
+        else:
+            servers[worker.name] = found
+    return servers
+
+
+def check_site(cluster: Optional[Cluster], queueing: Queueing, queues: list[Queue], workloads: list[Workload],
+               manager_pools: Iterable[str], paths: Mapping[str, str], problems: Problems) -> None:
+    """A stack with kns:workers is a MultiKueue site: Kueue on, applied (not rendered), its
+    queues hold the workers' pools, and every entry that runs pods is queued (only queued
+    Jobs are dispatched to a worker) on a worker's pool."""
+    if not queueing.enabled:
+        problems.add("kns:workers", rules.WORKERS_NEED_QUEUEING.message)
+    if cluster is not None and cluster.render_dir:
+        problems.add("kns:cluster.renderDir", rules.WORKERS_NO_RENDER.message)
+    managers = set(manager_pools)
+    for queue in queues:
+        for pool in queue.quota:
+            if pool in managers:
+                problems.add(f"kns:queues[{queue.name}].quota.{pool}", rules.SITE_POOL_IS_MANAGERS.message)
+    for entry in workloads:
+        path = paths[entry.name]
+        if entry.type == "pod" and entry.queue is None:
+            problems.add(f"{path}.queue", rules.SITE_ENTRY_NEEDS_QUEUE.message)
+        if entry.pool in managers:
+            problems.add(f"{path}.pool", rules.SITE_POOL_IS_MANAGERS.message)
+
+
 def _context_key(name: str) -> str:
     return name.strip().casefold()
 
 
-def check_pools(pools: list[NodePool], cluster_name: str, problems: Problems) -> None:
-    """Pool names are unique, a node belongs to one pool, a node's taints are unique by key
-    and effect (Kubernetes and Karpenter refuse the same pair twice), and a NodePool
-    template holds at most the labels Karpenter allows."""
-    seen_pool: set[str] = set()
+def check_pools(pools: list[NodePool], cluster_name: str, problems: Problems, base: str = "kns:nodePools",
+                taken: Optional[dict[str, str]] = None) -> None:
+    """The pools of one cluster (`base`: where they are in config): pool names are unique
+    (across the site's clusters too: `taken` holds where each name was first given), a node
+    belongs to one pool, a node's taints are unique by key and effect (Kubernetes and
+    Karpenter refuse the same pair twice), and a NodePool template holds at most the labels
+    Karpenter allows."""
+    taken = {} if taken is None else taken
     node_owner: dict[str, str] = {}
     for pool in pools:
-        path = f"kns:nodePools[{pool.name}]"
-        if pool.name in seen_pool:
+        path = f"{base}[{pool.name}]"
+        if pool.name in taken and taken[pool.name] == path:
             problems.add(path + ".name", f'"{pool.name}" names another pool too; pool names are unique')
-        seen_pool.add(pool.name)
+        elif pool.name in taken:
+            problems.add(path + ".name", f'"{pool.name}" names a pool of another cluster too ({taken[pool.name]}); '
+                         "pool names are unique across the site")
+        taken.setdefault(pool.name, path)
         pairs = [(t["key"], t["effect"]) for t in resolve.pool_taints(pool)]
         for key, effect in sorted({pair for pair in pairs if pairs.count(pair) > 1}):
             problems.add(path + ".taints", f'two taints with key "{key}" and effect {effect} (the role may set one); '

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from . import yamldoc
+from .multikueue import context_server
 
 
 class KubeconfigError(ValueError):
@@ -33,13 +34,40 @@ def current_context(
     kubeconfig: Optional[str], project_dir: Path, environ: Mapping[str, str]
 ) -> Optional[str]:
     """The current context of the kubeconfig that would be used, or None if there is none."""
+    for text, where in _documents(kubeconfig, project_dir, environ):
+        context = _context_of(text, where)
+        if context or kubeconfig:
+            return context
+    return None
+
+
+def server(
+    kubeconfig: Optional[str], context: Optional[str], project_dir: Path, environ: Mapping[str, str]
+) -> Optional[str]:
+    """The server URL the provider would connect to: that of `context` (or the current
+    context) in the kubeconfig it would load, or None if none is found."""
+    for text, where in _documents(kubeconfig, project_dir, environ):
+        try:
+            document, _ = yamldoc.load(text, secret=True)
+        except yamldoc.YamlError as exc:
+            raise KubeconfigError(f"{where} {exc}") from None
+        found = context_server(document, context) if isinstance(document, dict) else None
+        if found:
+            return found
+    return None
+
+
+def _documents(kubeconfig: Optional[str], project_dir: Path, environ: Mapping[str, str]):
+    """(text, where) of each kubeconfig the provider would read, in its order."""
     if kubeconfig:
         if is_inline(kubeconfig):
-            return _context_of(kubeconfig, "inline kubeconfig")
+            yield kubeconfig, "inline kubeconfig"
+            return
         path = resolve_path(kubeconfig, project_dir)
         if not path.is_file():
             raise KubeconfigError(f'"{kubeconfig}" is neither kubeconfig text nor an existing file')
-        return _context_of(_read(path), str(path))
+        yield _read(path), str(path)
+        return
     candidates = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
     if not candidates:
         home = environ.get("HOME") or os.path.expanduser("~")
@@ -47,10 +75,7 @@ def current_context(
     for candidate in candidates:
         path = Path(candidate)
         if path.is_file():
-            context = _context_of(_read(path), str(path))
-            if context:
-                return context
-    return None
+            yield _read(path), str(path)
 
 
 def _read(path: Path) -> bytes:

@@ -32,6 +32,7 @@ from .models import (
     Queue,
     Queueing,
     Schedule,
+    Worker,
     Workload,
 )
 from .prescale import Primers
@@ -64,6 +65,12 @@ class PlatformConfig:
     priority_sources: dict[str, str] = field(default_factory=dict)
     # The text of the policy pack's config file (KNS_POLICY_CONFIG), None without one.
     policy_config: Optional[str] = None
+    # A MultiKueue site (docs/multicluster.md): the worker clusters; `node_pools` then holds
+    # every pool of the site, and `pool_worker` names the worker of each worker's pool.
+    workers: list[Worker] = field(default_factory=list)
+    pool_worker: dict[str, str] = field(default_factory=dict)
+    # Worker name -> the URL the manager's Kueue dials (its apiServer, or its context's server).
+    worker_servers: dict[str, str] = field(default_factory=dict)
 
     @property
     def workloads(self) -> list[Workload]:
@@ -71,6 +78,10 @@ class PlatformConfig:
 
     def pool(self, name: str) -> NodePool:
         return next(p for p in self.node_pools if p.name == name)
+
+    def pools_of(self, worker: Optional[str]) -> list[NodePool]:
+        """The pools of one cluster of the site: a worker's, or the manager's (None)."""
+        return [p for p in self.node_pools if self.pool_worker.get(p.name) == worker]
 
 
 @dataclass
@@ -152,6 +163,9 @@ def check_config(
         elif isinstance(item, dict) and isinstance(item.get("name"), str):
             broken_pools.add(item["name"])
 
+    manager_pools = list(pools)
+    workers, pool_worker, worker_index = _workers(raw, pools, broken_pools, problems)
+
     raw_queueing = raw.get("queueing") or {}
     queueing = problems.validate(Queueing, raw_queueing, "kns:queueing")
     if queueing is None:
@@ -215,7 +229,13 @@ def check_config(
         )
     if cluster is not None:
         checks.check_cluster(cluster, project_dir, environ, problems, sealed)
-    checks.check_pools(pools, cluster.name if cluster is not None else "", problems)
+    site_name = cluster.name if cluster is not None else ""
+    taken: dict[str, str] = {}
+    checks.check_pools(manager_pools, site_name, problems, taken=taken)
+    for worker in workers:
+        checks.check_pools(worker.node_pools, site_name, problems, f"kns:workers[{worker.name}].nodePools", taken)
+    worker_servers = checks.check_workers(workers, worker_index, cluster, secret_keys, project_dir, environ, problems,
+                                          sealed) if workers else {}
     checks.check_credential_sets(credentials, problems)
     checks.check_queues(queueing, bool(raw_queues), queues, pools, broken_pools, problems)
     checks.check_queue_references(jobs + schedules, profiles, queueing, queue_names, broken_queues, paths, problems)
@@ -234,6 +254,9 @@ def check_config(
     prioritized = {e.name for e in jobs + schedules if e.priority is not None}
     priority_sources = {name: why for name, why in priority_sources.items() if name in prioritized}
     checks.check_workloads(jobs + schedules, pools, credentials, paths, problems, broken_pools)
+    if workers:
+        checks.check_site(cluster, queueing, queues, jobs + schedules, {p.name for p in manager_pools}, paths,
+                          problems)
     checks.check_raw_references(unchecked, pools, problems, broken_pools, (queueing, queue_names, broken_queues))
     if cluster is not None:
         installs_kueue = queueing.enabled and queueing.install
@@ -264,8 +287,47 @@ def check_config(
         priorities=priorities,
         priority_sources=priority_sources,
         policy_config=read_policy_config(environ, project_dir, problems),
+        workers=workers,
+        pool_worker=pool_worker,
+        worker_servers=worker_servers,
     )
     return Checked(config, problems)
+
+
+def _workers(raw: Mapping[str, Any], pools: list[NodePool], broken_pools: set[str],
+             problems: Problems) -> tuple[list[Worker], dict[str, str], dict[str, int]]:
+    """`kns:workers`: each worker, its pools validated one by one at their named paths and
+    added to the site's `pools`; the worker of each of its pools; each worker's index in the
+    list (where the stack file's encrypted values are)."""
+    workers: list[Worker] = []
+    pool_worker: dict[str, str] = {}
+    index: dict[str, int] = {}
+    for i, item in enumerate(_list(raw, "workers", problems)):
+        path = _entry_path("kns:workers", item, i)
+        if not isinstance(item, dict):
+            problems.add(path, "must be a mapping: {name, context or kubeconfig, nodePools}")
+            continue
+        worker = problems.validate(Worker, {k: v for k, v in item.items() if k != "nodePools"}, path)
+        raw_pools = item.get("nodePools") or []
+        if not isinstance(raw_pools, list):
+            problems.add(f"{path}.nodePools", f"must be a list, not {type(raw_pools).__name__}")
+            raw_pools = []
+        own: list[NodePool] = []
+        for j, body in enumerate(raw_pools):
+            pool_path = _entry_path(f"{path}.nodePools", body, j)
+            pool = problems.validate(NodePool, body, pool_path)
+            if pool is not None:
+                own.append(pool)
+            elif isinstance(body, dict) and isinstance(body.get("name"), str):
+                broken_pools.add(body["name"])
+        if worker is None:
+            continue
+        index.setdefault(worker.name, i)
+        workers.append(worker.model_copy(update={"node_pools": own}))
+        pools.extend(own)
+        for pool in own:
+            pool_worker.setdefault(pool.name, worker.name)
+    return workers, pool_worker, index
 
 
 M = TypeVar("M", bound=BaseModel)

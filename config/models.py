@@ -26,7 +26,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from . import cron, karpenter, names, podspec, queues, rules
+from . import cron, karpenter, multikueue, names, podspec, queues, rules
 from .quantity import MIB, Kind, QuantityError, kind_for_resource, normalise, parse
 
 
@@ -366,6 +366,25 @@ class NodePool(Model):
     def static_nodes(self) -> list[str]:
         """The existing nodes of a static pool; none for an autoscaled one."""
         return list(self.nodes or [])
+
+
+class Worker(Model):
+    """One `kns:workers` entry: a worker cluster of a MultiKueue site (docs/multicluster.md).
+    `context` or `kubeconfig` is how Pulumi reaches it; `apiServer` the URL the manager's
+    Kueue dials (by default the server of that context). Its `nodePools` are validated one
+    by one by the loader, each at its own named path."""
+
+    name: DnsLabel
+    context: Optional[str] = None
+    kubeconfig: Optional[str] = None
+    api_server: Optional[Annotated[str, _check(multikueue.api_server_problem)]] = None
+    node_pools: list[NodePool] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _access(self) -> "Worker":
+        if (self.context is None) == (self.kubeconfig is None):
+            raise ValueError(rules.WORKER_ACCESS.message)
+        return self
 
 
 # ---- 3. and 4. schedulers ---------------------------------------------------------------

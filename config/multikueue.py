@@ -21,7 +21,7 @@ import ipaddress
 from typing import Any, Union
 from urllib.parse import urlsplit
 
-from . import names, yamldoc
+from . import names, rules, yamldoc
 from .yamldoc import YamlError
 
 KUEUE = "Kueue refuses it in a MultiKueue worker's kubeconfig"
@@ -59,6 +59,36 @@ def server_problem(server: str) -> str | None:
     if not names.dns1123_subdomain_problem(host.lower()):
         return None
     return f"the server's host is neither an IP address nor a DNS name: {KUEUE} as an untrusted server endpoint"
+
+
+def api_server_problem(url: str) -> str | None:
+    """A worker's `apiServer`: an https URL whose host Kueue accepts (`server_problem`)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme != "https" or parts.path not in ("", "/") or parts.query or parts.fragment:
+        return f'"{url}" is not {rules.WORKER_API_SERVER.message}'
+    return server_problem(url)
+
+
+def current_server(text: Union[str, bytes]) -> str | None:
+    """The server URL of a kubeconfig's current context, or None if it has none."""
+    try:
+        document, _ = yamldoc.load(text, secret=True)
+    except YamlError:
+        return None
+    return context_server(document if isinstance(document, dict) else {}, None)
+
+
+def context_server(document: dict, context_name: str | None) -> str | None:
+    """The server URL of the named context (by default the current one) of a parsed kubeconfig."""
+    name = context_name or document.get("current-context")
+    context = next((body for _, n, body in _entries(document, "contexts", "context") if n == name), None)
+    if context is None:
+        return None
+    cluster = next((body for _, n, body in _entries(document, "clusters", "cluster") if n == context.get("cluster")), None)
+    return _server(cluster) or None if cluster is not None else None
 
 
 def kubeconfig_problems(text: Union[str, bytes]) -> list[str]:

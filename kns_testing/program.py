@@ -9,6 +9,7 @@ would see.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import runpy
@@ -51,7 +52,12 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.resources.append(
             Registered(args.typ, args.name, dict(args.inputs), args.provider, bool(args.custom))
         )
-        return f"{args.name}-id", dict(args.inputs)
+        outputs = dict(args.inputs)
+        if args.typ == "kubernetes:core/v1:Secret" and args.inputs.get("type") == TOKEN_SECRET:
+            # What the token controller writes, which the provider waits for (a worker's
+            # MultiKueue identity, components/worker.py).
+            outputs["data"] = mock_token_data(args.name)
+        return f"{args.name}-id", outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs):
         return {}, None
@@ -73,6 +79,15 @@ class Run:
     @property
     def kubernetes(self) -> list[Registered]:
         return [r for r in self.resources if r.type.startswith("kubernetes:")]
+
+
+TOKEN_SECRET = "kubernetes.io/service-account-token"
+
+
+def mock_token_data(name: str) -> dict[str, str]:
+    """A filled service-account-token Secret's data: a token and a CA named after it."""
+    return {"token": base64.b64encode(f"token-of-{name}".encode()).decode(),
+            "ca.crt": base64.b64encode(f"ca-of-{name}".encode()).decode()}
 
 
 def secret_value(value: Any) -> Any:

@@ -18,13 +18,13 @@ recording mocks), so a new resource cannot escape the rule.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Optional
 
 from config.errors import Problem
 from config.loader import PlatformConfig
 from config.rules import DERIVED_NAME
 
-from . import kueue_install, queues
+from . import kueue_install, multikueue, queues
 from .model import WorkloadPlan
 from .schedulers import KNS_ACCOUNT
 
@@ -32,6 +32,7 @@ from .schedulers import KNS_ACCOUNT
 JOB_TYPE = "kns:workload:Job"
 SCHEDULE_TYPE = "kns:workload:Schedule"
 ENTRY_TYPES = (JOB_TYPE, SCHEDULE_TYPE)
+MULTIKUEUE_TYPE = "kns:queueing:MultiKueue"
 ORDINALS = {2: "second", 3: "third", 4: "fourth", 5: "fifth"}
 
 
@@ -61,28 +62,31 @@ def _cluster(cfg: PlatformConfig) -> Iterator[Registration]:
     yield Registration(("kns:cluster:KnsCluster",), cluster, "kns:cluster", "name", "cluster component")
     yield Registration(("kns:cluster:KnsCluster", "pulumi:providers:kubernetes"), f"{cluster}-kubernetes",
                        "kns:cluster", "name", "Kubernetes provider")
-    for pool in cfg.node_pools:
-        owner = f"kns:nodePools[{pool.name}]"
-        yield Registration(("kns:cluster:NodePool",), pool.name, owner, "name", "node pool component")
+
+
+def _pools(cfg: PlatformConfig, worker: Optional[str], base: tuple[str, ...]) -> Iterator[Registration]:
+    for pool in cfg.pools_of(worker):
+        owner = f"kns:workers[{worker}].nodePools[{pool.name}]" if worker else f"kns:nodePools[{pool.name}]"
+        yield Registration(base + ("kns:cluster:NodePool",), pool.name, owner, "name", "node pool component")
         for node in pool.static_nodes:
-            yield Registration(("kns:cluster:NodePool", "kubernetes:core/v1:NodePatch"), f"{pool.name}.{node}",
+            yield Registration(base + ("kns:cluster:NodePool", "kubernetes:core/v1:NodePatch"), f"{pool.name}.{node}",
                                owner, "nodes", f'patch of node "{node}"')
         if pool.autoscale is not None:
-            yield Registration(("kns:cluster:NodePool", "kubernetes:karpenter.sh/v1:NodePool"), pool.name,
+            yield Registration(base + ("kns:cluster:NodePool", "kubernetes:karpenter.sh/v1:NodePool"), pool.name,
                                owner, "autoscale", "Karpenter NodePool")
 
 
-def _schedulers(cfg: PlatformConfig) -> Iterator[Registration]:
+def _schedulers(cfg: PlatformConfig, base: tuple[str, ...] = (), prefix: str = "") -> Iterator[Registration]:
     packing, kns = cfg.packing_scheduler, cfg.kns_scheduler
     if not (packing.enabled or kns.enabled):
         return
     system = cfg.cluster.system_namespace
-    yield Registration(("kns:cluster:SystemNamespace",), system, "kns:cluster", "systemNamespace",
+    yield Registration(base + ("kns:cluster:SystemNamespace",), prefix + system, "kns:cluster", "systemNamespace",
                        "system namespace component")
-    yield Registration(("kns:cluster:SystemNamespace", "kubernetes:core/v1:Namespace"), system, "kns:cluster",
-                       "systemNamespace", "system namespace")
+    yield Registration(base + ("kns:cluster:SystemNamespace", "kubernetes:core/v1:Namespace"), prefix + system,
+                       "kns:cluster", "systemNamespace", "system namespace")
     if packing.enabled:
-        name, chain = packing.name, ("kns:scheduling:PackingScheduler",)
+        name, chain = prefix + packing.name, base + ("kns:scheduling:PackingScheduler",)
         parts = [("", ""), ("kubernetes:core/v1:ServiceAccount", ""),
                  ("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "-kube-scheduler"),
                  ("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "-volume-scheduler"),
@@ -97,7 +101,7 @@ def _schedulers(cfg: PlatformConfig) -> Iterator[Registration]:
             yield Registration(types, name + suffix, "kns:packingScheduler", "name",
                                f"packing scheduler's {kind.rsplit(':', 1)[-1] or 'component'}")
     if kns.enabled:
-        name, chain = KNS_ACCOUNT, ("kns:scheduling:KnsScheduler",)
+        name, chain = prefix + KNS_ACCOUNT, base + ("kns:scheduling:KnsScheduler",)
         parts = [("", ""), ("kubernetes:core/v1:ServiceAccount", ""),
                  ("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "-cluster-admin"),
                  ("kubernetes:apps/v1:Deployment", ""), ("kubernetes:core/v1:Service", "")]
@@ -113,56 +117,83 @@ def _schedulers(cfg: PlatformConfig) -> Iterator[Registration]:
                                f"KNS scheduler's {kind.rsplit(':', 1)[-1] or 'component'}")
 
 
-def _queueing(cfg: PlatformConfig) -> Iterator[Registration]:
+def _owner(cfg: PlatformConfig, manifest: dict) -> tuple[str, str, str]:
+    """(owner, field, what) of one Queues child, from its kind and name."""
+    kind, name = manifest["kind"], manifest["metadata"]["name"]
+    if kind == "ClusterQueue":
+        return f"kns:queues[{name}]", "name", "ClusterQueue"
+    if kind == "WorkloadPriorityClass":
+        return f"kns:priorities[{name}]", "name", "WorkloadPriorityClass"
+    if kind == "ResourceFlavor" and name == multikueue.FLAVOR and cfg.workers:
+        return "kns:workers", "name", "ResourceFlavor of the manager"
+    worker = cfg.pool_worker.get(name)
+    owner = f"kns:workers[{worker}].nodePools[{name}]" if worker else f"kns:nodePools[{name}]"
+    return (owner, "topology", "Kueue Topology") if kind == "Topology" else (owner, "name", "ResourceFlavor")
+
+
+def _queueing(cfg: PlatformConfig, objects: tuple[list, list, list, list], base: tuple[str, ...] = (),
+              prefix: str = "") -> Iterator[Registration]:
     """Kueue as the program installs it, and the Queues component's children: Topologies,
-    ResourceFlavors (one per pool a queue names), ClusterQueues, WorkloadPriorityClasses."""
+    ResourceFlavors, ClusterQueues, WorkloadPriorityClasses (plan/multikueue.py's
+    `queue_objects` of one cluster)."""
     if not cfg.queueing.enabled:
         return
     if cfg.queueing.install:
-        chain = ("kns:queueing:Kueue",)
-        yield Registration(chain, kueue_install.COMPONENT, "kns:queueing", "install", "Kueue install component")
+        chain = base + ("kns:queueing:Kueue",)
+        yield Registration(chain, prefix + kueue_install.COMPONENT, "kns:queueing", "install", "Kueue install component")
         for token, name, kind in kueue_install.registered():
-            yield Registration(chain + (token,), name, "kns:queueing", "install", f"Kueue's {kind}")
-    if not (cfg.queues or cfg.priorities):
+            yield Registration(chain + (token,), prefix + name, "kns:queueing", "install", f"Kueue's {kind}")
+    flavors, cluster_queues, topologies, priority_classes = objects
+    if not (cluster_queues or priority_classes):
         return
-    chain = ("kns:queueing:Queues",)
-    yield Registration(chain, queues.COMPONENT, "kns:queues", "name", "queues component")
-    cluster = cfg.cluster.name
-    pools = queues.queued_pools(cfg)
-    children = [(queues.topology_manifest(p, cluster), f"kns:nodePools[{p.name}]", "topology", "Kueue Topology")
-                for p in pools if p.topology is not None]
-    children += [(queues.flavor_manifest(p, cluster), f"kns:nodePools[{p.name}]", "name", "ResourceFlavor")
-                 for p in pools]
-    children += [(queues.cluster_queue_manifest(q, cluster), f"kns:queues[{q.name}]", "name", "ClusterQueue")
-                 for q in cfg.queues]
-    children += [(queues.priority_class_manifest(p, cluster), f"kns:priorities[{p.name}]", "name",
-                  "WorkloadPriorityClass") for p in cfg.priorities]
-    for manifest, owner, field, what in children:
-        yield Registration(chain + (queues.type_token(manifest),), queues.resource_name(manifest), owner, field, what)
+    chain = base + ("kns:queueing:Queues",)
+    yield Registration(chain, prefix + queues.COMPONENT, "kns:queues", "name", "queues component")
+    for manifest in [*topologies, *flavors, *cluster_queues, *priority_classes]:
+        owner, field, what = _owner(cfg, manifest)
+        yield Registration(chain + (queues.type_token(manifest),), prefix + queues.resource_name(manifest), owner,
+                           field, what)
 
 
-def _workload(plan: WorkloadPlan, owner: str) -> Iterator[Registration]:
+def _workers(cfg: PlatformConfig, objects: multikueue.QueueObjects) -> Iterator[Registration]:
+    """Each worker's component, provider, platform and MultiKueue identity; the manager's
+    MultiKueue component and its children."""
+    for worker in cfg.workers:
+        owner, base, prefix = f"kns:workers[{worker.name}]", (multikueue.WORKER_TYPE,), f"{worker.name}-"
+        yield Registration(base, worker.name, owner, "name", "worker component")
+        yield Registration(base + ("kns:cluster:KnsCluster",), worker.name, owner, "name", "worker's cluster component")
+        yield Registration(base + ("kns:cluster:KnsCluster", "pulumi:providers:kubernetes"),
+                           f"{worker.name}-kubernetes", owner, "name", "worker's Kubernetes provider")
+        yield from _pools(cfg, worker.name, base)
+        yield from _schedulers(cfg, base, prefix)
+        yield from _queueing(cfg, objects.workers[worker.name], base, prefix)
+        for manifest in multikueue.worker_access(cfg.cluster.name):
+            yield Registration(base + (kueue_install.type_token(manifest),), f"{worker.name}-{multikueue.ACCESS}",
+                               owner, "name", f"MultiKueue's {manifest['kind']}")
+    if not cfg.workers:
+        return
+    chain = (MULTIKUEUE_TYPE,)
+    yield Registration(chain, multikueue.COMPONENT, "kns:workers", "name", "MultiKueue component")
+    for worker in cfg.workers:
+        owner = f"kns:workers[{worker.name}]"
+        yield Registration(chain + ("kubernetes:core/v1:Secret",), f"{worker.name}-kubeconfig", owner, "name",
+                           "kubeconfig Secret")
+        yield Registration(chain + (f"kubernetes:{queues.API_VERSION}:MultiKueueCluster",),
+                           f"multikueuecluster-{worker.name}", owner, "name", "MultiKueueCluster")
+    configs, checks = multikueue.connection_objects(cfg)
+    for manifest in [*configs, *checks]:
+        yield Registration(chain + (queues.type_token(manifest),),
+                           f"{manifest['kind'].lower()}-{manifest['metadata']['name']}",
+                           f"kns:queues[{manifest['metadata']['name'][len(multikueue.ACCESS) + 1:]}]", "name",
+                           manifest["kind"])
+
+
+def _workload(plan: WorkloadPlan, owner: str, workers: Iterable[str] = ()) -> Iterator[Registration]:
     name = plan.entry.name
     top = (SCHEDULE_TYPE,) if plan.is_schedule else (JOB_TYPE,)
-    inner = top + ("kns:workload:JobNamespace",)
     yield Registration(top, name, owner, "name", "workload component")
-    yield Registration(inner, name, owner, "name", "namespace component")
-    for kind, suffix, what in (("kubernetes:core/v1:Namespace", "", "Namespace"),
-                               ("kubernetes:core/v1:LimitRange", "-defaults", "LimitRange"),
-                               ("kubernetes:core/v1:ResourceQuota", "-quota", "ResourceQuota"),
-                               ("kubernetes:core/v1:ServiceAccount", "-runner", "ServiceAccount"),
-                               ("kubernetes:rbac.authorization.k8s.io/v1:Role", "-runner", "Role"),
-                               ("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "-runner", "RoleBinding")):
-        yield Registration(inner + (kind,), name + suffix, owner, "name", what)
-    for set_name in plan.credentials:
-        yield Registration(inner + ("kubernetes:core/v1:Secret",), f"{name}-cred-{set_name}", owner, "credentials",
-                           f'Secret of credential set "{set_name}"')
-    if plan.entry.queue is not None:
-        yield Registration(top + (f"kubernetes:{queues.API_VERSION}:LocalQueue",), queues.local_queue_resource_name(name),
-                           owner, "queue", "LocalQueue")
-    if plan.service is not None:
-        yield Registration(top + ("kubernetes:core/v1:Service",), f"{name}-workers", owner, "workers",
-                           "Service of its workers")
+    yield from _namespace(plan, top, name, owner, "")
+    for worker in workers:
+        yield from _namespace(plan, top, f"{worker}-{name}", owner, f' on worker "{worker}"')
     kind = "kubernetes:batch/v1:CronJob" if plan.is_schedule else "kubernetes:batch/v1:Job"
     count = len(plan.objects)
     for index, object_name in enumerate(plan.objects, start=1):
@@ -174,11 +205,36 @@ def _workload(plan: WorkloadPlan, owner: str) -> Iterator[Registration]:
         yield Registration(top + (kind,), object_name, owner, "name", what, workload_object=True)
 
 
+def _namespace(plan: WorkloadPlan, top: tuple[str, ...], name: str, owner: str, where: str) -> Iterator[Registration]:
+    """An entry's namespace component with its guard rails, LocalQueue and workers' Service,
+    on the manager (`name` is the entry's) or on a worker (`<worker>-<entry>`)."""
+    inner = top + ("kns:workload:JobNamespace",)
+    yield Registration(inner, name, owner, "name", "namespace component" + where)
+    for kind, suffix, what in (("kubernetes:core/v1:Namespace", "", "Namespace"),
+                               ("kubernetes:core/v1:LimitRange", "-defaults", "LimitRange"),
+                               ("kubernetes:core/v1:ResourceQuota", "-quota", "ResourceQuota"),
+                               ("kubernetes:core/v1:ServiceAccount", "-runner", "ServiceAccount"),
+                               ("kubernetes:rbac.authorization.k8s.io/v1:Role", "-runner", "Role"),
+                               ("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "-runner", "RoleBinding")):
+        yield Registration(inner + (kind,), name + suffix, owner, "name", what + where)
+    for set_name in plan.credentials:
+        yield Registration(inner + ("kubernetes:core/v1:Secret",), f"{name}-cred-{set_name}", owner, "credentials",
+                           f'Secret of credential set "{set_name}"{where}')
+    if plan.entry.queue is not None:
+        yield Registration(top + (f"kubernetes:{queues.API_VERSION}:LocalQueue",), queues.local_queue_resource_name(name),
+                           owner, "queue", "LocalQueue" + where)
+    if plan.service is not None:
+        yield Registration(top + ("kubernetes:core/v1:Service",), f"{name}-workers", owner, "workers",
+                           "Service of its workers" + where)
+
+
 def registrations(cfg: PlatformConfig, plans: Iterable[WorkloadPlan]) -> list[Registration]:
     """Every resource `__main__.py` registers for `cfg` and `plans`, in its order."""
-    out = [*_cluster(cfg), *_schedulers(cfg), *_queueing(cfg)]
+    objects = multikueue.queue_objects(cfg) if cfg.queueing.enabled else multikueue.QueueObjects()
+    out = [*_cluster(cfg), *_pools(cfg, None, ()), *_schedulers(cfg), *_queueing(cfg, objects.manager),
+           *_workers(cfg, objects)]
     for plan in plans:
-        out += _workload(plan, cfg.paths[plan.entry.name])
+        out += _workload(plan, cfg.paths[plan.entry.name], multikueue.entry_workers(cfg, plan))
     return out
 
 

@@ -10,6 +10,7 @@ from config.loader import PlatformConfig
 from config.models import NodePool, Schedule
 
 from .model import WorkloadPlan
+from .multikueue import served
 from .nodepools import autoscale_summary
 from .schedulers import KNS_ACCOUNT
 
@@ -32,6 +33,7 @@ def stack_outputs(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[
         "packingSchedulerName": cfg.packing_scheduler.name if cfg.packing_scheduler.enabled else None,
         "knsScheduler": kns_endpoint(cfg),
         "nodePools": {pool.name: pool_output(pool) for pool in cfg.node_pools},
+        **({"workers": served(cfg)} if cfg.workers else {}),
     }
 
 

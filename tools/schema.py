@@ -327,6 +327,9 @@ MODEL_HELP = {
     "first and may preempt lower ones. See docs/queueing.md, \"Start times on a busy queue\".",
     "Job": "An entry of `kns:jobs` (or of `jobs:` in a job file): a Job in its own namespace, "
     "or with `type: namespace` the namespace alone. See docs/workloads.md.",
+    "Worker": "A worker cluster of a MultiKueue site: how Pulumi reaches it (`context` or a secret "
+    "`kubeconfig`), the URL the manager's Kueue dials (`apiServer`), and its node pools. See "
+    "docs/multicluster.md.",
     "Schedule": "An entry of `kns:schedules` (or of `schedules:` in a job file): a CronJob in its "
     "own namespace. See docs/workloads.md and docs/prescaling.md.",
 }
@@ -388,6 +391,13 @@ def _rules(cls: type[BaseModel]) -> list[dict[str, Any]]:
              "then": _null(cls, "autoscale", rules.NODES_OR_AUTOSCALE.message)},
             {"if": {"not": _present(cls, "autoscale", NOT_NULL)},
              "then": _needs(cls, "nodes", {"type": "array"}, rules.NODES_OR_AUTOSCALE.message)},
+        ]
+    if issubclass(cls, models.Worker):
+        found += [
+            {"if": _present(cls, "context", NOT_NULL),
+             "then": _null(cls, "kubeconfig", rules.WORKER_ACCESS.message)},
+            {"if": {"not": _present(cls, "kubeconfig", NOT_NULL)},
+             "then": _needs(cls, "context", {"type": "string"}, rules.WORKER_ACCESS.message)},
         ]
     if issubclass(cls, models.Requirement):
         values = _spellings(cls, "values")[0]
@@ -455,6 +465,15 @@ def _narrow_fields(cls: type[BaseModel], properties: dict[str, Any]) -> None:
         ]) | {
             "description": "A kubeconfig path (relative to the project) or inline kubeconfig text; "
             "set inline text as a secret: `pulumi config set --secret --path kns:cluster.kubeconfig < file`.",
+        }
+    if issubclass(cls, models.Worker):
+        properties["kubeconfig"] = _hoisted_anyof([
+            {"type": "string"},
+            {"$ref": f"#/$defs/{SECURE}"},
+            {"type": "null"},
+        ]) | {
+            "description": "A kubeconfig path (relative to the project) or inline kubeconfig text, set as a "
+            "secret: `pulumi config set --secret --path 'kns:workers[0].kubeconfig' < file`.",
         }
     if issubclass(cls, models.Taint):
         properties["key"] |= {"pattern": LABEL_KEY, "patternErrorMessage": "not a Kubernetes label key"}
@@ -655,6 +674,9 @@ def _config_keys() -> dict[str, dict[str, Any]]:
         "priorities": {"type": ["array", "null"], "items": _ref("Priority"),
                        "description": "Priorities: Kueue WorkloadPriorityClasses that order queued Jobs and let "
                        "higher ones preempt lower ones. See docs/queueing.md."},
+        "workers": {"type": ["array", "null"], "items": _ref("Worker"), "maxItems": rules.SITE_WORKERS_MAX,
+                    "description": "Worker clusters of a MultiKueue site: kns:cluster is the manager, which "
+                    "dispatches queued Jobs to them. See docs/multicluster.md."},
         **{key: value for key, value in _entry_lists().items()},
         "jobFiles": {
             "type": ["array", "null"],
@@ -683,7 +705,7 @@ def stack_config_schema() -> dict[str, Any]:
     """The schema of a `Pulumi.<stack>.yaml` file: its `config:` `kns:` keys, with their models."""
     definitions = _definitions([
         models.Cluster, models.NodePool, models.PackingScheduler, models.KnsScheduler,
-        models.Profile, models.Job, models.Schedule, models.Queueing, models.Queue, models.Priority,
+        models.Profile, models.Job, models.Schedule, models.Queueing, models.Queue, models.Priority, models.Worker,
     ])
     definitions[SECURE] = _secure_value()
     definitions[CREDENTIALS] = _credential_sets()

@@ -1,0 +1,79 @@
+"""KnsWorker: one worker cluster of a MultiKueue site (docs/multicluster.md).
+
+Its own provider (KnsCluster, with the dedicated-cluster guard already checked in config),
+what a single cluster runs (components/platform.py, names prefixed `<worker>-`), and the
+manager's identity there: a ServiceAccount bound to MultiKueue's rules and its token
+Secret. The kubeconfig the manager's Kueue uses is built from that Secret's data as a
+Pulumi secret (`kubeconfig`), never plain text in the state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from config.models import Cluster, Worker
+from plan import multikueue
+
+from .cluster import KnsCluster, KnsClusterArgs, own_declared_fields
+from .platform import PlatformArgs, register_platform
+
+TYPE = multikueue.WORKER_TYPE
+
+
+@dataclass
+class KnsWorkerArgs:
+    worker: Worker
+    # The URL the manager's Kueue dials (config: apiServer, or the context's server).
+    server: str
+    platform: PlatformArgs
+    access: list[dict[str, Any]]
+    project_dir: Path
+
+
+class KnsWorker(pulumi.ComponentResource):
+    provider: k8s.Provider
+    kubeconfig: pulumi.Output[str]
+    queue_dependencies: list[pulumi.Resource]
+
+    def __init__(self, name: str, args: KnsWorkerArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(TYPE, name, None, opts)
+        worker = args.worker
+        self.cluster = KnsCluster(name, KnsClusterArgs(
+            Cluster(name=worker.name, context=worker.context, kubeconfig=worker.kubeconfig), args.project_dir),
+            pulumi.ResourceOptions(parent=self))
+        self.provider = self.cluster.provider
+        on_worker = pulumi.ResourceOptions(parent=self, providers=[self.provider],
+                                           transformations=[own_declared_fields])
+        registered = register_platform(args.platform, on_worker)
+        self.queue_dependencies = registered.queue_dependencies
+        # The identity lives in Kueue's namespace, which the install creates.
+        after_kueue = pulumi.ResourceOptions.merge(on_worker, pulumi.ResourceOptions(
+            depends_on=[registered.kueue] if registered.kueue is not None else []))
+        made: dict[str, pulumi.CustomResource] = {}
+        for manifest in args.access:
+            kind = manifest["kind"]
+            fields = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+            if kind == "ClusterRoleBinding":
+                fields["role_ref"] = fields.pop("roleRef")
+                depends = [made["ClusterRole"], made["ServiceAccount"]]
+            elif kind == "Secret":
+                depends = [made["ServiceAccount"]]
+            else:
+                depends = []
+            if kind == "ServiceAccount":
+                fields["automount_service_account_token"] = fields.pop("automountServiceAccountToken")
+            cls = {"ServiceAccount": k8s.core.v1.ServiceAccount, "ClusterRole": k8s.rbac.v1.ClusterRole,
+                   "ClusterRoleBinding": k8s.rbac.v1.ClusterRoleBinding, "Secret": k8s.core.v1.Secret}[kind]
+            made[kind] = cls(f"{name}-{multikueue.ACCESS}", **fields, opts=pulumi.ResourceOptions.merge(
+                after_kueue, pulumi.ResourceOptions(depends_on=depends)))
+        token: k8s.core.v1.Secret = made["Secret"]  # type: ignore[assignment]
+        # The provider returns a service-account-token Secret once the token controller has
+        # filled it; its data is a secret output, and so is what is built from it.
+        self.kubeconfig = pulumi.Output.secret(token.data.apply(
+            lambda data: multikueue.kubeconfig_text(worker.name, args.server, data)))
+        self.register_outputs({"server": args.server, "nodePools": [p.name for p in worker.node_pools]})
