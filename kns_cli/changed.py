@@ -99,6 +99,7 @@ def shared_sections(cfg: PlatformConfig) -> dict[str, Any]:
         "kns:profiles": [[rule, dump(profile)] for rule, profile in cfg.profiles],
         "kns:credentials": cfg.credentials,
         "kns:keycloakClientSecret": cfg.keycloak_client_secret,
+        "kns:workers": [dump(worker) for worker in cfg.workers],
     }
 
 

@@ -202,7 +202,8 @@ def _summary(cfg, plans) -> str:
     return (
         f"kns validate: stack {cfg.stack} is valid: {plural(len(plans), 'entry', 'entries')} "
         f"({plural(len(cfg.jobs), 'job')}, {plural(len(cfg.schedules), 'schedule')}, {primed} prescaled{queued}), "
-        f"{plural(len(cfg.node_pools), 'node pool')}{queues}, {objects} Jobs and CronJobs planned"
+        f"{plural(len(cfg.node_pools), 'node pool')}{queues}"
+        f"{', ' + plural(len(cfg.workers), 'worker cluster') if cfg.workers else ''}, {objects} Jobs and CronJobs planned"
     )
 
 

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Optional
 from config import resolve, rules
 from config.quantity import kind_for_resource, scale
 from config.loader import PlatformConfig
-from plan import manifests, queues, wait
+from plan import manifests, multikueue, queues, wait
 from plan.model import WorkloadPlan
 from plan.nodepools import autoscale_summary
 
@@ -33,13 +33,19 @@ def queue_facts(cfg: PlatformConfig, plan: WorkloadPlan, lines: list[queues.Line
         return None
     pools = [p for p in queues.pools_of(plan, queue) if p in queue.quota] if plan.pod_spec is not None else list(queue.quota)
     requests = queues.workload_requests(plan)
-    return {
+    facts: dict[str, Any] = {
         "name": queue.name,
         "cohort": queue.cohort,
         "quota": {pool: dict(queue.quota[pool]) for pool in pools},
         "requests": {r: queues.show(r, a) for r, a in requests.items()},
         "warnings": queues.warnings(cfg, plan, lines),
     }
+    if cfg.workers:
+        # A site (docs/multicluster.md): where MultiKueue may run its Jobs, and where each
+        # pool of its quota is.
+        facts["workers"] = multikueue.entry_workers(cfg, plan)
+        facts["poolWorkers"] = {pool: cfg.pool_worker.get(pool) for pool in pools}
+    return facts
 
 
 def worker_facts(plan: WorkloadPlan, per_worker: Optional[dict[str, dict[str, str]]]) -> Optional[dict[str, Any]]:
@@ -273,6 +279,10 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
         held = "; ".join(f"pool {pool}: {_amounts(amounts)}" for pool, amounts in queue["quota"].items())
         cohort = f", cohort {queue['cohort']}" if queue["cohort"] else ""
         field_rows.append(["queue", f"{queue['name']} (Kueue ClusterQueue{cohort}; {held or 'no quota on its pool'})"])
+        if "workers" in queue:
+            where = "; ".join(f"pool {pool} on {worker}" for pool, worker in queue["poolWorkers"].items())
+            field_rows.append(["runs on", f"a worker MultiKueue picks: {', '.join(queue['workers'])}"
+                                          + (f" ({where})" if where else "")])
         if queue["requests"]:
             field_rows.append(["one Job asks", _amounts(queue["requests"])])
     priority = facts["priority"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from config.loader import PlatformConfig
-from plan import queues
+from plan import multikueue, queues
 from plan.model import WorkloadPlan
 
 from .explain import table
@@ -18,15 +18,25 @@ def report(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> dict[str, Any]:
     out = []
     for queue in cfg.queues:
         rows = [line for line in lines if line.queue == queue.name]
-        out.append({
+        item: dict[str, Any] = {
             "name": queue.name,
             "cohort": queue.cohort,
             "entries": [p.entry.name for p in plans if p.entry.queue == queue.name],
             "lines": [{"pool": line.pool, "resource": line.resource, "quota": line.show(line.quota),
                        "borrowing": line.show(line.borrowing), "requested": line.show(line.requested),
                        "overSubscribed": line.over, "entries": line.entries} for line in rows],
-        })
-    return {"stack": cfg.stack, "enabled": cfg.queueing.enabled, "install": cfg.queueing.install, "queues": out}
+        }
+        if cfg.workers:
+            # A site (docs/multicluster.md): the workers MultiKueue may send the queue's Jobs to,
+            # and which of them holds each pool's quota.
+            item["workers"] = multikueue.queue_workers(cfg, queue)
+            for line in item["lines"]:
+                line["worker"] = cfg.pool_worker.get(line["pool"])
+        out.append(item)
+    document = {"stack": cfg.stack, "enabled": cfg.queueing.enabled, "install": cfg.queueing.install, "queues": out}
+    if cfg.workers:
+        document["workers"] = multikueue.served(cfg)
+    return document
 
 
 def render_text(document: dict[str, Any]) -> str:
@@ -38,8 +48,12 @@ def render_text(document: dict[str, Any]) -> str:
     for queue in document["queues"]:
         head = queue["name"] + (f"  (cohort {queue['cohort']})" if queue["cohort"] else "")
         head += f"; entries: {', '.join(queue['entries']) or 'none'}"
-        rows = [["pool", "resource", "quota", "+ borrowing", "asked", ""]]
-        rows += [[line["pool"], line["resource"], line["quota"], line["borrowing"], line["requested"],
+        site = "workers" in queue
+        if site:
+            head += f"; served by worker{'' if len(queue['workers']) == 1 else 's'} {', '.join(queue['workers'])}"
+        rows = [[*(["worker"] if site else []), "pool", "resource", "quota", "+ borrowing", "asked", ""]]
+        rows += [[*([line["worker"]] if site else []), line["pool"], line["resource"], line["quota"],
+                  line["borrowing"], line["requested"],
                   "OVER-SUBSCRIBED: " + ", ".join(line["entries"]) if line["overSubscribed"] else ""]
                  for line in queue["lines"]]
         blocks.append("\n".join([head, *table(rows, "  ")]))

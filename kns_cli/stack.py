@@ -114,8 +114,11 @@ def offline_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], frozenset
 
 def not_checked_offline(sealed: frozenset[str]) -> list[str]:
     """What `validate` leaves to the program because it is encrypted in the stack file."""
-    return ["kns:cluster.kubeconfig: encrypted, so its current context is checked against "
-            "forbiddenContexts when the program runs, not offline"] if "kns:cluster.kubeconfig" in sealed else []
+    out = ["kns:cluster.kubeconfig: encrypted, so its current context is checked against "
+           "forbiddenContexts when the program runs, not offline"] if "kns:cluster.kubeconfig" in sealed else []
+    return out + [f"{path}: encrypted, so its current context (against forbiddenContexts) and its server (the URL "
+                  "the manager dials, unless apiServer is set) are checked when the program runs, not offline"
+                  for path in sorted(sealed) if path.startswith("kns:workers[") and path.endswith("].kubeconfig")]
 
 
 def load_stack(

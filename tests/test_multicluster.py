@@ -1,0 +1,399 @@
+"""A MultiKueue site (`kns:workers`, docs/multicluster.md): its config rules, and what the
+program registers on which cluster, under recording Pulumi mocks. The real thing (three
+control planes, Kueue on each) is tests/test_e2e_multicluster.py."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+from google.protobuf import json_format
+
+from config.loader import check_config
+from config.multikueue import kubeconfig_problems
+from kns_cli import queues as queues_cli
+from kns_testing.program import RecordingMocks, mock_token_data, registration_requests, run_program, secret_value
+from plan import inventory, targeting
+from plan.planner import plan_checked
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKEN = "s3cr3t-operator-token"
+EAST_KUBECONFIG = yaml.safe_dump({
+    "apiVersion": "v1", "kind": "Config",
+    "clusters": [{"name": "east", "cluster": {"server": "https://10.1.0.1:6443", "certificate-authority-data": "QQ=="}}],
+    # An exec plugin: fine for Pulumi's provider, refused by Kueue; the manager gets its own.
+    "users": [{"name": "ops", "user": {"token": TOKEN, "exec": {"apiVersion": "client.authentication.k8s.io/v1",
+                                                                 "command": "cloud-auth"}}}],
+    "contexts": [{"name": "east-admin", "context": {"cluster": "east", "user": "ops"}}],
+    "current-context": "east-admin",
+})
+
+
+def site(**over: Any) -> dict[str, Any]:
+    """A manager and two workers: east (static CPU nodes, a kubeconfig secret), west (an
+    autoscaled GPU pool, a context and an apiServer); one queue on both, one on east."""
+    config: dict[str, Any] = {
+        "cluster": {"name": "site", "context": "kns-manager", "forbiddenContexts": ["jarvice-upstream"]},
+        "queueing": {"enabled": True, "install": True},
+        "workers": [
+            {"name": "east", "kubeconfig": EAST_KUBECONFIG,
+             "nodePools": [{"name": "east-cpu", "role": "compute", "nodes": ["node-1", "node-2"]}]},
+            {"name": "west", "context": "kns-west", "apiServer": "https://10.2.0.1:6443",
+             "nodePools": [{"name": "west-gpu", "role": "gpu", "gpu": {"vendor": "nvidia", "perNode": 4},
+                            "autoscale": {"nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass",
+                                                           "name": "default"}, "limits": {"cpu": "64"}}},
+                           # The same node name as east's: another cluster, another node.
+                           {"name": "west-cpu", "role": "compute", "nodes": ["node-1"]}]},
+        ],
+        "queues": [
+            {"name": "research", "cohort": "all", "quota": {
+                "east-cpu": {"cpu": "8", "memory": "32Gi"},
+                "west-gpu": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "4"}},
+             "borrowingLimit": {"east-cpu": {"cpu": "2"}, "west-gpu": {"cpu": "4"}}},
+            {"name": "batch", "quota": {"east-cpu": {"cpu": "4", "memory": "8Gi"}}},
+        ],
+        "priorities": [{"name": "urgent", "value": 1000}],
+        "jobs": [
+            {"name": "train", "image": "busybox:1.36", "cpu": "1", "memory": "1Gi", "queue": "research",
+             "credentials": ["data"]},
+            {"name": "sweep", "image": "busybox:1.36", "cpu": "1", "memory": "1Gi", "queue": "batch", "workers": 2},
+        ],
+        "credentials": {"data": {"token.txt": "data-token"}},
+    }
+    config.update(over)
+    return config
+
+
+SECRETS = ("workers", "credentials")
+
+
+def checked(config: dict[str, Any], secret: tuple[str, ...] = SECRETS, environ: dict[str, str] | None = None):
+    return check_config(config, project_dir=ROOT, secret_keys=frozenset(secret), environ=environ or {})
+
+
+def problems(config: dict[str, Any], **kwargs: Any) -> dict[str, str]:
+    return {p.path: p.message for p in checked(config, **kwargs).problems.items}
+
+
+# ---- config -----------------------------------------------------------------------------
+
+
+def test_a_valid_site_reads_its_workers_pools_and_servers():
+    result = checked(site())
+    assert result.problems.items == []
+    cfg = result.config
+    assert [w.name for w in cfg.workers] == ["east", "west"]
+    assert cfg.pool_worker == {"east-cpu": "east", "west-gpu": "west", "west-cpu": "west"}
+    # east's server from its kubeconfig's current context; west's apiServer as given.
+    assert cfg.worker_servers == {"east": "https://10.1.0.1:6443", "west": "https://10.2.0.1:6443"}
+
+
+def test_every_problem_of_a_site_is_reported_at_once_at_its_place():
+    config = site(nodePools=[{"name": "east-cpu", "role": "compute", "nodes": ["m-1"]}],
+                  jobs=[{"name": "loose", "image": "busybox:1.36", "cpu": "1"},
+                        {"name": "on-manager", "image": "busybox:1.36", "cpu": "1", "queue": "batch",
+                         "pool": "east-cpu"}])
+    config["workers"][1]["context"] = "JARVICE-upstream "
+    config["workers"].append({"name": "north", "nodePools": []})
+    config["workers"].append({"name": "south", "context": "kns-manager", "apiServer": "http://10.3.0.1"})
+    found = problems(config, secret=("credentials",))
+    assert found == {
+        "kns:workers[north]": "a worker needs context or kubeconfig (how Pulumi reaches it): exactly one",
+        "kns:workers[south].apiServer": '"http://10.3.0.1" is not the URL the manager\'s Kueue dials to reach the '
+                                        "worker: https://<host>[:port]",
+        "kns:workers[east].nodePools[east-cpu].name": '"east-cpu" names a pool of another cluster too '
+                                                      "(kns:nodePools[east-cpu]); pool names are unique across the site",
+        "kns:workers[east].kubeconfig": "a worker's kubeconfig text is a credential: store it as a secret (`pulumi "
+                                        "config set --secret --path 'kns:workers[0].kubeconfig' ...`)",
+        "kns:workers[west].context": '"JARVICE-upstream " is listed in kns:cluster.forbiddenContexts: the KNS needs '
+                                     "cluster-admin and must own a dedicated cluster, never the JARVICE upstream one",
+        "kns:queues[research].quota.east-cpu": "is a pool of the manager (kns:nodePools), which runs no workload on a "
+                                               "site with kns:workers: name a worker's pool",
+        "kns:queues[batch].quota.east-cpu": "is a pool of the manager (kns:nodePools), which runs no workload on a "
+                                            "site with kns:workers: name a worker's pool",
+        "kns:jobs[loose].queue": "on a site with kns:workers an entry's Jobs run on a worker, and only queued Jobs "
+                                 "reach one (MultiKueue dispatches them): give it a queue",
+        "kns:jobs[on-manager].pool": "is a pool of the manager (kns:nodePools), which runs no workload on a site with "
+                                     "kns:workers: name a worker's pool",
+    }
+
+
+def test_a_site_needs_queueing_is_applied_and_holds_at_most_twenty_workers():
+    config = site(queueing={"enabled": False}, cluster={"name": "site", "context": "kns-manager", "renderDir": "out"})
+    config["workers"] += [{"name": f"w{i}", "context": f"kns-w{i}", "apiServer": f"https://10.9.0.{i}"}
+                          for i in range(19)]
+    found = [(p.path, p.message) for p in checked(config).problems.items]
+    assert ("kns:workers", "21 workers: a MultiKueueConfig lists at most 20 clusters") in found
+    assert ("kns:workers", "workers run the queued entries MultiKueue dispatches: set kns:queueing.enabled: "
+                           "true") in found
+    assert ("kns:cluster.renderDir", "renderDir writes one cluster's YAML; a site with kns:workers is applied, not "
+                                     "rendered") in found
+
+
+def test_a_kubeconfig_kueue_could_not_use_as_a_server_is_refused_without_showing_it(tmp_path):
+    bad = EAST_KUBECONFIG.replace("https://10.1.0.1:6443", "https://under_score:6443")
+    config = site()
+    config["workers"][0]["kubeconfig"] = bad
+    message = problems(config)["kns:workers[east]"]
+    assert message.startswith("the server of its kubeconfig's current context cannot be the one the manager dials")
+    assert message.endswith("set apiServer (the URL the manager's Kueue dials to reach the worker: https://<host>[:port])")
+    assert "under_score" not in message and TOKEN not in message
+    unreadable = site()
+    unreadable["workers"][0]["kubeconfig"] = f"apiVersion: v1\nusers: [{{token: {TOKEN}\n"
+    message = problems(unreadable)["kns:workers[east].kubeconfig"]
+    assert message.startswith("inline kubeconfig ") and TOKEN not in message
+
+
+def test_a_context_the_kubeconfig_does_not_hold_needs_an_api_server(tmp_path):
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(EAST_KUBECONFIG.replace("east-admin", "kns-west"))
+    config = site()
+    del config["workers"][1]["apiServer"]
+    assert checked(config, environ={"KUBECONFIG": str(kubeconfig)}).config.worker_servers["west"] == \
+        "https://10.1.0.1:6443"
+    config["workers"][1]["context"] = "kns-elsewhere"
+    found = problems(config, environ={"KUBECONFIG": str(kubeconfig)})
+    assert found["kns:workers[west]"] == ('the server of its context "kns-elsewhere" is not found in the kubeconfig '
+                                          "the provider would read: set apiServer (the URL the manager's Kueue dials "
+                                          "to reach the worker: https://<host>[:port])")
+
+
+def test_a_worker_whose_kubeconfig_current_context_is_forbidden_is_refused():
+    config = site()
+    config["workers"][0]["kubeconfig"] = EAST_KUBECONFIG.replace("east-admin", "jarvice-upstream")
+    assert problems(config)["kns:workers[east].kubeconfig"] == (
+        'its current context "jarvice-upstream" is listed in kns:cluster.forbiddenContexts: a worker is a dedicated '
+        "KNS cluster")
+
+
+def test_kns_validate_says_what_the_program_says_of_a_bad_site(tmp_path):
+    from tests.test_pod_classes import write_project
+    config = site(jobs=[{"name": "loose", "image": "busybox:1.36", "cpu": "1"}])
+    config["workers"][1]["nodePools"][0]["name"] = "east-cpu"
+    del config["credentials"]
+    config["workers"][0]["kubeconfig"] = "kubeconfigs/east.yaml"
+    root = write_project(tmp_path / "project", config)
+    (root / "kubeconfigs").mkdir()
+    (root / "kubeconfigs" / "east.yaml").write_text(EAST_KUBECONFIG)
+    result = subprocess.run([str(ROOT / "kns"), "validate", "--stack", "case", "--project-dir", str(root)],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    mocks = RecordingMocks()
+    with pytest.raises(pulumi.RunError) as info:
+        run_program(config, secret_keys=("workers",), mocks=mocks, project_dir=root, stack="case")
+    assert mocks.resources == []
+    text = str(info.value)
+    assert result.stderr.rstrip("\n") == text
+    assert "kns:workers[west].nodePools[east-cpu].name" in text and "kns:jobs[loose].queue" in text
+
+
+# ---- what the program registers, and where -----------------------------------------------
+
+
+@pytest.fixture
+def registered(monkeypatch):
+    requests = registration_requests(monkeypatch)
+    mocks = RecordingMocks()
+    run = run_program(site(), secret_keys=SECRETS, mocks=mocks)
+    return run, requests
+
+
+def provider_of(run, type_: str, name: str) -> str:
+    return run.named(type_, name).provider.split("::")[3]
+
+
+def test_every_object_goes_to_its_own_cluster(registered):
+    run, _ = registered
+    where: dict[str, set[str]] = {}
+    for resource in run.kubernetes:
+        where.setdefault(resource.provider.split("::")[3], set()).add(f"{resource.type.rsplit(':', 1)[1]}/{resource.name}")
+    assert set(where) == {"site-kubernetes", "east-kubernetes", "west-kubernetes"}
+    # Jobs only on the manager; the manager's MultiKueue objects there.
+    assert {r.name for r in run.of_type("kubernetes:batch/v1:Job")} == {"train", "sweep"}
+    assert all(provider_of(run, "kubernetes:batch/v1:Job", n) == "site-kubernetes" for n in ("train", "sweep"))
+    for kind, name in (("MultiKueueCluster", "multikueuecluster-east"), ("MultiKueueConfig", "multikueueconfig-kns-multikueue-batch"),
+                       ("AdmissionCheck", "admissioncheck-kns-multikueue-research")):
+        assert provider_of(run, f"kubernetes:kueue.x-k8s.io/v1beta2:{kind}", name) == "site-kubernetes"
+    # Each worker: its pools, its Kueue, its queues, the manager's identity, the entries of its queues.
+    assert "NodePatch/east-cpu.node-1" in where["east-kubernetes"] and "NodePatch/west-cpu.node-1" in where["west-kubernetes"]
+    assert "NodePool/west-gpu" in where["west-kubernetes"]
+    for worker in ("east", "west"):
+        names = where[f"{worker}-kubernetes"]
+        assert f"Deployment/{worker}-kueue-system/kueue-controller-manager" in names
+        assert f"ServiceAccount/{worker}-kns-multikueue" in names and f"Secret/{worker}-kns-multikueue" in names
+        assert f"ClusterQueue/{worker}-clusterqueue-research" in names
+        assert f"WorkloadPriorityClass/{worker}-workloadpriorityclass-urgent" in names
+        assert f"Namespace/{worker}-train" in names and f"LocalQueue/{worker}-train-queue" in names
+        assert f"Secret/{worker}-train-cred-data" in names
+    # batch is east's alone: its ClusterQueue, and the entries of it, only there.
+    assert "ClusterQueue/east-clusterqueue-batch" in where["east-kubernetes"]
+    assert not any(n.startswith(("ClusterQueue/west-clusterqueue-batch", "Namespace/west-sweep")) for n in where["west-kubernetes"])
+    assert {"Namespace/east-sweep", "Service/east-sweep-workers"} <= where["east-kubernetes"]
+    assert not any(kind in n for n in where["site-kubernetes"] for kind in ("NodePatch/", "NodePool/"))
+
+
+def test_the_manager_queue_sums_the_workers_and_carries_its_admission_check(registered):
+    run, _ = registered
+    queues = {r.name: r.inputs for r in run.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")}
+    manager = queues["clusterqueue-research"]["spec"]
+    assert manager["admissionChecksStrategy"] == {"admissionChecks": [{"name": "kns-multikueue-research"}]}
+    (group,) = manager["resourceGroups"]
+    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
+    (flavor,) = group["flavors"]
+    assert flavor["name"] == "kns-multikueue"
+    assert flavor["resources"] == [
+        {"name": "cpu", "nominalQuota": "24", "borrowingLimit": "6"},
+        {"name": "memory", "nominalQuota": "96Gi"},
+        {"name": "nvidia.com/gpu", "nominalQuota": "4"}]
+    assert manager["cohortName"] == "all"
+    east = queues["east-clusterqueue-research"]["spec"]
+    assert [f["name"] for f in east["resourceGroups"][0]["flavors"]] == ["east-cpu"]
+    assert "admissionChecksStrategy" not in east
+    flavor = run.named("kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor", "resourceflavor-kns-multikueue").inputs
+    assert flavor["spec"] == {}
+    configs = {r.name: r.inputs["spec"]["clusters"] for r in run.of_type("kubernetes:kueue.x-k8s.io/v1beta2:MultiKueueConfig")}
+    assert configs == {"multikueueconfig-kns-multikueue-research": ["east", "west"],
+                       "multikueueconfig-kns-multikueue-batch": ["east"]}
+    check = run.named("kubernetes:kueue.x-k8s.io/v1beta2:AdmissionCheck", "admissioncheck-kns-multikueue-batch").inputs
+    assert check["spec"] == {"controllerName": "kueue.x-k8s.io/multikueue", "parameters": {
+        "apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "kns-multikueue-batch"}}
+    cluster = run.named("kubernetes:kueue.x-k8s.io/v1beta2:MultiKueueCluster", "multikueuecluster-west").inputs
+    assert cluster["spec"] == {"clusterSource": {"kubeConfig": {"locationType": "Secret",
+                                                                "location": "kns-multikueue-west"}}}
+
+
+def _plain_strings(value: Any, inside_secret: bool = False):
+    """Every string of a serialized request, and whether it is inside a secret envelope."""
+    if isinstance(value, dict):
+        secret = inside_secret or value.get("4dabf18193072939515e22adb298388d") == "1b47061264138c4ac30d75fd1eb44270"
+        for item in value.values():
+            yield from _plain_strings(item, secret)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _plain_strings(item, inside_secret)
+    elif isinstance(value, str):
+        yield value, inside_secret
+
+
+def test_kubeconfigs_are_secrets_and_the_managers_is_one_kueue_accepts(registered):
+    run, requests = registered
+    secret = run.named("kubernetes:core/v1:Secret", "east-kubeconfig")
+    assert secret.metadata["name"] == "kns-multikueue-east" and secret.metadata["namespace"] == "kueue-system"
+    sent = json_format.MessageToDict(requests[("kubernetes:core/v1:Secret", "east-kubeconfig")].object)
+    strings = list(_plain_strings(sent))
+    text = secret_value(secret.inputs["stringData"])["kubeconfig"]
+    assert (text, True) in strings and (text, False) not in strings
+    document = yaml.safe_load(text)
+    assert kubeconfig_problems(text) == []
+    # Built from east's token Secret (the token controller's data), for the server east's kubeconfig names.
+    data = mock_token_data("east-kns-multikueue")
+    assert document["clusters"][0]["cluster"] == {"server": "https://10.1.0.1:6443",
+                                                  "certificate-authority-data": data["ca.crt"]}
+    assert document["users"][0]["user"] == {"token": base64.b64decode(data["token"]).decode()}
+    west = yaml.safe_load(secret_value(run.named("kubernetes:core/v1:Secret", "west-kubeconfig").inputs["stringData"])[
+        "kubeconfig"])
+    assert west["clusters"][0]["cluster"]["server"] == "https://10.2.0.1:6443"
+    # The operator's kubeconfig reaches only east's provider, as a secret; nowhere else, nor the outputs.
+    for (type_, name), request in requests.items():
+        for value, in_secret in _plain_strings(json_format.MessageToDict(request.object)):
+            if TOKEN in value or "token-of-" in value:
+                assert in_secret, f"{type_} {name} sends a credential in plain text"
+    provider = json_format.MessageToDict(requests[("pulumi:providers:kubernetes", "east-kubernetes")].object)
+    assert any(TOKEN in value and in_secret for value, in_secret in _plain_strings(provider))
+    assert TOKEN not in json.dumps(run.outputs, default=str) and "token-of-" not in json.dumps(run.outputs, default=str)
+
+
+def test_the_token_secret_is_the_legacy_kind_the_token_controller_fills(registered):
+    run, _ = registered
+    token = run.named("kubernetes:core/v1:Secret", "east-kns-multikueue").inputs
+    assert token["type"] == "kubernetes.io/service-account-token"
+    assert token["metadata"]["annotations"]["kubernetes.io/service-account.name"] == "kns-multikueue"
+    assert token["metadata"]["namespace"] == "kueue-system"
+    role = run.named("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", "west-kns-multikueue").inputs
+    assert {verb for rule in role["rules"] for verb in rule["verbs"]} <= {
+        "create", "delete", "get", "list", "watch", "update", "patch"}
+    assert {r for rule in role["rules"] for r in rule["resources"]} == {
+        "jobs", "jobs/status", "workloads", "workloads/status"}
+
+
+def test_the_outputs_say_which_worker_serves_which_queue(registered):
+    run, _ = registered
+    assert run.outputs["workers"] == {
+        "east": {"nodePools": ["east-cpu"], "queues": {"research": {"east-cpu": {"cpu": "8", "memory": "32Gi"}},
+                                                         "batch": {"east-cpu": {"cpu": "4", "memory": "8Gi"}}}},
+        "west": {"nodePools": ["west-gpu", "west-cpu"], "queues": {
+            "research": {"west-gpu": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "4"}}}},
+    }
+
+
+def _full_urns(requests: dict) -> dict[tuple[str, str], str]:
+    """Each registration's URN as the engine makes it, with the parent's whole type chain
+    (the mock monitor's URNs keep only the parent's last type: `_mock_urn`)."""
+    by_mock: dict[str, tuple[str, str]] = {}
+    out: dict[tuple[str, str], str] = {}
+    pending = dict(requests)
+    while pending:
+        progressed = False
+        for key, request in list(pending.items()):
+            type_, name = key
+            root = request.parent.split("::")[2] == "pulumi:pulumi:Stack"
+            if not root and request.parent not in by_mock:
+                continue
+            chain = type_ if root else out[by_mock[request.parent]].split("::")[2] + "$" + type_
+            out[key] = f"urn:pulumi:test::kns-platform::{chain}::{name}"
+            by_mock[_mock_urn(request.parent, type_, name)] = key
+            del pending[key]
+            progressed = True
+        assert progressed, f"parents never registered: {sorted(pending)[:3]}"
+    return out
+
+
+def _mock_urn(parent: str, type_: str, name: str) -> str:
+    """pulumi.runtime.mocks.MockMonitor.make_urn."""
+    head = parent.split("::")
+    return "::".join([*head[:2], head[2].split("$").pop() + "$" + type_, name])
+
+
+def test_the_inventory_is_what_the_program_registers_urn_for_urn(registered):
+    run, requests = registered
+    requests = {k: v for k, v in requests.items() if k[0] != "pulumi:pulumi:Stack"}
+    urns = _full_urns(requests)
+    assert len(set(urns.values())) == len(urns) == len(run.resources)
+    result = checked(site())
+    plans = plan_checked(result)
+    listed = [targeting.urn("test", "kns-platform", item.types, item.name)
+              for item in inventory.registrations(result.config, plans)]
+    assert sorted(listed) == sorted(urns.values())
+    assert inventory.collisions(result.config, plans) == []
+
+
+def test_kns_queues_shows_the_workers_of_each_queue():
+    result = checked(site())
+    document = queues_cli.report(result.config, plan_checked(result))
+    batch = next(q for q in document["queues"] if q["name"] == "batch")
+    assert batch["workers"] == ["east"] and {line["worker"] for line in batch["lines"]} == {"east"}
+    text = queues_cli.render_text(document)
+    assert "research  (cohort all); entries: train; served by workers east, west" in text
+    assert "batch; entries: sweep; served by worker east" in text
+
+
+def test_a_single_cluster_stack_registers_what_it_did_before():
+    """No kns:workers: no worker, no MultiKueue object, the queue as a single cluster's."""
+    config = copy.deepcopy(site())
+    del config["workers"]
+    config["nodePools"] = [{"name": "east-cpu", "role": "compute", "nodes": ["node-1"]},
+                           {"name": "west-gpu", "role": "gpu", "gpu": {"vendor": "nvidia", "perNode": 4},
+                            "nodes": ["node-2"]}]
+    run = run_program(config, secret_keys=("credentials",))
+    assert not [r for r in run.resources if "MultiKueue" in r.type or "AdmissionCheck" in r.type
+                or r.type == "kns:cluster:Worker"]
+    spec = run.named("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "clusterqueue-research").inputs["spec"]
+    assert [f["name"] for f in spec["resourceGroups"][0]["flavors"]] == ["east-cpu", "west-gpu"]
+    assert "admissionChecksStrategy" not in spec and "workers" not in run.outputs
