@@ -379,6 +379,8 @@ class Worker(Model):
     kubeconfig: Optional[str] = None
     api_server: Optional[Annotated[str, _check(multikueue.api_server_problem)]] = None
     node_pools: list[NodePool] = Field(default_factory=list)
+    # Admit nothing new there; what runs finishes (docs/operations.md, section 5).
+    drain: bool = False
 
     @model_validator(mode="after")
     def _access(self) -> "Worker":

@@ -280,9 +280,9 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
         cohort = f", cohort {queue['cohort']}" if queue["cohort"] else ""
         field_rows.append(["queue", f"{queue['name']} (Kueue ClusterQueue{cohort}; {held or 'no quota on its pool'})"])
         if "workers" in queue:
-            where = "; ".join(f"pool {pool} on {worker}" for pool, worker in queue["poolWorkers"].items())
-            field_rows.append(["runs on", f"a worker MultiKueue picks: {', '.join(queue['workers'])}"
-                                          + (f" ({where})" if where else "")])
+            able = ", ".join(f"{worker} (pool {pool})" for pool, worker in queue["poolWorkers"].items())
+            field_rows.append(["runs on", f"the worker MultiKueue finds room on: {able or 'none'}; dispatched to "
+                                          f"the workers of its queue: {', '.join(queue['workers'])}"])
         if queue["requests"]:
             field_rows.append(["one Job asks", _amounts(queue["requests"])])
     priority = facts["priority"]

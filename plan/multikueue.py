@@ -100,10 +100,24 @@ def worker_queue(queue: Queue, pools: set[str]) -> Queue:
 
 def worker_cluster_queues(cfg: PlatformConfig, worker: str) -> list[dict[str, Any]]:
     """The ClusterQueues of one worker: each queue with quota on its pools, for the site's
-    namespaces (the entries' copies carry the site's cluster label)."""
+    namespaces (the entries' copies carry the site's cluster label). A draining worker's
+    hold (Kueue's `stopPolicy: Hold`): it admits nothing new, so MultiKueue's copies there
+    wait while another worker admits; what it runs goes on and reports back."""
     own = {p.name for p in cfg.pools_of(worker)}
-    return [cluster_queue_manifest(worker_queue(q, own), cfg.cluster.name) for q in cfg.queues
-            if any(pool in own for pool in q.quota)]
+    draining = any(w.drain for w in cfg.workers if w.name == worker)
+    out = []
+    for queue in cfg.queues:
+        if any(pool in own for pool in queue.quota):
+            manifest = cluster_queue_manifest(worker_queue(queue, own), cfg.cluster.name)
+            if draining:
+                manifest["spec"]["stopPolicy"] = "Hold"
+            out.append(manifest)
+    return out
+
+
+def drained_pools(cfg: PlatformConfig) -> set[str]:
+    """The pools of the draining workers: the manager's queues no longer count them."""
+    return {p.name for w in cfg.workers if w.drain for p in w.node_pools}
 
 
 # ---- the manager ---------------------------------------------------------------------------
@@ -121,12 +135,13 @@ def _total(queue: Queue, limits: Optional[dict[str, dict[str, str]]], resource: 
     return render(total, kind)
 
 
-def manager_cluster_queue(queue: Queue, cluster: str) -> dict[str, Any]:
+def manager_cluster_queue(queue: Queue, cluster: str, drained: set[str] = frozenset()) -> dict[str, Any]:
     """The queue on the manager: the sum of every pool's quota (and of borrowing and lending
     limits, when every pool sets one) on the one flavor, with the queue's admission check.
     Kueue reserves that quota on the manager, then dispatches; each worker admits against
-    its own pools."""
+    its own pools. The pools of draining workers (`drained`) are left out of the sums."""
     covered = queue_rules.covered_resources(queue.quota)
+    queue = worker_queue(queue, {pool for pool in queue.quota if pool not in drained})
     resources = []
     for resource in covered:
         item: dict[str, Any] = {"name": resource, "nominalQuota": _total(queue, queue.quota, resource, False)}
@@ -197,7 +212,9 @@ def queue_objects(cfg: PlatformConfig) -> QueueObjects:
         return QueueObjects(([flavor_manifest(p, cluster) for p in pools],
                              [cluster_queue_manifest(q, cluster) for q in cfg.queues],
                              [topology_manifest(p, cluster) for p in pools if p.topology is not None], priorities))
-    manager = ([manager_flavor(cluster)] if cfg.queues else [], [manager_cluster_queue(q, cluster) for q in cfg.queues],
+    drained = drained_pools(cfg)
+    manager = ([manager_flavor(cluster)] if cfg.queues else [],
+               [manager_cluster_queue(q, cluster, drained) for q in cfg.queues],
                [], priorities)
     workers = {}
     for worker in cfg.workers:

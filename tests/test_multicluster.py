@@ -397,3 +397,44 @@ def test_a_single_cluster_stack_registers_what_it_did_before():
     spec = run.named("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "clusterqueue-research").inputs["spec"]
     assert [f["name"] for f in spec["resourceGroups"][0]["flavors"]] == ["east-cpu", "west-gpu"]
     assert "admissionChecksStrategy" not in spec and "workers" not in run.outputs
+
+
+# ---- docs/multicluster.md is true -----------------------------------------------------------
+
+
+def test_the_documented_site_is_valid_and_its_queues_are_what_kns_queues_prints(tmp_path):
+    from kns_cli.stack import load_stack
+    text = (ROOT / "docs" / "multicluster.md").read_text()
+    example = text[text.index("## Worked example"):]
+    stack = yaml.safe_load(example.split("```yaml\n", 1)[1].split("```", 1)[0])
+    shown = example.split("```text\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    (tmp_path / "vendor").symlink_to(ROOT / "vendor")
+    (tmp_path / "Pulumi.site.yaml").write_text(yaml.safe_dump(stack))
+    cfg, plans = load_stack(tmp_path, "site")
+    assert [w.name for w in cfg.workers] == ["east", "west"]
+    assert queues_cli.render_text(queues_cli.report(cfg, plans)) == shown
+    outputs = json.loads(text.split("## Outputs", 1)[1].split("```json\n", 1)[1].split("```", 1)[0])
+    from plan.multikueue import served
+    assert served(cfg) == outputs
+    from kns_cli.explain import explain, render_text
+    runs_on = example.split("```text\n", 2)[2].split("```", 1)[0].strip()
+    assert runs_on in render_text(explain(cfg, plans, ["train"]))
+
+
+def test_a_draining_worker_holds_its_queues_and_the_manager_stops_counting_them():
+    config = site()
+    config["workers"][1]["drain"] = True
+    run = run_program(config, secret_keys=SECRETS)
+    queues = {r.name: r.inputs["spec"] for r in run.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")}
+    assert queues["west-clusterqueue-research"]["stopPolicy"] == "Hold"
+    assert "stopPolicy" not in queues["east-clusterqueue-research"]
+    assert "stopPolicy" not in queues["clusterqueue-research"]
+    # research on the manager: east's pool alone (west-gpu no longer counted); batch unchanged.
+    assert queues["clusterqueue-research"]["resourceGroups"][0]["flavors"][0]["resources"] == [
+        {"name": "cpu", "nominalQuota": "8", "borrowingLimit": "2"},
+        {"name": "memory", "nominalQuota": "32Gi"},
+        {"name": "nvidia.com/gpu", "nominalQuota": "0"}]
+    # Still listed: what runs there keeps reporting to the manager.
+    configs = {r.name: r.inputs["spec"]["clusters"] for r in run.of_type("kubernetes:kueue.x-k8s.io/v1beta2:MultiKueueConfig")}
+    assert configs["multikueueconfig-kns-multikueue-research"] == ["east", "west"]
