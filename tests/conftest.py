@@ -1,11 +1,12 @@
 """The suite's lanes for `make test` (pytest-xdist, three workers; docs/testing.md, "CI time").
 
 The modules that start a local control plane wait most of their time on it (cron minutes,
-Karpenter, Kueue, kills and restarts). They form two work units, run first, each on a
+Karpenter, Kueue, kills and restarts). They form three work units, run first, each on a
 worker of its own: the engine-fault module (its control plane runs no controller; it kills
-the engine), and the four others, one after the other (so two Kueue or Karpenter processes
-never run at once). Every other module is a work unit of its own (its module-scoped
-fixtures are set up once), run by the third worker meanwhile.
+the engine), the multi-cluster module (three control planes of its own, a Kueue on each,
+each in its own mount namespace), and the four others, one after the other (so two of
+their Kueue or Karpenter processes never run at once). Every other module is a work unit
+of its own (its module-scoped fixtures are set up once), run by whichever worker is free.
 
 The units are made by a scheduler of our own (`LaneScheduling`): pytest-xdist 3.8's
 `xdist_group` marks do nothing under pytest 9, which no longer reads the node id the mark
@@ -23,9 +24,12 @@ if str(ROOT) not in sys.path:
 
 CONTROL_PLANE = "control-plane"
 ENGINE_FAULTS = "control-plane-engine-faults"
+MULTICLUSTER = "control-planes-multicluster"
 CONTROL_PLANE_LANES = {
     CONTROL_PLANE: frozenset({"test_drift.py", "test_e2e.py", "test_e2e_queueing.py", "test_faults_controllers.py"}),
     ENGINE_FAULTS: frozenset({"test_faults_engine.py"}),
+    # Its own three control planes (docs/multicluster.md), shared by its tests.
+    MULTICLUSTER: frozenset({"test_e2e_multicluster.py"}),
 }
 CONTROL_PLANE_MODULES = frozenset().union(*CONTROL_PLANE_LANES.values())
 

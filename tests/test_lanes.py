@@ -1,13 +1,16 @@
 """make test's lanes (tests/conftest.py): the modules that start a local control plane are
-exactly the control-plane lanes, and only the engine-fault module, whose control plane runs
-no controller, has a lane of its own beside the others."""
+exactly the control-plane lanes; the engine-fault module, whose control plane runs no
+controller, and the multi-cluster module, whose site runs its own Kueues, have lanes of
+their own beside the others."""
 
 import re
 
-from tests.conftest import CONTROL_PLANE, CONTROL_PLANE_LANES, CONTROL_PLANE_MODULES, ENGINE_FAULTS, ROOT, lane
+from tests.conftest import (CONTROL_PLANE, CONTROL_PLANE_LANES, CONTROL_PLANE_MODULES, ENGINE_FAULTS, MULTICLUSTER,
+                            ROOT, lane)
 CONTROLLERS = re.compile(r"start_kueue|karpenter-process|start_packing_scheduler")
+KUEUE_SITE = re.compile(r"multikueue_site\(")
 
-STARTS_A_CONTROL_PLANE = re.compile(r"^\s*with local_cluster\(", re.MULTILINE)
+STARTS_A_CONTROL_PLANE = re.compile(r"^\s*with (local_cluster|multikueue_site)\(", re.MULTILINE)
 
 
 def test_the_control_plane_group_is_every_module_that_starts_one():
@@ -17,11 +20,15 @@ def test_the_control_plane_group_is_every_module_that_starts_one():
 
 
 def test_only_the_lane_of_the_controllers_starts_them():
-    """Two lanes run at once: only one may start Kueue, Karpenter or the packing scheduler
-    (Kueue's process mode mounts its certificate at one fixed path)."""
+    """Lanes run at once: one starts Kueue, Karpenter and the packing scheduler; the
+    multi-cluster lane starts only its site's Kueues, each in a mount namespace of its own
+    (scripts/kueue-process.sh: the metrics certificate's fixed path; a site of three needs
+    that anyway), and the engine-fault lane none."""
     starting = {path.name for path in (ROOT / "tests").glob("test_*.py") if CONTROLLERS.search(path.read_text())}
     assert starting & CONTROL_PLANE_MODULES == CONTROL_PLANE_LANES[CONTROL_PLANE]
     assert not starting & CONTROL_PLANE_LANES[ENGINE_FAULTS]
+    sites = {path.name for path in (ROOT / "tests").glob("test_*.py") if KUEUE_SITE.search(path.read_text())}
+    assert sites == CONTROL_PLANE_LANES[MULTICLUSTER]
 
 
 def test_other_modules_are_a_group_each():

@@ -1,0 +1,354 @@
+"""A MultiKueue site end to end (docs/multicluster.md, contract section 14): one stack
+through the real engine configures three local control planes, a manager and two workers
+(east and west, one kwok node of 8 CPU each), each running the real Kueue built from the
+pinned module (kns_testing/multicluster.py; the manager's with MultiKueue's settings).
+
+The site and the stack are shared by every test of the module, in file order; the last
+destroys. Every assertion reads what persists: watches of pods and Jobs started before the
+first `up`, Workload conditions and `status.clusterName` on the manager, Jobs' status.
+Waits derive from the entries (a pod's `kwok.x-k8s.io/run-for`) and from the site's
+settings (the manager's reconnect backoff, `workerLostTimeout`).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import time
+from datetime import datetime, timezone
+
+import pytest
+import yaml
+
+from kns_testing.cluster import Cluster, node_manifest, script
+from kns_testing.faults import Component
+from kns_testing.multicluster import MultiKueueSettings, is_true, multikueue_site
+from kns_testing.program import ROOT, engine_project
+from tests.test_e2e import Stack, Watch, up_with_schedules_ahead
+
+PASSPHRASE = "kns-local-multicluster"
+NAMESPACE = "kns-lab"
+QUEUE = "research"
+CHECK = f"kns-multikueue-{QUEUE}"
+# Kueue and the Job controller each act within seconds; a loaded machine may take longer.
+SLACK = 180
+# Far longer than the outage of the unreachable-worker test (about 15 s and the manager's
+# reconnect backoff, 20 s after such an outage): no Workload may be retried elsewhere then.
+SETTINGS = MultiKueueSettings(gc_interval="30s", origin="kns-multikueue", worker_lost_timeout="10m")
+OUTAGE = 15
+WARM_UP = 2
+
+
+def base_config(site) -> dict:
+    """Two workers of one pool each; queue research holds 4 CPU on each; `hello` a queued
+    Job entry; `lab` a queued entry whose namespace takes the Jobs the tests create by hand
+    (what its users would submit), with room for several 4-CPU pods."""
+    east, west = site.workers["east"], site.workers["west"]
+    return {
+        "kns:cluster": {"name": "site", "kubeconfig": str(site.manager.kubeconfig)},
+        "kns:packingScheduler": {"enabled": False},
+        "kns:queueing": {"enabled": True, "install": False},
+        "kns:workers": [
+            {"name": "east", "kubeconfig": str(east.kubeconfig),
+             "nodePools": [{"name": "east-cpu", "role": "compute", "nodes": ["east-node"]}]},
+            {"name": "west", "kubeconfig": str(west.kubeconfig),
+             "nodePools": [{"name": "west-cpu", "role": "compute", "nodes": ["west-node"]}]},
+        ],
+        "kns:queues": [{"name": QUEUE, "quota": {"east-cpu": {"cpu": "4", "memory": "16Gi"},
+                                                 "west-cpu": {"cpu": "4", "memory": "16Gi"}}}],
+        "kns:jobs": [
+            {"name": "hello", "image": "registry.k8s.io/pause:3.10", "cpu": "1", "memory": "1Gi", "queue": QUEUE,
+             "annotations": {"kwok.x-k8s.io/run-for": "20s"}},
+            {"name": "lab", "image": "registry.k8s.io/pause:3.10", "cpu": "1", "memory": "1Gi", "queue": QUEUE,
+             "annotations": {"kwok.x-k8s.io/run-for": "1s"},
+             "limitRange": {"max": {"cpu": "4", "memory": "4Gi"}},
+             "quota": {"pods": "10", "requests.cpu": "16", "limits.cpu": "16", "requests.memory": "32Gi",
+                       "limits.memory": "32Gi"}},
+        ],
+    }
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    state = tmp_path_factory.mktemp("multicluster")
+    workers = {"east": [node_manifest("east-node", 8, 0)], "west": [node_manifest("west-node", 8, 0)]}
+    with multikueue_site(state, workers, settings=SETTINGS, identity="admin") as live:
+        yield live
+
+
+@pytest.fixture(scope="module")
+def watches(site):
+    """Pods and Jobs on every cluster, from before the first `up`."""
+    clusters = {"manager": site.manager, **site.workers}
+    found = {(name, kind): Watch(cluster, kind) for name, cluster in clusters.items()
+             for kind in ("pods", "jobs.batch")}
+    yield found
+    for watch in found.values():
+        watch.stop()
+
+
+@pytest.fixture(scope="module")
+def stack(site, watches, tmp_path_factory):
+    root = tmp_path_factory.mktemp("site") / "kns-platform"
+    env = engine_project(root, script("toolchain.sh"), PASSPHRASE, base_env=site.manager.env)
+    (root / "Pulumi.local.yaml").write_text(yaml.safe_dump({"config": base_config(site)}, sort_keys=False))
+    live = Stack(root, env)
+    live.pulumi("stack", "init", "local")
+    live.up()
+    return live
+
+
+def job(name: str, cpu: int, run_for: str) -> dict:
+    """A Job a user of `lab` submits on the manager: its queue's label, requests = limits."""
+    amounts = {"cpu": str(cpu), "memory": "1Gi"}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"kueue.x-k8s.io/queue-name": "kns"}},
+            "spec": {"completions": 1, "parallelism": 1, "backoffLimit": 0, "template": {
+                "metadata": {"annotations": {"kwok.x-k8s.io/run-for": run_for}},
+                "spec": {"restartPolicy": "Never", "containers": [{
+                    "name": "main", "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": amounts, "limits": amounts}}]}}}}
+
+
+def workload(cluster: Cluster, namespace: str, job_name: str) -> dict | None:
+    """The Workload of a Job on that cluster: owned by it or named after it (a worker's copy)."""
+    done = cluster.kubectl("get", "workloads", "-n", namespace, "-o", "json", check=False)
+    for item in (yaml.safe_load(done.stdout)["items"] if done.returncode == 0 else []):
+        owners = item["metadata"].get("ownerReferences", [])
+        if any(o.get("kind") == "Job" and o.get("name") == job_name for o in owners) \
+                or item["metadata"]["name"].startswith(f"job-{job_name}-"):
+            return item
+    return None
+
+
+def check_state(item: dict | None) -> str | None:
+    for state in (item or {}).get("status", {}).get("admissionChecks", []) or []:
+        if state["name"] == CHECK:
+            return state["state"]
+    return None
+
+
+def dispatched_to(site, namespace: str, job_name: str) -> str | None:
+    """The worker the manager's Workload was admitted on (its check Ready), or None."""
+    item = workload(site.manager, namespace, job_name)
+    if check_state(item) == "Ready" and item["status"].get("clusterName"):
+        return item["status"]["clusterName"]
+    return None
+
+
+def pods_seen(watches, cluster: str, namespace: str, job_name: str) -> set[str]:
+    return watches[(cluster, "pods")].names(lambda p: p["metadata"].get("namespace") == namespace and
+                                            p["metadata"].get("labels", {}).get("job-name") == job_name)
+
+
+def running(cluster: Cluster, namespace: str, job_name: str) -> list[str]:
+    done = cluster.kubectl("get", "pods", "-n", namespace, "-l", f"batch.kubernetes.io/job-name={job_name}",
+                           "-o", "json", check=False)
+    items = yaml.safe_load(done.stdout)["items"] if done.returncode == 0 else []
+    return [p["metadata"]["name"] for p in items if p["status"].get("phase") == "Running"]
+
+
+def complete(cluster: Cluster, namespace: str, job_name: str) -> dict | None:
+    done = cluster.kubectl("get", "job", "-n", namespace, job_name, "-o", "json", check=False)
+    obj = yaml.safe_load(done.stdout) if done.returncode == 0 else None
+    return obj if obj and any(c["type"] == "Complete" and c["status"] == "True"
+                              for c in obj.get("status", {}).get("conditions", []) or []) else None
+
+
+def run_for(entry: dict) -> float:
+    return float(entry["annotations"]["kwok.x-k8s.io/run-for"].rstrip("s"))
+
+
+# ---- one `up`, three clusters -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def report(stack):
+    """A prescaled schedule pinned to west's pool, primed a few minutes after this `up`;
+    requested by the first test, so the wait for its minute overlaps the others."""
+    def set_schedule(config, start):
+        config["kns:schedules"] = [{
+            "name": "report", "image": "registry.k8s.io/pause:3.10", "cpu": "1", "memory": "1Gi", "queue": QUEUE,
+            "pool": "west-cpu", "schedule": f"{start.minute} {start.hour} * * *", "timeZone": "Etc/UTC",
+            "warmUpMinutes": WARM_UP, "annotations": {"kwok.x-k8s.io/run-for": "5s"}}]
+
+    return up_with_schedules_ahead(stack, WARM_UP, set_schedule)
+
+
+def test_one_up_configures_all_three_clusters_and_a_second_changes_nothing(site, stack, report):
+    manager = site.manager
+    # The kubeconfigs the program wrote from each worker's token work: Kueue connects.
+    for name in ("east", "west"):
+        manager.wait(lambda n=name: is_true(manager.get("multikueuecluster", n), "Active"), SLACK,
+                     message=f"MultiKueueCluster {name} Active")
+        token = site.workers[name].get("secret", "kns-multikueue-token", "-n", "kueue-system")
+        assert token["type"] == "kubernetes.io/service-account-token" and token["data"]["token"]
+        secret = manager.get("secret", f"kns-multikueue-{name}", "-n", "kueue-system")
+        written = yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"]))
+        assert written["users"][0]["user"] == {"token": base64.b64decode(token["data"]["token"]).decode()}
+        assert "exec" not in json.dumps(written)
+    manager.wait(lambda: is_true(manager.get("admissioncheck", CHECK), "Active"), SLACK,
+                 message=f"AdmissionCheck {CHECK} Active")
+    for name, cluster in [("manager", manager), *site.workers.items()]:
+        cluster.wait(lambda c=cluster: is_true(c.get("clusterqueue", QUEUE), "Active"), SLACK,
+                     message=f"ClusterQueue {QUEUE} Active on {name}")
+        assert cluster.get("localqueue", "kns", "-n", NAMESPACE)["spec"]["clusterQueue"] == QUEUE
+    # Jobs only on the manager; each worker has the entries' namespaces and its own pool.
+    assert {j["metadata"]["name"] for j in manager.get("jobs", "-n", "kns-hello")["items"]} == {"hello"}
+    for name, worker in site.workers.items():
+        assert worker.get("resourcequota", "kns-quota", "-n", "kns-hello")
+        assert worker.get("node", f"{name}-node")["metadata"]["labels"]["kns.io/pool"] == f"{name}-cpu"
+    # The state holds no credential in plain text: the tokens are Pulumi secrets.
+    state = stack.pulumi("stack", "export").stdout
+    for worker in site.workers.values():
+        token = base64.b64decode(worker.get("secret", "kns-multikueue-token", "-n", "kueue-system")["data"]["token"])
+        assert token.decode() not in state
+    stack.pulumi("preview", "--expect-no-changes", "--diff")
+
+
+def test_a_queued_entry_runs_on_a_worker_and_the_manager_shows_its_completion(site, stack, watches):
+    hello = stack.entry("kns:jobs", "hello")
+    finished = site.manager.wait(lambda: complete(site.manager, "kns-hello", "hello"), run_for(hello) + SLACK,
+                                 every=2, message="the manager's Job hello Complete")
+    assert finished["status"]["succeeded"] == 1
+    ran = {name: pods_seen(watches, name, "kns-hello", "hello") for name in ("manager", "east", "west")}
+    assert not ran["manager"], "a pod ran on the manager"
+    assert len(ran["east"] | ran["west"]) == 1 and bool(ran["east"]) != bool(ran["west"]), ran
+    managed = site.manager.get("job", "hello", "-n", "kns-hello")["spec"]["managedBy"]
+    assert managed == "kueue.x-k8s.io/multikueue"
+
+
+# ---- where MultiKueue sends Jobs ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def placed(site, stack):
+    """fill (4 CPU) on one worker; next (2 CPU) on the other, the first one being full."""
+    site.manager.apply(job("fill", 4, "1h"))
+    first = site.manager.wait(lambda: dispatched_to(site, NAMESPACE, "fill"), SLACK, message="fill dispatched")
+    other = next(n for n in site.workers if n != first)
+    site.workers[first].wait(lambda: running(site.workers[first], NAMESPACE, "fill"), SLACK,
+                             message=f"fill Running on {first}")
+    site.manager.apply(job("next", 2, "1h"))
+    second = site.manager.wait(lambda: dispatched_to(site, NAMESPACE, "next"), SLACK, message="next dispatched")
+    site.workers[second].wait(lambda: running(site.workers[second], NAMESPACE, "next"), SLACK,
+                              message=f"next Running on {second}")
+    return first, other, second
+
+
+def test_a_full_worker_sends_the_next_job_to_the_other(site, placed, watches):
+    first, other, second = placed
+    assert second == other
+    assert not pods_seen(watches, first, NAMESPACE, "next") and not pods_seen(watches, "manager", NAMESPACE, "next")
+
+
+def test_with_both_full_a_job_waits_on_the_manager_and_runs_when_room_frees(site, placed, watches):
+    first, other, _ = placed
+    # 4 of 4 CPU on the first worker, 2 of 4 on the other: 4 more CPU fit nowhere. The
+    # manager's queue (8 CPU, 6 in use) cannot even reserve it: it waits there, undispatched.
+    site.manager.apply(job("waits", 4, "5s"))
+    site.manager.wait(lambda: (w := workload(site.manager, NAMESPACE, "waits")) and
+                      any(c["type"] == "QuotaReserved" and c["status"] == "False"
+                          for c in w.get("status", {}).get("conditions", [])), SLACK,
+                      message="waits pending on the manager")
+    assert dispatched_to(site, NAMESPACE, "waits") is None
+    for name in site.workers:
+        assert workload(site.workers[name], NAMESPACE, "waits") is None
+    site.manager.kubectl("delete", "job", "fill", "-n", NAMESPACE, "--cascade=foreground", "--wait=true")
+    where = site.manager.wait(lambda: dispatched_to(site, NAMESPACE, "waits"), SLACK, message="waits dispatched")
+    assert where == first
+    site.manager.wait(lambda: complete(site.manager, NAMESPACE, "waits"), 5 + SLACK, every=2,
+                      message="waits Complete on the manager")
+    assert pods_seen(watches, first, NAMESPACE, "waits") and not pods_seen(watches, other, NAMESPACE, "waits")
+
+
+# ---- a worker unreachable for less than workerLostTimeout -------------------------------------------
+
+
+def test_an_unreachable_worker_keeps_its_jobs_and_new_ones_go_to_the_other(site, placed, watches):
+    _, _, holder = placed  # next (2 CPU, 1h) runs there
+    spare = next(n for n in site.workers if n != holder)
+    worker, manager = site.workers[holder], site.manager
+    apiserver = Component(worker.state, "kube-apiserver")
+    apiserver.crash()
+    lost = time.monotonic()
+    seen: set[tuple] = set()
+    copies: list[float] = []
+
+    def observe():
+        item = workload(manager, NAMESPACE, "next") or {}
+        seen.add((check_state(item), item.get("status", {}).get("clusterName")))
+        if workload(site.workers[spare], NAMESPACE, "next"):
+            copies.append(round(time.monotonic() - lost, 1))
+
+    try:
+        manager.wait(lambda: observe() or (c := next((c for c in manager.get("multikueuecluster", holder)["status"]
+                                                      ["conditions"] if c["type"] == "Active"), None))
+                     and c["status"] == "False", SLACK, message=f"MultiKueueCluster {holder} inactive")
+        # A new Job meanwhile goes to the reachable worker.
+        manager.apply(job("during", 1, "5s"))
+        assert manager.wait(lambda: observe() or dispatched_to(site, NAMESPACE, "during"), SLACK,
+                            message="during dispatched") == spare
+        while time.monotonic() < lost + OUTAGE:
+            observe()
+            time.sleep(1)
+    finally:
+        apiserver.start()
+    worker.wait(lambda: worker.kubectl("get", "--raw", "/readyz", check=False).returncode == 0, SLACK,
+                message=f"{holder} API server ready")
+    # The manager's backoff after a short outage is about 20 s (docs/multicluster-notes.md).
+    manager.wait(lambda: observe() or is_true(manager.get("multikueuecluster", holder), "Active"), 320 + SLACK,
+                 every=2, message=f"MultiKueueCluster {holder} Active again")
+    observe()
+    assert seen == {("Ready", holder)}, f"next left {holder} or its check left Ready: {seen}"
+    assert not copies, f"next was copied to {spare} at {copies}"
+    assert running(worker, NAMESPACE, "next") and not running(site.workers[spare], NAMESPACE, "next")
+    manager.wait(lambda: complete(manager, NAMESPACE, "during"), 5 + SLACK, every=2, message="during Complete")
+    assert not pods_seen(watches, holder, NAMESPACE, "during")
+    # Nothing lost: what runs there still reports to the manager once it is back.
+    manager.kubectl("delete", "job", "next", "-n", NAMESPACE, "--cascade=foreground", "--wait=true")
+    worker.wait(lambda: not workload(worker, NAMESPACE, "next"), SLACK, message=f"next's copy gone from {holder}")
+
+
+# ---- a prescaled schedule on a site ---------------------------------------------------------------
+
+
+def test_a_prescaled_schedules_primer_is_dispatched_to_a_worker_and_warms_a_node_there(site, report, watches):
+    start, primer = report
+    manager = site.manager
+    name = f"report-{int(primer.timestamp()) // 60}"
+    jobs = manager.wait(lambda: manager.get("jobs", "-n", "kns-report")["items"],
+                        (primer - datetime.now(timezone.utc)).total_seconds() + SLACK, every=2,
+                        message="the primer Job on the manager")
+    assert jobs[0]["metadata"]["name"] == name
+    assert manager.wait(lambda: dispatched_to(site, "kns-report", name), SLACK, message="primer dispatched") == "west"
+    west = site.workers["west"]
+    west.wait(lambda: pods_seen(watches, "west", "kns-report", name), SLACK, message="primer pod on west")
+    (pod,) = [obj for _, obj in watches[("west", "pods")].all()
+              if obj["metadata"].get("labels", {}).get("job-name") == name][-1:]
+    assert pod["spec"]["nodeSelector"]["kns.io/pool"] == "west-cpu"
+    manager.wait(lambda: [o for _, o in watches[("west", "pods")].all()
+                          if o["metadata"].get("labels", {}).get("job-name") == name and o["spec"].get("nodeName")],
+                 SLACK, message="primer pod bound to west's node")
+    assert not pods_seen(watches, "manager", "kns-report", name) and not pods_seen(watches, "east", "kns-report", name)
+
+
+# ---- destroy ---------------------------------------------------------------------------------------
+
+
+def test_destroy_removes_everything_from_all_three(site, stack):
+    stack.pulumi("destroy", "--yes")
+    manager = site.manager
+    assert not manager.get("multikueueclusters")["items"] and not manager.get("admissionchecks")["items"]
+    assert not manager.get("secrets", "-n", "kueue-system", "-l", "kns.io/cluster=site")["items"]
+    for name, worker in site.workers.items():
+        assert not worker.get("clusterqueues")["items"], name
+        assert worker.kubectl("get", "serviceaccount", "kns-multikueue", "-n", "kueue-system",
+                              check=False).returncode != 0
+        assert "kns.io/pool" not in worker.get("node", f"{name}-node")["metadata"]["labels"]
+    for cluster in (manager, *site.workers.values()):
+        namespaces = {n["metadata"]["name"] for n in cluster.get("namespaces")["items"]}
+        assert not {"kns-hello", "kns-lab", "kns-report"} & namespaces or all(
+            cluster.get("namespace", n)["status"]["phase"] == "Terminating" for n in
+            {"kns-hello", "kns-lab", "kns-report"} & namespaces)
