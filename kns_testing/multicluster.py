@@ -28,27 +28,20 @@ from typing import Iterator, Mapping, Optional, Sequence
 import yaml
 
 from config.multikueue import kubeconfig_problems
+from plan.multikueue import CONTROLLER, KUEUE_NAMESPACE, SECRET_KEY, WORKER_RULES
+from plan.queues import API_VERSION
 
 from .cluster import Cluster, local_cluster, script
 
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
-# The namespace Kueue reads MultiKueueCluster kubeconfig Secrets from: its Configuration's
-# `namespace`, which scripts/kueue-process.sh sets to kueue-system (outside a pod Kueue has
-# no service-account namespace file to fall back on).
-KUEUE_NAMESPACE = "kueue-system"
-# The Secret key Kueue reads (kueue.MultiKueueConfigSecretKey).
-SECRET_KEY = "kubeconfig"
-MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
-# The identity the manager uses on a worker (identity="serviceaccount"): upstream's
-# site/static/examples/multikueue/create-multikueue-kubeconfig.sh rules for batch/Job and
-# Workloads (JobSet left out: not an enabled framework here).
+KUEUE_API = API_VERSION
+# Kueue's namespace (where it reads MultiKueueCluster Secrets: scripts/kueue-process.sh sets
+# its Configuration's `namespace` to it, outside a pod Kueue has no service-account
+# namespace file to fall back on), the Secret key it reads, the check's controller and the
+# identity's rules: the program's (plan/multikueue.py).
+MULTIKUEUE_CONTROLLER = CONTROLLER
+# The identity the manager uses on a worker (identity="serviceaccount") when the site is
+# connected by hand: a bound token of this ServiceAccount, with WORKER_RULES only.
 WORKER_SA = "multikueue"
-WORKER_RULES = [
-    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "delete", "get", "list", "watch"]},
-    {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get"]},
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["create", "delete", "get", "list", "watch", "update", "patch"]},
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["get", "patch", "update"]},
-]
 
 
 # ---- the manager-side objects (plain manifests) -----------------------------------------------
