@@ -24,7 +24,7 @@ from pulumi.runtime import config as runtime_config
 
 from components.cluster import KnsCluster, KnsClusterArgs, own_declared_fields
 from components.multikueue import MultiKueue, MultiKueueArgs, WorkerConnection
-from components.platform import PlatformArgs, register_platform
+from components.platform import PlatformArgs, register_platform, register_queues
 from components.source_positions import innermost_frame_only
 from components.worker import KnsWorker, KnsWorkerArgs
 from components.workload import KnsWorkload, KnsWorkloadArgs, RemoteSide
@@ -73,10 +73,10 @@ if cfg.queueing.enabled and cfg.queueing.install:
     kueue_objects = kueue_install.install_objects(upstream, cfg.cluster.name, cfg.pools_of(None),
                                                   cfg.queueing.wait_for_pods_ready)
 queue_objects = multikueue.queue_objects(cfg) if cfg.queueing.enabled else multikueue.QueueObjects()
-platform = register_platform(PlatformArgs(
+manager = PlatformArgs(
     cfg.cluster.name, cfg.cluster.system_namespace, cfg.pools_of(None), cfg.packing_scheduler, cfg.kns_scheduler,
-    cfg.keycloak_client_secret, kueue_objects, *queue_objects.manager), on_cluster)
-queue_dependencies = platform.queue_dependencies
+    cfg.keycloak_client_secret, kueue_objects, *queue_objects.manager)
+kueue = register_platform(manager, on_cluster)
 
 # A MultiKueue site (docs/multicluster.md): each worker with its own provider and platform,
 # then the manager's connection to them.
@@ -90,13 +90,12 @@ for worker in cfg.workers:
                                           cfg.queueing.wait_for_pods_ready) if kueue_objects is not None else None,
             *queue_objects.workers[worker.name], prefix=f"{worker.name}-"),
         multikueue.worker_access(cfg.cluster.name), PROJECT_DIR))
-if site:
-    connection = MultiKueue(multikueue.COMPONENT, MultiKueueArgs(
-        [WorkerConnection(w.name, multikueue.kubeconfig_secret_metadata(w.name, cfg.cluster.name),
-                          workers[w.name].kubeconfig, multikueue.multikueue_cluster(w.name, cfg.cluster.name))
-         for w in cfg.workers],
-        *multikueue.connection_objects(cfg), depends_on=[platform.kueue] if platform.kueue else []), on_cluster)
-    queue_dependencies = [*queue_dependencies, connection]
+connection = [MultiKueue(multikueue.COMPONENT, MultiKueueArgs(
+    [WorkerConnection(w.name, multikueue.kubeconfig_secret_metadata(w.name, cfg.cluster.name),
+                      workers[w.name].kubeconfig, multikueue.multikueue_cluster(w.name, cfg.cluster.name))
+     for w in cfg.workers],
+    *multikueue.connection_objects(cfg), depends_on=[kueue] if kueue else []), on_cluster)] if site else []
+queue_dependencies = register_queues(manager, kueue, connection, on_cluster)
 
 for plan in registered:
     local_queue = queues.local_queue_manifest(plan) if plan.entry.queue is not None else None

@@ -7,7 +7,7 @@ single cluster always had (no prefix); a worker's are named `<worker>-...`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import pulumi
 
@@ -43,16 +43,9 @@ class PlatformArgs:
     prefix: str = ""
 
 
-@dataclass
-class Registered:
-    """What later registrations wait for: Kueue and the queues (a queued entry's LocalQueue)."""
-
-    queue_dependencies: list[pulumi.Resource]
-    kueue: Optional[KueueInstall]
-
-
-def register_platform(args: PlatformArgs, opts: pulumi.ResourceOptions) -> Registered:
-    """Register one cluster's platform with `opts` (its provider, its parent)."""
+def register_platform(args: PlatformArgs, opts: pulumi.ResourceOptions) -> Optional[KueueInstall]:
+    """Register one cluster's platform but its queues (`register_queues`) with `opts` (its
+    provider, its parent); the Kueue install, if the program installs it."""
     prefix = args.prefix
     for pool in args.pools:
         NodePool(pool.name, NodePoolArgs(pool, args.site), opts)
@@ -65,13 +58,19 @@ def register_platform(args: PlatformArgs, opts: pulumi.ResourceOptions) -> Regis
         if args.kns.enabled:
             KnsScheduler(prefix + "kns-scheduler", KnsSchedulerArgs(
                 args.kns, system.name, args.pools, args.site, args.keycloak_client_secret, [system.namespace]), opts)
-    dependencies: list[pulumi.Resource] = []
-    kueue = None
-    if args.kueue_objects is not None:
-        kueue = KueueInstall(prefix + kueue_install.COMPONENT, KueueInstallArgs(args.kueue_objects, prefix), opts)
-        dependencies.append(kueue)
+    if args.kueue_objects is None:
+        return None
+    return KueueInstall(prefix + kueue_install.COMPONENT, KueueInstallArgs(args.kueue_objects, prefix), opts)
+
+
+def register_queues(args: PlatformArgs, kueue: Optional[KueueInstall], after: Sequence[pulumi.Resource],
+                    opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+    """Register one cluster's queues after its Kueue and `after` (on the manager of a site,
+    the MultiKueue objects: a ClusterQueue is deleted before the AdmissionCheck it names,
+    which Kueue keeps while one does). What a queued entry's LocalQueue waits for."""
+    dependencies: list[pulumi.Resource] = [*([kueue] if kueue is not None else []), *after]
     if args.cluster_queues or args.priority_classes:
-        dependencies.append(Queues(prefix + queues.COMPONENT, QueuesArgs(
-            args.flavors, args.cluster_queues, list(dependencies), args.topologies, args.priority_classes, prefix),
+        dependencies.append(Queues(args.prefix + queues.COMPONENT, QueuesArgs(
+            args.flavors, args.cluster_queues, list(dependencies), args.topologies, args.priority_classes, args.prefix),
             opts))
-    return Registered(dependencies, kueue)
+    return dependencies

@@ -20,7 +20,7 @@ from config.models import Cluster, Worker
 from plan import multikueue
 
 from .cluster import KnsCluster, KnsClusterArgs, own_declared_fields
-from .platform import PlatformArgs, register_platform
+from .platform import PlatformArgs, register_platform, register_queues
 
 TYPE = multikueue.WORKER_TYPE
 
@@ -49,11 +49,11 @@ class KnsWorker(pulumi.ComponentResource):
         self.provider = self.cluster.provider
         on_worker = pulumi.ResourceOptions(parent=self, providers=[self.provider],
                                            transformations=[own_declared_fields])
-        registered = register_platform(args.platform, on_worker)
-        self.queue_dependencies = registered.queue_dependencies
+        kueue = register_platform(args.platform, on_worker)
+        self.queue_dependencies = register_queues(args.platform, kueue, [], on_worker)
         # The identity lives in Kueue's namespace, which the install creates.
         after_kueue = pulumi.ResourceOptions.merge(on_worker, pulumi.ResourceOptions(
-            depends_on=[registered.kueue] if registered.kueue is not None else []))
+            depends_on=[kueue] if kueue is not None else []))
         made: dict[str, pulumi.CustomResource] = {}
         for manifest in args.access:
             kind = manifest["kind"]

@@ -166,7 +166,9 @@ def run_for(entry: dict) -> float:
 @pytest.fixture(scope="module")
 def report(stack):
     """A prescaled schedule pinned to west's pool, primed a few minutes after this `up`;
-    requested by the first test, so the wait for its minute overlaps the others."""
+    requested by the first test, so the wait for its minute overlaps the others. Its test
+    runs before the outage's: a Job created while the one worker it fits on is unreachable
+    is offered to the connected workers only (docs/operations.md, section 5)."""
     def set_schedule(config, start):
         config["kns:schedules"] = [{
             "name": "report", "image": "registry.k8s.io/pause:3.10", "cpu": "1", "memory": "1Gi", "queue": QUEUE,
@@ -263,6 +265,29 @@ def test_with_both_full_a_job_waits_on_the_manager_and_runs_when_room_frees(site
     assert pods_seen(watches, first, NAMESPACE, "waits") and not pods_seen(watches, other, NAMESPACE, "waits")
 
 
+# ---- a prescaled schedule on a site ---------------------------------------------------------------
+
+
+def test_a_prescaled_schedules_primer_is_dispatched_to_a_worker_and_warms_a_node_there(site, report, watches):
+    start, primer = report
+    manager = site.manager
+    name = f"report-{int(primer.timestamp()) // 60}"
+    jobs = manager.wait(lambda: manager.get("jobs", "-n", "kns-report")["items"],
+                        (primer - datetime.now(timezone.utc)).total_seconds() + SLACK, every=2,
+                        message="the primer Job on the manager")
+    assert jobs[0]["metadata"]["name"] == name
+    assert manager.wait(lambda: dispatched_to(site, "kns-report", name), SLACK, message="primer dispatched") == "west"
+    west = site.workers["west"]
+    west.wait(lambda: pods_seen(watches, "west", "kns-report", name), SLACK, message="primer pod on west")
+    (pod,) = [obj for _, obj in watches[("west", "pods")].all()
+              if obj["metadata"].get("labels", {}).get("job-name") == name][-1:]
+    assert pod["spec"]["nodeSelector"]["kns.io/pool"] == "west-cpu"
+    manager.wait(lambda: [o for _, o in watches[("west", "pods")].all()
+                          if o["metadata"].get("labels", {}).get("job-name") == name and o["spec"].get("nodeName")],
+                 SLACK, message="primer pod bound to west's node")
+    assert not pods_seen(watches, "manager", "kns-report", name) and not pods_seen(watches, "east", "kns-report", name)
+
+
 # ---- a worker unreachable for less than workerLostTimeout -------------------------------------------
 
 
@@ -297,6 +322,10 @@ def test_an_unreachable_worker_keeps_its_jobs_and_new_ones_go_to_the_other(site,
         apiserver.start()
     worker.wait(lambda: worker.kubectl("get", "--raw", "/readyz", check=False).returncode == 0, SLACK,
                 message=f"{holder} API server ready")
+    # Its watches ended with its API server: new ones list what is there and follow on.
+    for kind in ("pods", "jobs.batch"):
+        watches[(holder, kind)].stop()
+        watches[(holder, kind)] = Watch(worker, kind)
     # The manager's backoff after a short outage is about 20 s (docs/multicluster-notes.md).
     manager.wait(lambda: observe() or is_true(manager.get("multikueuecluster", holder), "Active"), 320 + SLACK,
                  every=2, message=f"MultiKueueCluster {holder} Active again")
@@ -309,29 +338,6 @@ def test_an_unreachable_worker_keeps_its_jobs_and_new_ones_go_to_the_other(site,
     # Nothing lost: what runs there still reports to the manager once it is back.
     manager.kubectl("delete", "job", "next", "-n", NAMESPACE, "--cascade=foreground", "--wait=true")
     worker.wait(lambda: not workload(worker, NAMESPACE, "next"), SLACK, message=f"next's copy gone from {holder}")
-
-
-# ---- a prescaled schedule on a site ---------------------------------------------------------------
-
-
-def test_a_prescaled_schedules_primer_is_dispatched_to_a_worker_and_warms_a_node_there(site, report, watches):
-    start, primer = report
-    manager = site.manager
-    name = f"report-{int(primer.timestamp()) // 60}"
-    jobs = manager.wait(lambda: manager.get("jobs", "-n", "kns-report")["items"],
-                        (primer - datetime.now(timezone.utc)).total_seconds() + SLACK, every=2,
-                        message="the primer Job on the manager")
-    assert jobs[0]["metadata"]["name"] == name
-    assert manager.wait(lambda: dispatched_to(site, "kns-report", name), SLACK, message="primer dispatched") == "west"
-    west = site.workers["west"]
-    west.wait(lambda: pods_seen(watches, "west", "kns-report", name), SLACK, message="primer pod on west")
-    (pod,) = [obj for _, obj in watches[("west", "pods")].all()
-              if obj["metadata"].get("labels", {}).get("job-name") == name][-1:]
-    assert pod["spec"]["nodeSelector"]["kns.io/pool"] == "west-cpu"
-    manager.wait(lambda: [o for _, o in watches[("west", "pods")].all()
-                          if o["metadata"].get("labels", {}).get("job-name") == name and o["spec"].get("nodeName")],
-                 SLACK, message="primer pod bound to west's node")
-    assert not pods_seen(watches, "manager", "kns-report", name) and not pods_seen(watches, "east", "kns-report", name)
 
 
 # ---- destroy ---------------------------------------------------------------------------------------

@@ -438,3 +438,13 @@ def test_a_draining_worker_holds_its_queues_and_the_manager_stops_counting_them(
     # Still listed: what runs there keeps reporting to the manager.
     configs = {r.name: r.inputs["spec"]["clusters"] for r in run.of_type("kubernetes:kueue.x-k8s.io/v1beta2:MultiKueueConfig")}
     assert configs["multikueueconfig-kns-multikueue-research"] == ["east", "west"]
+
+
+def test_the_managers_queues_come_after_the_admission_checks_they_name(registered):
+    """Kueue keeps an AdmissionCheck (its resource-in-use finalizer) while a ClusterQueue
+    names it: `destroy` deletes the queue first only if the queue depends on the check."""
+    _, requests = registered
+    queue = requests[("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "clusterqueue-research")]
+    assert any(urn.endswith("AdmissionCheck::admissioncheck-kns-multikueue-research") for urn in queue.dependencies)
+    worker_queue = requests[("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "east-clusterqueue-research")]
+    assert not any("MultiKueue" in urn for urn in worker_queue.dependencies)
