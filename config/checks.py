@@ -78,7 +78,7 @@ def check_workers(
         encrypted = where in sealed
         if worker.kubeconfig and kubeconfig.is_inline(worker.kubeconfig) and not encrypted and (
                 "workers" not in secret_keys or sealed):
-            problems.add(path + ".kubeconfig", rules.WORKER_KUBECONFIG_SECRET.message.replace(
+            problems.add(path + ".kubeconfig", rules.SITE_KUBECONFIG_SECRET.message.replace(
                 "<index>", str(index[worker.name])))
         if worker.context:
             key = _context_key(worker.context)
@@ -115,10 +115,10 @@ def check_workers(
         which = f'context "{worker.context}"' if worker.context else "kubeconfig's current context"
         if found is None:
             problems.add(path, f"the server of its {which} is not found in the kubeconfig the provider would read: "
-                         f"set apiServer ({rules.WORKER_API_SERVER.message})")
+                         f"set apiServer ({rules.SITE_API_SERVER.message})")
         elif (problem := multikueue.api_server_problem(found)) is not None:
             problems.add(path, f"the server of its {which} cannot be the one the manager dials ({problem}): set "
-                         f"apiServer ({rules.WORKER_API_SERVER.message})")
+                         f"apiServer ({rules.SITE_API_SERVER.message})")
         else:
             servers[worker.name] = found
     return servers
@@ -130,9 +130,9 @@ def check_site(cluster: Optional[Cluster], queueing: Queueing, queues: list[Queu
     queues hold the workers' pools, and every entry that runs pods is queued (only queued
     Jobs are dispatched to a worker) on a worker's pool."""
     if not queueing.enabled:
-        problems.add("kns:workers", rules.WORKERS_NEED_QUEUEING.message)
+        problems.add("kns:workers", rules.SITE_NEEDS_QUEUEING.message)
     if cluster is not None and cluster.render_dir:
-        problems.add("kns:cluster.renderDir", rules.WORKERS_NO_RENDER.message)
+        problems.add("kns:cluster.renderDir", rules.SITE_NO_RENDER.message)
     managers = set(manager_pools)
     for queue in queues:
         for pool in queue.quota:

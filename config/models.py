@@ -385,7 +385,7 @@ class Worker(Model):
     @model_validator(mode="after")
     def _access(self) -> "Worker":
         if (self.context is None) == (self.kubeconfig is None):
-            raise ValueError(rules.WORKER_ACCESS.message)
+            raise ValueError(rules.SITE_WORKER_ACCESS.message)
         return self
 
 

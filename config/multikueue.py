@@ -68,7 +68,7 @@ def api_server_problem(url: str) -> str | None:
     except ValueError:
         parts = None
     if parts is None or parts.scheme != "https" or parts.path not in ("", "/") or parts.query or parts.fragment:
-        return f'"{url}" is not {rules.WORKER_API_SERVER.message}'
+        return f'"{url}" is not {rules.SITE_API_SERVER.message}'
     return server_problem(url)
 
 

@@ -233,12 +233,12 @@ PRIORITY_NEEDS_QUEUE = Rule("has no effect: the entry has no queue, and a priori
 
 # A MultiKueueConfig lists at most 20 clusters (Kueue v0.19.2, v1beta2 MultiKueueConfigSpec).
 SITE_WORKERS_MAX = 20
-WORKER_ACCESS = Rule("a worker needs context or kubeconfig (how Pulumi reaches it): exactly one")
-WORKER_KUBECONFIG_SECRET = Rule("a worker's kubeconfig text is a credential: store it as a secret "
+SITE_WORKER_ACCESS = Rule("a worker needs context or kubeconfig (how Pulumi reaches it): exactly one")
+SITE_KUBECONFIG_SECRET = Rule("a worker's kubeconfig text is a credential: store it as a secret "
                                 "(`pulumi config set --secret --path 'kns:workers[<index>].kubeconfig' ...`)")
-WORKERS_NEED_QUEUEING = Rule("workers run the queued entries MultiKueue dispatches: set kns:queueing.enabled: true")
-WORKERS_NO_RENDER = Rule("renderDir writes one cluster's YAML; a site with kns:workers is applied, not rendered")
-WORKER_API_SERVER = Rule("the URL the manager's Kueue dials to reach the worker: https://<host>[:port]")
+SITE_NEEDS_QUEUEING = Rule("workers run the queued entries MultiKueue dispatches: set kns:queueing.enabled: true")
+SITE_NO_RENDER = Rule("renderDir writes one cluster's YAML; a site with kns:workers is applied, not rendered")
+SITE_API_SERVER = Rule("the URL the manager's Kueue dials to reach the worker: https://<host>[:port]")
 SITE_ENTRY_NEEDS_QUEUE = Rule("on a site with kns:workers an entry's Jobs run on a worker, and only queued Jobs reach "
                               "one (MultiKueue dispatches them): give it a queue")
 SITE_POOL_IS_MANAGERS = Rule("is a pool of the manager (kns:nodePools), which runs no workload on a site with "

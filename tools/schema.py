@@ -395,9 +395,9 @@ def _rules(cls: type[BaseModel]) -> list[dict[str, Any]]:
     if issubclass(cls, models.Worker):
         found += [
             {"if": _present(cls, "context", NOT_NULL),
-             "then": _null(cls, "kubeconfig", rules.WORKER_ACCESS.message)},
+             "then": _null(cls, "kubeconfig", rules.SITE_WORKER_ACCESS.message)},
             {"if": {"not": _present(cls, "kubeconfig", NOT_NULL)},
-             "then": _needs(cls, "context", {"type": "string"}, rules.WORKER_ACCESS.message)},
+             "then": _needs(cls, "context", {"type": "string"}, rules.SITE_WORKER_ACCESS.message)},
         ]
     if issubclass(cls, models.Requirement):
         values = _spellings(cls, "values")[0]
