@@ -24,7 +24,8 @@ MODULES = {
     "admissionregistration.k8s.io": "admissionregistration", "apiregistration.k8s.io": "apiregistration",
 }
 # Top-level keys of those kinds, as the resource classes take them.
-ARGUMENTS = {"roleRef": "role_ref", "aggregationRule": "aggregation_rule", "stringData": "string_data"}
+ARGUMENTS = {"roleRef": "role_ref", "aggregationRule": "aggregation_rule", "stringData": "string_data",
+             "automountServiceAccountToken": "automount_service_account_token"}
 
 
 @dataclass

@@ -20,6 +20,7 @@ from config.models import Cluster, Worker
 from plan import multikueue
 
 from .cluster import KnsCluster, KnsClusterArgs, own_declared_fields
+from .kueue import ARGUMENTS, resource_class
 from .platform import PlatformArgs, register_platform, register_queues
 
 TYPE = multikueue.WORKER_TYPE
@@ -55,22 +56,15 @@ class KnsWorker(pulumi.ComponentResource):
         after_kueue = pulumi.ResourceOptions.merge(on_worker, pulumi.ResourceOptions(
             depends_on=[kueue] if kueue is not None else []))
         made: dict[str, pulumi.CustomResource] = {}
+        # Each waits for what it names: the binding for its role and account, the token for its account.
+        needs = {"ClusterRoleBinding": ("ClusterRole", "ServiceAccount"), "Secret": ("ServiceAccount",)}
         for manifest in args.access:
             kind = manifest["kind"]
-            fields = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
-            if kind == "ClusterRoleBinding":
-                fields["role_ref"] = fields.pop("roleRef")
-                depends = [made["ClusterRole"], made["ServiceAccount"]]
-            elif kind == "Secret":
-                depends = [made["ServiceAccount"]]
-            else:
-                depends = []
-            if kind == "ServiceAccount":
-                fields["automount_service_account_token"] = fields.pop("automountServiceAccountToken")
-            cls = {"ServiceAccount": k8s.core.v1.ServiceAccount, "ClusterRole": k8s.rbac.v1.ClusterRole,
-                   "ClusterRoleBinding": k8s.rbac.v1.ClusterRoleBinding, "Secret": k8s.core.v1.Secret}[kind]
-            made[kind] = cls(f"{name}-{multikueue.ACCESS}", **fields, opts=pulumi.ResourceOptions.merge(
-                after_kueue, pulumi.ResourceOptions(depends_on=depends)))
+            fields = {ARGUMENTS.get(k, k): v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+            depends = [made[other] for other in needs.get(kind, ())]
+            made[kind] = resource_class(manifest["apiVersion"], kind)(
+                f"{name}-{multikueue.ACCESS}", **fields,
+                opts=pulumi.ResourceOptions.merge(after_kueue, pulumi.ResourceOptions(depends_on=depends)))
         token: k8s.core.v1.Secret = made["Secret"]  # type: ignore[assignment]
         # The provider returns a service-account-token Secret once the token controller has
         # filled it; its data is a secret output, and so is what is built from it.
