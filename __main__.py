@@ -22,7 +22,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from components.cluster import KnsCluster, KnsClusterArgs, own_declared_fields
+from components.cluster import KnsCluster, KnsClusterArgs, cluster_provider, own_declared_fields
 from components.multikueue import MultiKueue, MultiKueueArgs, WorkerConnection
 from components.platform import PlatformArgs, register_platform, register_queues
 from components.source_positions import innermost_frame_only
@@ -31,8 +31,9 @@ from components.workload import KnsWorkload, KnsWorkloadArgs, RemoteSide
 from config import fingerprint, source
 from config.errors import ConfigError
 from config.loader import check_stack_config
-from plan import kueue_install, multikueue, queues
-from plan.outputs import stack_outputs
+from config.models import Cluster
+from plan import kueue_install, multikueue, queues, stacks
+from plan.outputs import ENTRY_OUTPUTS, stack_outputs
 from plan.planner import plan_checked
 from plan.targeting import plans_to_register
 
@@ -46,64 +47,87 @@ def engine_config() -> tuple[dict[str, Any], set[str]]:
     return {key: runtime_config.get_config(key) for key in keys}, secret
 
 
-stack = pulumi.get_stack()
+# The stack, or one of its entry stacks (docs/entry-stacks.md): the config is the stack's
+# (`./kns` and `make` run an entry stack with --config-file Pulumi.<stack>.yaml).
+this = stacks.role(pulumi.get_stack())
 raw, secret_keys = source.kns_config(*engine_config())
 try:
-    stack_file = source.read_stack_file(PROJECT_DIR, stack)
+    stack_file = source.read_stack_file(PROJECT_DIR, this.base)
     checked = check_stack_config(raw, stack_file, project_dir=PROJECT_DIR,
-                                 stack=stack, secret_keys=secret_keys)
+                                 stack=this.base, secret_keys=secret_keys)
     plans = plan_checked(checked)
-    # Every entry, except in a run by `./kns preview` or `./kns up`, which names those to register
-    # (plan/targeting.py).
-    registered = plans_to_register(plans, os.environ)
+    entry_stacks = checked.config.state.entry_stacks if checked.config.state else None
+    stacks.check_role(this, entry_stacks)
+    held = [plan for plan in plans if stacks.holds(this, plan.entry.name, entry_stacks)]
+    # Every entry this stack holds, except in a run by `./kns preview` or `./kns up`, which
+    # names those to register (plan/targeting.py).
+    registered = plans_to_register(held, os.environ)
 except ConfigError as exc:
     raise pulumi.RunError(str(exc)) from None
 cfg = checked.config
 # The state keeps no call stacks, only where each resource was made (components/source_positions.py).
 innermost_frame_only()
-
-cluster = KnsCluster(cfg.cluster.name, KnsClusterArgs(cfg.cluster, PROJECT_DIR))
-# Every object on the cluster: through its provider, and owning the fields it declares.
-on_cluster = pulumi.ResourceOptions(providers=[cluster.provider], transformations=[own_declared_fields])
-
 site = bool(cfg.workers)
-kueue_objects = None
-if cfg.queueing.enabled and cfg.queueing.install:
-    upstream = kueue_install.load(PROJECT_DIR)
-    kueue_objects = kueue_install.install_objects(upstream, cfg.cluster.name, cfg.pools_of(None),
-                                                  cfg.queueing.wait_for_pods_ready)
-queue_objects = multikueue.queue_objects(cfg) if cfg.queueing.enabled else multikueue.QueueObjects()
-manager = PlatformArgs(
-    cfg.cluster.name, cfg.cluster.system_namespace, cfg.pools_of(None), cfg.packing_scheduler, cfg.kns_scheduler,
-    cfg.keycloak_client_secret, kueue_objects, *queue_objects.manager)
-kueue = register_platform(manager, on_cluster)
 
-# A MultiKueue site (docs/multicluster.md): each worker with its own provider and platform,
-# then the manager's connection to them.
-workers: dict[str, KnsWorker] = {}
-for worker in cfg.workers:
-    workers[worker.name] = KnsWorker(worker.name, KnsWorkerArgs(
-        worker, cfg.worker_servers[worker.name], PlatformArgs(
-            cfg.cluster.name, cfg.cluster.system_namespace, worker.node_pools, cfg.packing_scheduler,
-            cfg.kns_scheduler, cfg.keycloak_client_secret,
-            kueue_install.install_objects(upstream, cfg.cluster.name, worker.node_pools,
-                                          cfg.queueing.wait_for_pods_ready) if kueue_objects is not None else None,
-            *queue_objects.workers[worker.name], prefix=f"{worker.name}-"),
-        multikueue.worker_access(cfg.cluster.name), PROJECT_DIR))
-connection = [MultiKueue(multikueue.COMPONENT, MultiKueueArgs(
-    [WorkerConnection(w.name, multikueue.kubeconfig_secret_metadata(w.name, cfg.cluster.name),
-                      workers[w.name].kubeconfig, multikueue.multikueue_cluster(w.name, cfg.cluster.name))
-     for w in cfg.workers],
-    *multikueue.connection_objects(cfg), depends_on=[kueue] if kueue else []), on_cluster)] if site else []
-queue_dependencies = register_queues(manager, kueue, connection, on_cluster)
+if this.index is None:
+    cluster = KnsCluster(cfg.cluster.name, KnsClusterArgs(cfg.cluster, PROJECT_DIR))
+    provider = cluster.provider
+else:
+    # An entry stack holds its entries and the providers they use; the platform they run
+    # on is the platform stack's, applied before it.
+    provider = cluster_provider(cfg.cluster.name, cfg.cluster, PROJECT_DIR)
+# Every object on the cluster: through its provider, and owning the fields it declares.
+on_cluster = pulumi.ResourceOptions(providers=[provider], transformations=[own_declared_fields])
+
+worker_sides: dict[str, tuple[pulumi.ProviderResource, list[pulumi.Resource]]] = {}
+if this.index is None:
+    kueue_objects = None
+    if cfg.queueing.enabled and cfg.queueing.install:
+        upstream = kueue_install.load(PROJECT_DIR)
+        kueue_objects = kueue_install.install_objects(upstream, cfg.cluster.name, cfg.pools_of(None),
+                                                      cfg.queueing.wait_for_pods_ready)
+    queue_objects = multikueue.queue_objects(cfg) if cfg.queueing.enabled else multikueue.QueueObjects()
+    manager = PlatformArgs(
+        cfg.cluster.name, cfg.cluster.system_namespace, cfg.pools_of(None), cfg.packing_scheduler, cfg.kns_scheduler,
+        cfg.keycloak_client_secret, kueue_objects, *queue_objects.manager)
+    kueue = register_platform(manager, on_cluster)
+
+    # A MultiKueue site (docs/multicluster.md): each worker with its own provider and platform,
+    # then the manager's connection to them.
+    workers: dict[str, KnsWorker] = {}
+    for worker in cfg.workers:
+        workers[worker.name] = KnsWorker(worker.name, KnsWorkerArgs(
+            worker, cfg.worker_servers[worker.name], PlatformArgs(
+                cfg.cluster.name, cfg.cluster.system_namespace, worker.node_pools, cfg.packing_scheduler,
+                cfg.kns_scheduler, cfg.keycloak_client_secret,
+                kueue_install.install_objects(upstream, cfg.cluster.name, worker.node_pools,
+                                              cfg.queueing.wait_for_pods_ready) if kueue_objects is not None else None,
+                *queue_objects.workers[worker.name], prefix=f"{worker.name}-"),
+            multikueue.worker_access(cfg.cluster.name), PROJECT_DIR))
+        worker_sides[worker.name] = (workers[worker.name].provider, workers[worker.name].queue_dependencies)
+    connection = [MultiKueue(multikueue.COMPONENT, MultiKueueArgs(
+        [WorkerConnection(w.name, multikueue.kubeconfig_secret_metadata(w.name, cfg.cluster.name),
+                          workers[w.name].kubeconfig, multikueue.multikueue_cluster(w.name, cfg.cluster.name))
+         for w in cfg.workers],
+        *multikueue.connection_objects(cfg), depends_on=[kueue] if kueue else []), on_cluster)] if site else []
+    queue_dependencies = register_queues(manager, kueue, connection, on_cluster)
+else:
+    for worker in cfg.workers:
+        worker_sides[worker.name] = (cluster_provider(worker.name, Cluster(
+            name=worker.name, context=worker.context, kubeconfig=worker.kubeconfig), PROJECT_DIR), [])
+    queue_dependencies = []
 
 for plan in registered:
     local_queue = queues.local_queue_manifest(plan) if plan.entry.queue is not None else None
-    remote = [RemoteSide(name, workers[name].provider, workers[name].queue_dependencies)
-              for name in multikueue.entry_workers(cfg, plan)]
+    remote = [RemoteSide(name, *worker_sides[name]) for name in multikueue.entry_workers(cfg, plan)]
     KnsWorkload(plan.entry.name, KnsWorkloadArgs(plan, local_queue, queue_dependencies, remote), on_cluster)
 
-for key, value in stack_outputs(cfg, plans).items():
-    pulumi.export(key, value)
-# What `./kns up ENTRY...` compares before a targeted apply (config/fingerprint.py).
-pulumi.export(fingerprint.OUTPUT, fingerprint.platform_digest(stack_file.config or {}, PROJECT_DIR))
+outputs = stack_outputs(cfg, held)
+if this.index is None:
+    for key, value in outputs.items():
+        pulumi.export(key, value)
+    # What `./kns up ENTRY...` compares before a targeted apply (config/fingerprint.py).
+    pulumi.export(fingerprint.OUTPUT, fingerprint.platform_digest(stack_file.config or {}, PROJECT_DIR))
+else:
+    for key in ENTRY_OUTPUTS:
+        pulumi.export(key, outputs[key])

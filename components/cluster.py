@@ -49,6 +49,29 @@ def cluster_identifier(cluster: Cluster) -> str:
     return f"kns-platform/{cluster.name}"
 
 
+def cluster_provider(name: str, cluster: Cluster, project_dir: Path,
+                     opts: Optional[pulumi.ResourceOptions] = None) -> k8s.Provider:
+    """The cluster's provider, `<name>-kubernetes`: a KnsCluster's child, or, in an entry
+    stack (docs/entry-stacks.md), a resource of the stack itself, where `pulumi state move`
+    puts the provider of the entries it moves."""
+    provider_args: dict = {
+        "cluster_identifier": cluster_identifier(cluster),
+        "enable_server_side_apply": True,
+    }
+    if cluster.render_dir:
+        provider_args["render_yaml_to_directory"] = cluster.render_dir
+    else:
+        if cluster.context:
+            provider_args["context"] = cluster.context
+        if cluster.kubeconfig:
+            provider_args["kubeconfig"] = (
+                pulumi.Output.secret(cluster.kubeconfig)
+                if kubeconfig.is_inline(cluster.kubeconfig)
+                else str(kubeconfig.resolve_path(cluster.kubeconfig, project_dir))
+            )
+    return k8s.Provider(f"{name}-kubernetes", **provider_args, opts=opts)
+
+
 class KnsCluster(pulumi.ComponentResource):
     """The dedicated KNS cluster (never the JARVICE upstream one), or a render directory."""
 
@@ -61,24 +84,7 @@ class KnsCluster(pulumi.ComponentResource):
         cluster = args.cluster
         self.cluster_identifier = cluster_identifier(cluster)
         self.render_dir = cluster.render_dir
-        provider_args: dict = {
-            "cluster_identifier": self.cluster_identifier,
-            "enable_server_side_apply": True,
-        }
-        if cluster.render_dir:
-            provider_args["render_yaml_to_directory"] = cluster.render_dir
-        else:
-            if cluster.context:
-                provider_args["context"] = cluster.context
-            if cluster.kubeconfig:
-                provider_args["kubeconfig"] = (
-                    pulumi.Output.secret(cluster.kubeconfig)
-                    if kubeconfig.is_inline(cluster.kubeconfig)
-                    else str(kubeconfig.resolve_path(cluster.kubeconfig, args.project_dir))
-                )
-        self.provider = k8s.Provider(
-            f"{name}-kubernetes", **provider_args, opts=pulumi.ResourceOptions(parent=self)
-        )
+        self.provider = cluster_provider(name, cluster, args.project_dir, pulumi.ResourceOptions(parent=self))
         self.register_outputs(
             {"clusterIdentifier": self.cluster_identifier, "renderDir": self.render_dir}
         )

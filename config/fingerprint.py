@@ -27,7 +27,8 @@ from typing import Any, Iterator, Mapping
 
 # The shared sections, in the order they are reported (their stack config keys).
 SHARED = ("kns:cluster", "kns:nodePools", "kns:packingScheduler", "kns:knsScheduler", "kns:queueing",
-          "kns:queues", "kns:priorities", "kns:profiles", "kns:credentials", "kns:keycloakClientSecret", "kns:workers")
+          "kns:queues", "kns:priorities", "kns:profiles", "kns:credentials", "kns:keycloakClientSecret", "kns:workers",
+          "kns:state")
 PROGRAM = "program"
 # What the program runs, relative to the project directory: a change here may change what
 # the same config builds.

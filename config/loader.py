@@ -32,6 +32,7 @@ from .models import (
     Queue,
     Queueing,
     Schedule,
+    StateLayout,
     Worker,
     Workload,
 )
@@ -71,6 +72,8 @@ class PlatformConfig:
     pool_worker: dict[str, str] = field(default_factory=dict)
     # Worker name -> the URL the manager's Kueue dials (its apiServer, or its context's server).
     worker_servers: dict[str, str] = field(default_factory=dict)
+    # `kns:state` (docs/entry-stacks.md): None, one stack holds everything.
+    state: Optional[StateLayout] = None
 
     @property
     def workloads(self) -> list[Workload]:
@@ -165,6 +168,8 @@ def check_config(
 
     manager_pools = list(pools)
     workers, pool_worker, worker_index = _workers(raw, pools, broken_pools, problems)
+
+    state = problems.validate(StateLayout, raw["state"], "kns:state") if raw.get("state") is not None else None
 
     raw_queueing = raw.get("queueing") or {}
     queueing = problems.validate(Queueing, raw_queueing, "kns:queueing")
@@ -290,6 +295,7 @@ def check_config(
         workers=workers,
         pool_worker=pool_worker,
         worker_servers=worker_servers,
+        state=state,
     )
     return Checked(config, problems)
 

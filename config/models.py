@@ -917,6 +917,15 @@ class Queueing(Model):
         return self
 
 
+class StateLayout(Model):
+    """`kns:state`: where the stack's state lives (docs/entry-stacks.md). Unset, everything is
+    in one Pulumi stack; with `entryStacks: N` the platform stays in the stack and its
+    entries are spread over N entry stacks (`<stack>.entries-<i>`, by a hash of the entry's
+    name), so a one-entry `./kns up` reads and writes one small stack."""
+
+    entry_stacks: Annotated[int, Field(strict=True, ge=1, le=rules.ENTRY_STACKS_MAX)]
+
+
 class Priority(Model):
     """One `kns:priorities` entry: a Kueue WorkloadPriorityClass (docs/queueing.md, "Start
     times on a busy queue"). Higher values are admitted first and may preempt lower ones."""

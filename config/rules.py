@@ -243,3 +243,16 @@ SITE_ENTRY_NEEDS_QUEUE = Rule("on a site with kns:workers an entry's Jobs run on
                               "one (MultiKueue dispatches them): give it a queue")
 SITE_POOL_IS_MANAGERS = Rule("is a pool of the manager (kns:nodePools), which runs no workload on a site with "
                              "kns:workers: name a worker's pool")
+
+
+# ---- state layout: kns:state (docs/entry-stacks.md) ------------------------------------
+
+# How many entry stacks a stack's entries may be spread over: each is a Pulumi stack of its
+# own, run one after another by a full `make up`.
+ENTRY_STACKS_MAX = 256
+ENTRY_STACK_SUFFIX = r"^(.+)\.entries-(0|[1-9][0-9]*)$"
+ENTRY_STACK_NAME = Rule("is the name of an entry stack (<stack>.entries-<n>), which ./kns and make run for you; "
+                        "name the stack itself")
+ENTRY_STACK_UNKNOWN = Rule("is not an entry stack of this stack")
+ENTRY_STACKS_UNSPLIT = Rule("cannot be removed once entries live in entry stacks: the platform stack's provider "
+                            "is not theirs; keep kns:state.entryStacks (1 keeps every entry in one entry stack)")

@@ -19,7 +19,7 @@ from . import yamldoc
 from .errors import ConfigError, Problem
 
 NAMESPACE = "kns"
-OBJECT_KEYS = ("cluster", "packingScheduler", "knsScheduler", "profiles", "credentials", "queueing")
+OBJECT_KEYS = ("cluster", "packingScheduler", "knsScheduler", "profiles", "credentials", "queueing", "state")
 LIST_KEYS = ("nodePools", "jobs", "schedules", "jobFiles", "queues", "priorities", "workers")
 STRING_KEYS = ("keycloakClientSecret",)
 SECRET_KEYS = ("keycloakClientSecret", "credentials")

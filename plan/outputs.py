@@ -15,6 +15,20 @@ from .nodepools import autoscale_summary
 from .schedulers import KNS_ACCOUNT
 
 
+# What an entry stack exports (docs/entry-stacks.md): its own entries' part of the outputs;
+# the platform stack exports the rest, and `make outputs` shows them merged.
+ENTRY_OUTPUTS = ("namespaces", "schedules")
+
+
+def merge_outputs(platform: dict[str, Any], entry_stacks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The outputs of a stack spread over entry stacks, as one stack would have them."""
+    merged = dict(platform)
+    for key in ENTRY_OUTPUTS:
+        merged[key] = {name: value for part in [platform, *entry_stacks]
+                       for name, value in sorted((part.get(key) or {}).items())}
+    return merged
+
+
 def stack_outputs(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[datetime] = None) -> dict[str, Any]:
     schedules = {}
     for plan in plans:
