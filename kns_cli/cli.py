@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from config.errors import ConfigError, closest
+from plan import stacks
 from plan.inventory import registrations
 from plan.targeting import entry_urns
 
 from . import changed as changed_module
 from . import explain as explain_module
+from . import layout as layout_module
 from . import preview as preview_module
 from . import queues as queues_module
 from . import summary as summary_module
@@ -177,6 +179,17 @@ def build_parser() -> argparse.ArgumentParser:
                               "other than a file backend: only once that run is known to be over")
     recover.set_defaults(run=run_recover)
 
+    restack = commands.add_parser(
+        "restack", parents=[common], help="move entries to the entry stacks kns:state.entryStacks says (state only)",
+        description="Check the stack offline, read the state of the stack and of its entry stacks, and move "
+                    "every entry to the Pulumi stack kns:state.entryStacks puts it in (`pulumi state move`): "
+                    "the state that records its objects changes stacks, nothing on the cluster changes. Run it "
+                    "after setting or changing kns:state.entryStacks, before `make up`, which refuses to run "
+                    "while an entry is in another stack. Exit 1 when the config is invalid or a move fails. "
+                    "See docs/entry-stacks.md.")
+    restack.add_argument("--dry-run", action="store_true", help="say what would move, and move nothing")
+    restack.set_defaults(run=run_restack)
+
     outputs = commands.add_parser(
         "outputs", help="the stack outputs of the last `make up`, as JSON",
         description="`pulumi stack output --json` of the stack, with the backend and passphrase `make up` uses "
@@ -278,14 +291,19 @@ def run_preview(args: argparse.Namespace) -> int:
     names = list(dict.fromkeys(args.entries))
     check_names(cfg, plans, names)
     project_dir = Path(args.project_dir).resolve()
-    urns = entry_urns(cfg, plans, names, args.stack, preview_module.project_name(project_dir))
-    print(f"kns preview: stack {args.stack}, {plural(len(names), 'entry', 'entries')} ({', '.join(names)}): "
-          f"pulumi preview --target ({plural(len(urns), 'URN')}) --target-dependents", file=sys.stderr)
-    try:
-        preview, status = preview_module.run_preview(project_dir, args.stack, urns, names, os.environ)
-    except preview_module.PreviewFailed as exc:
-        print(f"kns preview: {exc}", file=sys.stderr)
-        return 1
+    project = preview_module.project_name(project_dir)
+    # Each entry in the Pulumi stack that holds it (docs/entry-stacks.md); one preview each.
+    parts = []
+    for holder, here in stacks.group(names, args.stack, cfg.state.entry_stacks if cfg.state else None).items():
+        urns = entry_urns(cfg, plans, here, holder, project)
+        print(f"kns preview: stack {holder}, {plural(len(here), 'entry', 'entries')} ({', '.join(here)}): "
+              f"pulumi preview --target ({plural(len(urns), 'URN')}) --target-dependents", file=sys.stderr)
+        try:
+            parts.append(preview_module.run_preview(project_dir, holder, urns, here, os.environ))
+        except preview_module.PreviewFailed as exc:
+            print(f"kns preview: {exc}", file=sys.stderr)
+            return 1
+    preview, status = preview_module.combine(parts)
     owners = {(r.type, r.name): r.owner for r in registrations(cfg, plans)}
     missing = preview_module.missing_dependency(preview, owners)
     if missing:
@@ -326,6 +344,24 @@ def run_recover(args: argparse.Namespace) -> int:
     except (recover_module.RecoverFailed, preview_module.PreviewFailed) as exc:
         print(f"kns recover: {exc}", file=sys.stderr)
         return 1
+
+
+def run_restack(args: argparse.Namespace) -> int:
+    cfg, _ = load_stack(args.project_dir, args.stack)
+    project_dir = Path(args.project_dir).resolve()
+    entry_stacks = cfg.state.entry_stacks if cfg.state else None
+    try:
+        env = preview_module.engine_environment(project_dir, args.stack, (), preview_module.toolchain(), os.environ)
+        preview_module.select_stack(project_dir, args.stack, env, create=False)
+        moves = layout_module.restack(project_dir, args.stack, entry_stacks, env, dry_run=args.dry_run)
+    except preview_module.PreviewFailed as exc:
+        print(f"kns restack: {exc}", file=sys.stderr)
+        return 1
+    held = "one stack" if entry_stacks is None else plural(entry_stacks, "entry stack")
+    done = "would move" if args.dry_run else "moved"
+    print(f"kns restack: stack {args.stack} ({held}): {done} {plural(len(moves), 'entry', 'entries')}"
+          + ("" if moves or args.dry_run else "; every entry is where the config puts it"))
+    return 0
 
 
 def outputs_command(stack: str) -> tuple[list[str], dict[str, str]]:

@@ -35,6 +35,7 @@ from typing import Any, Mapping, Optional, Sequence
 import yaml
 
 from config.invocation import TARGETED_RUN, message_arguments, new_token
+from plan import stacks
 from plan.targeting import ONLY_ENTRIES
 
 from . import summary
@@ -87,7 +88,7 @@ def engine_environment(project_dir: Path, stack: str, names: Sequence[str], bin_
         state = project_dir / ".pulumi-state"
         state.mkdir(exist_ok=True)
         env["PULUMI_BACKEND_URL"] = f"file://{state}"
-    if stack == DEV_STACK and not env.get("PULUMI_CONFIG_PASSPHRASE") and not env.get("PULUMI_CONFIG_PASSPHRASE_FILE"):
+    if stacks.role(stack).base == DEV_STACK and not env.get("PULUMI_CONFIG_PASSPHRASE") and not env.get("PULUMI_CONFIG_PASSPHRASE_FILE"):
         env["PULUMI_CONFIG_PASSPHRASE"] = DEV_PASSPHRASE
     env["PULUMI_DEBUG_COMMANDS"] = "true"  # what makes `pulumi preview --event-log` available
     if names if narrowed is None else narrowed:
@@ -111,7 +112,9 @@ NO_SUCH_STACK = "no stack named"
 def select_stack(project_dir: Path, stack: str, env: Mapping[str, str], create: bool = True) -> None:
     """`pulumi stack select`, or `init` when the backend has no such stack (as up.sh). Any
     other failure (a backend left unreadable by a killed run) is reported, never answered
-    with an `init` that would fail on the stack's lock instead."""
+    with an `init` that would fail on the stack's lock instead. A new entry stack
+    (docs/entry-stacks.md) gets the stack's secrets provider and no config file of its own:
+    it runs with the stack's (`--config-file`)."""
     done = _pulumi(["stack", "select", stack], project_dir, env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     if done.returncode == 0:
         return
@@ -119,9 +122,28 @@ def select_stack(project_dir: Path, stack: str, env: Mapping[str, str], create: 
         raise PreviewFailed(f"cannot select stack {stack} on {env['PULUMI_BACKEND_URL']}: {done.stderr.strip()}"
                             + ("" if NO_SUCH_STACK in done.stderr else
                                " (after an interrupted run: ./kns recover, docs/operations.md)"))
-    print(f"kns preview: creating stack {stack} on {env['PULUMI_BACKEND_URL']}", file=sys.stderr)
-    if _pulumi(["stack", "init", stack], project_dir, env, stdout=subprocess.DEVNULL).returncode != 0:
-        raise PreviewFailed(f"cannot create stack {stack} on {env['PULUMI_BACKEND_URL']}")
+    this = stacks.role(stack)
+    print(f"kns: creating {'stack' if this.index is None else 'entry stack'} {stack} on {env['PULUMI_BACKEND_URL']}",
+          file=sys.stderr)
+    own = project_dir / f"Pulumi.{stack}.yaml"
+    existed = own.exists()
+    provider = secrets_provider(project_dir, this.base) if this.index is not None else None
+    made = _pulumi(["stack", "init", stack, *(["--secrets-provider", provider] if provider else [])], project_dir, env,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if this.index is not None and not existed:
+        own.unlink(missing_ok=True)
+    if made.returncode != 0:
+        raise PreviewFailed(f"cannot create stack {stack} on {env['PULUMI_BACKEND_URL']}: {made.stderr.strip()}")
+
+
+def secrets_provider(project_dir: Path, base: str) -> Optional[str]:
+    """The stack's `secretsprovider` (a cloud KMS, say); None for the passphrase's."""
+    try:
+        document = yaml.safe_load((project_dir / f"Pulumi.{base}.yaml").read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    value = document.get("secretsprovider") if isinstance(document, dict) else None
+    return str(value) if value and value != "passphrase" else None
 
 
 def policy_pack(project_dir: Path) -> Path:
@@ -135,7 +157,8 @@ def preview_arguments(stack: str, urns: Sequence[str], event_log: Path, policy: 
                       policy_config: Optional[str], token: Optional[str] = None) -> list[str]:
     """The `pulumi` arguments of the targeted preview; with the run's `token`, the
     `--message` that lets the program honour `ONLY_ENTRIES` (config/invocation.py)."""
-    args = ["preview", "--stack", stack, "--json", "--event-log", str(event_log), "--policy-pack", str(policy)]
+    args = ["preview", "--stack", stack, *stacks.config_arguments(stack), "--json", "--event-log", str(event_log),
+            "--policy-pack", str(policy)]
     if policy_config:
         args += ["--policy-pack-config", policy_config]
     if token:
@@ -172,6 +195,20 @@ def run_preview(project_dir: Path, stack: str, urns: Sequence[str], names: Seque
     sames = [step for step in found.planned if step["op"] == "same" and step["urn"] not in listed]
     preview["steps"] = [*(preview.get("steps") or []), *sames]
     return preview, done.returncode
+
+
+def combine(parts: Sequence[tuple[dict[str, Any], int]]) -> tuple[dict[str, Any], int]:
+    """The previews of several Pulumi stacks (a stack's entry stacks) as one: their steps,
+    diagnostics and policy violations, the counts summed; the first failing status."""
+    if len(parts) == 1:
+        return parts[0]
+    merged: dict[str, Any] = {"steps": [], "diagnostics": [], "policyViolations": [], "changeSummary": {}}
+    for preview, _ in parts:
+        for key in ("steps", "diagnostics", "policyViolations"):
+            merged[key] += preview.get(key) or []
+        for op, count in (preview.get("changeSummary") or {}).items():
+            merged["changeSummary"][op] = merged["changeSummary"].get(op, 0) + count
+    return merged, next((status for _, status in parts if status != 0), 0)
 
 
 def render_summary(preview: dict[str, Any], stack: str, names: Sequence[str], others: int) -> str:

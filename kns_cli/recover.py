@@ -48,6 +48,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 from config import kubeconfig as kubeconfig_rules
 from config.loader import PlatformConfig
 from config.names import LABEL_CLUSTER
+from plan import stacks
 from plan.inventory import registrations
 from plan.model import WorkloadPlan
 
@@ -285,16 +286,22 @@ def sweep(access: Sequence[str], cluster: str, types: set[str], state: Sequence[
 
 def run_recover(project_dir: Path, cfg: PlatformConfig, plans: Sequence[WorkloadPlan], stack: str,
                 environ: Mapping[str, str], force: bool = False) -> int:
-    """Recover the stack (the module's steps); 0 once a no-change preview is clean."""
+    """Recover the stack (the module's steps); 0 once a no-change preview is clean. A stack
+    with entry stacks (docs/entry-stacks.md) is recovered whole: each step runs on every one
+    of its Pulumi stacks, the stack's first, and the sweep reads all their states."""
     started = time.monotonic()
     env = engine.engine_environment(project_dir, stack, (), engine.toolchain(), environ)
     backend = file_backend(env)
     for path in repair_backend(backend) if backend else ():
         say(f"step 1/5: removing {path.relative_to(backend)}: cut short by the interrupted run (unreadable JSON)")
     engine.select_stack(project_dir, stack, env, create=False)
+    every = stacks.stacks(stack, cfg.state.entry_stacks if cfg.state else None)
+    for each in every[1:]:
+        engine.select_stack(project_dir, each, env)
     project = engine.project_name(project_dir)
-    release_lock(project_dir, project, stack, env, force)
-    before = state_resources(project_dir, stack, env, "reading the state")
+    for each in every:
+        release_lock(project_dir, project, each, env, force)
+    before = [r for each in every for r in state_resources(project_dir, each, env, "reading the state")]
     with kubectl_access(cfg, project_dir, stack, env) as access:
         types = kubernetes_types(cfg, plans, before)
         if not cfg.cluster.render_dir:
@@ -304,24 +311,28 @@ def run_recover(project_dir: Path, cfg: PlatformConfig, plans: Sequence[Workload
                 "the up rewrites them")
         else:
             say("step 2/5: pulumi refresh --clear-pending-creates (the state made to match the cluster)")
-            pulumi(["refresh", "--yes", "--skip-preview", "--clear-pending-creates", "--stack", stack], project_dir,
-                   env, "step 2/5 (refresh)")
+            for each in every:
+                pulumi(["refresh", "--yes", "--skip-preview", "--clear-pending-creates", "--stack", each,
+                        *stacks.config_arguments(each)], project_dir, env, "step 2/5 (refresh)")
 
         say("step 3/5: pulumi up (the config applied, as `make up`)")
         policy = ["--policy-pack", str(engine.policy_pack(project_dir))]
         if env.get("KNS_POLICY_CONFIG"):
             policy += ["--policy-pack-config", env["KNS_POLICY_CONFIG"]]
-        pulumi(["up", "--yes", "--skip-preview", "--stack", stack, *policy], project_dir, env, "step 3/5 (up)")
+        for each in every:
+            pulumi(["up", "--yes", "--skip-preview", "--stack", each, *stacks.config_arguments(each), *policy],
+                   project_dir, env, "step 3/5 (up)")
 
         if cfg.cluster.render_dir:
             say("step 4/5: the stack renders manifests (kns:cluster.renderDir): no cluster to sweep")
         else:
-            after = state_resources(project_dir, stack, env, "step 4/5 (reading the state)")
+            after = [r for each in every for r in state_resources(project_dir, each, env, "step 4/5 (reading the state)")]
             swept = sweep(access, cfg.cluster.name, types | kubernetes_types(cfg, plans, after), after)
             say(f"step 4/5: {swept} object(s) not in the stack deleted")
 
     say("step 5/5: pulumi preview --expect-no-changes")
-    pulumi(["preview", "--expect-no-changes", "--stack", stack], project_dir, env, "step 5/5 (the no-change check)")
+    for each in every:
+        pulumi(["preview", "--expect-no-changes", "--stack", each, *stacks.config_arguments(each)], project_dir, env,
+               "step 5/5 (the no-change check)")
     say(f"stack {stack} recovered: state, cluster and config agree ({time.monotonic() - started:.0f}s)")
     return 0
-

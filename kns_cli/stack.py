@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from config.errors import closest
+from config.rules import ENTRY_STACK_NAME
 from config.loader import PlatformConfig, check_stack_config
 from config.source import LIST_KEYS, NAMESPACE, OBJECT_KEYS, StackFile, decode_value, read_stack_file
+from plan import stacks
 from plan.model import WorkloadPlan
 from plan.planner import plan_checked
 
@@ -40,6 +42,8 @@ def stack_path(project_dir: Path, stack: str) -> Path:
     path = project_dir / f"Pulumi.{stack}.yaml"
     if path.is_file():
         return path
+    if stacks.role(stack).index is not None:
+        raise UsageError(f"--stack {stack} {ENTRY_STACK_NAME.message}")
     files = stack_files(project_dir)
     names = [f[len("Pulumi."):-len(".yaml")] for f in files]
     close = closest(stack, names)

@@ -41,11 +41,7 @@ again, and is what CI runs when `./kns changed` reports a shared change (docs/ci
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -54,69 +50,21 @@ from config.errors import closest
 from config.invocation import message_arguments, new_token
 from config.loader import PlatformConfig
 from config.source import read_stack_file
-from plan.inventory import ENTRY_TYPES
+from plan import stacks
 from plan.model import WorkloadPlan
 from plan.targeting import entry_urns
 
 from . import engine_run
 from . import preview as preview_module
 from .stack import UsageError
+from .state import StackState, export_state, read_state  # noqa: F401 (read_state: what tests read states with)
 
-ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
 # The exit status of a refusal: what CI reads to run the full `make up` instead.
 REFUSED = 3
 
 
 class UpRefused(Exception):
     """Something shared changed since the last full `up`: the message (exit `REFUSED`)."""
-
-
-@dataclass(frozen=True)
-class StackState:
-    """What `./kns up` needs from the stack's state."""
-
-    digest: Any  # the recorded `platformDigest` output, None when there is none
-    entries: dict[str, list[str]]  # entry name -> URNs of its component and everything under it
-
-
-def read_state(deployment: Mapping[str, Any]) -> StackState:
-    """The recorded digest and each entry's URNs from `pulumi stack export`'s JSON."""
-    resources = (deployment.get("deployment") or {}).get("resources") or []
-    digest = None
-    children: dict[str, list[str]] = {}
-    roots: dict[str, str] = {}
-    for res in resources:
-        urn, parent = res.get("urn", ""), res.get("parent") or ""
-        if res.get("type") == ROOT_STACK_TYPE:
-            digest = (res.get("outputs") or {}).get(fingerprint.OUTPUT)
-            continue
-        children.setdefault(parent, []).append(urn)
-        if res.get("type") in ENTRY_TYPES and parent.split("::")[-2:-1] == [ROOT_STACK_TYPE]:
-            roots[urn.rsplit("::", 1)[-1]] = urn
-    entries = {}
-    for name, root in roots.items():
-        found, todo = [], [root]
-        while todo:
-            urn = todo.pop()
-            if urn not in found:
-                found.append(urn)
-                todo.extend(children.get(urn, []))
-        entries[name] = found
-    return StackState(digest, entries)
-
-
-def export_state(project_dir: Path, stack: str, env: Mapping[str, str]) -> StackState:
-    """The state of the stack (which must exist: a targeted `up` of a new stack has nothing
-    to target against)."""
-    preview_module.select_stack(project_dir, stack, env, create=False)
-    done = subprocess.run(["pulumi", "stack", "export", "--stack", stack, "--non-interactive"], cwd=project_dir,
-                          env=dict(env), capture_output=True, text=True)
-    if done.returncode != 0:
-        raise preview_module.PreviewFailed(f"cannot read the state of stack {stack}: {done.stderr.strip()[-2000:]}")
-    try:
-        return read_state(json.loads(done.stdout))
-    except (json.JSONDecodeError, AttributeError) as exc:
-        raise preview_module.PreviewFailed(f"cannot read the state of stack {stack}: {exc}") from None
 
 
 def split_names(plans: Sequence[WorkloadPlan], state: StackState, names: Sequence[str],
@@ -155,7 +103,8 @@ def refusal(stack: str, changed: Sequence[str], recorded: Any) -> str:
 def up_arguments(stack: str, urns: Sequence[str], token: str) -> list[str]:
     """The pulumi command of the targeted update (engine_run adds `--event-log`); no policy
     pack: step 1 enforced its rules (the module's docstring)."""
-    args = ["pulumi", "up", "--yes", "--skip-preview", "--non-interactive", "--diff", "--stack", stack]
+    args = ["pulumi", "up", "--yes", "--skip-preview", "--non-interactive", "--diff", "--stack", stack,
+            *stacks.config_arguments(stack)]
     args += message_arguments(token)
     for urn in urns:
         args += ["--target", urn]
@@ -164,32 +113,45 @@ def up_arguments(stack: str, urns: Sequence[str], token: str) -> list[str]:
 
 def run_up(project_dir: Path, cfg: PlatformConfig, plans: list[WorkloadPlan], stack: str, names: Sequence[str],
            environ: Mapping[str, str], *, verbose: bool = False, out=None, err=None) -> int:
-    """Apply the named entries; returns the exit status (the engine's, or 1 when refused)."""
+    """Apply the named entries; returns the exit status (the engine's, or 1 when refused).
+    On a stack with entry stacks (docs/entry-stacks.md) the record of the shared sections is
+    the stack's, and each entry is applied in the entry stack that holds it: one small
+    state per run, whatever the number of entries."""
     out, err = out or sys.stdout, err or sys.stderr
     project_dir = Path(project_dir).resolve()
     token = new_token()
     bin_dir = preview_module.toolchain()
     probe = preview_module.engine_environment(project_dir, stack, (), bin_dir, environ)
-    state = export_state(project_dir, stack, probe)
-    present, removed = split_names(plans, state, names, stack)
+    entry_stacks = cfg.state.entry_stacks if cfg.state else None
+    platform = export_state(project_dir, stack, probe)
+    holders = stacks.group(names, stack, entry_stacks)
+    states = {holder: platform if holder == stack else export_state(project_dir, holder, probe) for holder in holders}
+    held = StackState(platform.digest, {name: urns for state in states.values() for name, urns in state.entries.items()})
+    present, removed = split_names(plans, held, names, stack)
     current = fingerprint.platform_digest(read_stack_file(project_dir, stack).config or {}, project_dir)
-    changed = fingerprint.differences(state.digest, current)
+    changed = fingerprint.differences(platform.digest, current)
     if changed:
-        raise UpRefused(refusal(stack, changed, state.digest))
-    env = preview_module.engine_environment(project_dir, stack, present, bin_dir, environ, token, narrowed=True)
-    urns = entry_urns(cfg, plans, present, stack, preview_module.project_name(project_dir))
-    # What the state holds under each named entry: a removed entry's objects, and those a
-    # changed one no longer has (its kind changed, a primer CronJob fewer), are deleted.
-    planned = set(urns)
-    urns += [urn for name in names for urn in state.entries.get(name, []) if urn not in planned]
-    what = ", ".join([*present, *(f"{name} (removed)" for name in removed)])
-    err.write(f"kns up: stack {stack}, {len(names)} {'entry' if len(names) == 1 else 'entries'} ({what}): "
-              f"pulumi up --skip-preview --target ({len(urns)} URNs) --target-dependents\n")
-    err.flush()
-    command = up_arguments(stack, urns, token)
-    others = len({plan.entry.name for plan in plans} | set(state.entries)) - len(set(present) | set(removed))
-    status = engine_run.run("up", stack, command, verbose=verbose, log_dir=project_dir / "build" / "logs",
-                            out=out, err=err, tty=err.isatty(), env=env, cwd=project_dir)
+        raise UpRefused(refusal(stack, changed, platform.digest))
+    project = preview_module.project_name(project_dir)
+    status = 0
+    for holder, here in holders.items():
+        applied = [name for name in here if name in present]
+        env = preview_module.engine_environment(project_dir, holder, applied, bin_dir, environ, token, narrowed=True)
+        urns = entry_urns(cfg, plans, applied, holder, project)
+        # What the state holds under each named entry: a removed entry's objects, and those a
+        # changed one no longer has (its kind changed, a primer CronJob fewer), are deleted.
+        planned = set(urns)
+        urns += [urn for name in here for urn in states[holder].entries.get(name, []) if urn not in planned]
+        what = ", ".join([*applied, *(f"{name} (removed)" for name in here if name in removed)])
+        err.write(f"kns up: stack {holder}, {len(here)} {'entry' if len(here) == 1 else 'entries'} ({what}): "
+                  f"pulumi up --skip-preview --target ({len(urns)} URNs) --target-dependents\n")
+        err.flush()
+        status = engine_run.run("up", holder, up_arguments(holder, urns, token), verbose=verbose,
+                                log_dir=project_dir / "build" / "logs", out=out, err=err, tty=err.isatty(), env=env,
+                                cwd=project_dir)
+        if status != 0:
+            break
+    others = len({plan.entry.name for plan in plans} | set(held.entries)) - len(set(present) | set(removed))
     out.write(f"Not applied (--target): the platform and the {others} other "
               f"{'entry' if others == 1 else 'entries'} stay as the stack has them; `make up` applies the whole "
               f"stack.\n")

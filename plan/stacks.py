@@ -65,6 +65,13 @@ def holds(this: Role, name: str, entry_stacks: Optional[int]) -> bool:
     return holder(this.base, name, entry_stacks) == this.name
 
 
+def config_arguments(stack: str) -> list[str]:
+    """What a pulumi command of this Pulumi stack needs to read the stack's config: an entry
+    stack has none of its own (`--config-file Pulumi.<stack>.yaml`)."""
+    this = role(stack)
+    return [] if this.index is None else ["--config-file", f"Pulumi.{this.base}.yaml"]
+
+
 def check_role(this: Role, entry_stacks: Optional[int]) -> None:
     """Raises ConfigError when the program runs as an entry stack the config does not have."""
     if this.index is None:

@@ -3,6 +3,10 @@
 #   scripts/up.sh up       pulumi up --yes, then say where the manifests are
 #   scripts/up.sh preview  pulumi preview --diff
 #   scripts/up.sh outputs  pulumi stack output --json (make outputs, ./kns outputs)
+# A stack with kns:state.entryStacks (docs/entry-stacks.md) is several Pulumi stacks: the
+# stack (its platform) first, then each entry stack, with the stack's config; outputs are
+# theirs merged. Entries the config puts in another stack stop it before anything runs
+# (./kns restack moves them).
 # up and preview print the per-entry summary (kns_cli/engine_run.py, docs/cli.md "What
 # `make up` and `make preview` print"); the engine's own output goes to build/logs/, and
 # VERBOSE=1 (or `scripts/up.sh up|preview --diff`) shows it on the terminal too.
@@ -22,8 +26,8 @@ verbose=()
 if [ "${VERBOSE:-}" = 1 ] || [ "${2:-}" = --diff ]; then
   verbose=(--verbose)
 fi
-engine() { # action, then the pulumi command line
-  "$py" -m kns_cli.engine_run "$1" --stack "$stack" ${verbose[@]+"${verbose[@]}"} -- "${@:2}"
+engine() { # action, Pulumi stack, then the pulumi command line
+  "$py" -m kns_cli.engine_run "$1" --stack "$2" ${verbose[@]+"${verbose[@]}"} -- "${@:3}"
 }
 
 export PULUMI_SKIP_UPDATE_CHECK=true
@@ -64,10 +68,26 @@ if [ -n "${KNS_POLICY_CONFIG:-}" ]; then
   policy+=(--policy-pack-config "$KNS_POLICY_CONFIG")
 fi
 
+listed=$("$py" -m kns_cli.layout stacks "$stack")
+mapfile -t pulumi_stacks <<<"$listed"
+if [ "$action" != outputs ]; then
+  "$py" -m kns_cli.layout check "$stack"
+  for each in "${pulumi_stacks[@]:1}"; do
+    "$py" -m kns_cli.layout init "$each"
+  done
+  pulumi stack select "$stack" --non-interactive
+fi
+# shellcheck disable=SC2046  # an entry stack's --config-file, or nothing
+config_of() { "$py" -m kns_cli.layout config "$1"; }
+
 case "$action" in
   up)
-    engine up pulumi up --yes --non-interactive --diff ${refresh[@]+"${refresh[@]}"} "${policy[@]}"
-    render_dir=$(pulumi config get --path kns:cluster.renderDir 2>/dev/null || true)
+    for each in "${pulumi_stacks[@]}"; do
+      # shellcheck disable=SC2046
+      engine up "$each" pulumi up --stack "$each" $(config_of "$each") --yes --non-interactive --diff \
+        ${refresh[@]+"${refresh[@]}"} "${policy[@]}"
+    done
+    render_dir=$(pulumi config get --stack "$stack" --path kns:cluster.renderDir 2>/dev/null || true)
     if [ -n "$render_dir" ] && [ -d "$render_dir" ]; then
       echo "Manifests: $(find "$render_dir" -name '*.yaml' | wc -l) objects in $render_dir"
     else
@@ -76,10 +96,14 @@ case "$action" in
     echo "Outputs: make outputs (namespaces, schedules, packingSchedulerName, nodePools; the backend and passphrase of make up)"
     ;;
   outputs)
-    pulumi stack output --json --non-interactive
+    "$py" -m kns_cli.layout outputs "$stack"
     ;;
   preview)
-    engine preview pulumi preview --diff --non-interactive ${refresh[@]+"${refresh[@]}"} "${policy[@]}"
+    for each in "${pulumi_stacks[@]}"; do
+      # shellcheck disable=SC2046
+      engine preview "$each" pulumi preview --stack "$each" $(config_of "$each") --diff --non-interactive \
+        ${refresh[@]+"${refresh[@]}"} "${policy[@]}"
+    done
     ;;
   *)
     echo "usage: scripts/up.sh up|preview [--diff] | outputs" >&2

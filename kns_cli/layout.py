@@ -1,0 +1,197 @@
+"""Entry stacks (`kns:state.entryStacks`, docs/entry-stacks.md) for the commands that run
+the engine: which Pulumi stacks a stack has, how each is run, where its entries are, and
+`./kns restack`, which moves entries to the stacks the config says.
+
+An entry stack is run with the stack's own config (`--config-file Pulumi.<stack>.yaml`):
+the same values, secrets provider and passphrase. `pulumi stack init` writes a config file
+for a new stack; an entry stack's is removed at once, so the stack's file stays the only
+one. Moving entries (`pulumi state move`) never touches the cluster: the objects keep their
+UIDs, and the state that records them changes stacks. The platform stack's provider is a
+child of the KnsCluster component; `pulumi state move` puts a moved entry's provider at the
+root of the stack it moves to, where the program of an entry stack registers it
+(components/cluster.py `cluster_provider`). So entries move between entry stacks, and from
+the stack into entry stacks, never back.
+
+    python -m kns_cli.layout stacks STACK     the Pulumi stacks `make up` runs, in order
+    python -m kns_cli.layout config STACK     the --config-file argument of one of them
+    python -m kns_cli.layout check STACK      exit 3 and why, when entries are not where the config says
+    python -m kns_cli.layout outputs STACK    the stack's outputs, merged (`make outputs`)
+    python -m kns_cli.layout init STACK       select or create one of them (as scripts/up.sh did)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Optional, Sequence
+
+from config.errors import ConfigError
+from config.rules import ENTRY_STACK_NAME, ENTRY_STACKS_MAX, ENTRY_STACKS_UNSPLIT
+from config.source import NAMESPACE, read_stack_file
+from plan import stacks
+from plan.outputs import merge_outputs
+
+from . import preview as preview_module
+from .stack import UsageError
+from .state import StackState, export_state
+
+# The exit status of `check` when entries must move first (as `./kns up`'s refusal).
+MISPLACED = 3
+
+
+def declared_entry_stacks(project_dir: Path, base: str) -> Optional[int]:
+    """`kns:state.entryStacks` as the stack file writes it, when it is a valid one; None
+    otherwise. `make up` runs the stack itself first, whose program reports a bad value
+    with every other problem, and applies nothing."""
+    try:
+        config = read_stack_file(project_dir, base).config or {}
+    except ConfigError:
+        return None
+    state = config.get(f"{NAMESPACE}:state")
+    value = state.get("entryStacks") if isinstance(state, dict) else None
+    valid = type(value) is int and 1 <= value <= ENTRY_STACKS_MAX
+    return value if valid else None
+
+
+def existing_stacks(project_dir: Path, base: str, env: Mapping[str, str]) -> list[str]:
+    """The Pulumi stacks of the backend that belong to the stack: itself and any entry stack."""
+    done = subprocess.run(["pulumi", "stack", "ls", "--json", "--non-interactive"], cwd=project_dir, env=dict(env),
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise preview_module.PreviewFailed(f"cannot list the stacks of {env.get('PULUMI_BACKEND_URL')}: "
+                                           f"{done.stderr.strip()[-2000:]}")
+    names = [str(item.get("name", "")).rsplit("/", 1)[-1] for item in json.loads(done.stdout or "[]")]
+    return [name for name in names if stacks.role(name).base == base]
+
+
+@dataclass(frozen=True)
+class Move:
+    entry: str
+    source: str
+    dest: str
+    root: str  # the URN of the entry's component in `source`
+
+
+def misplaced(states: Mapping[str, StackState], base: str, entry_stacks: Optional[int]) -> list[Move]:
+    """Every entry some stack holds that the config puts in another."""
+    moves = []
+    for stack, state in states.items():
+        for entry, urns in state.entries.items():
+            dest = stacks.holder(base, entry, entry_stacks)
+            if dest != stack:
+                moves.append(Move(entry, stack, dest, urns[0]))
+    return moves
+
+
+def read_states(project_dir: Path, base: str, env: Mapping[str, str],
+                entry_stacks: Optional[int]) -> dict[str, StackState]:
+    """The states of the stack's Pulumi stacks; none when the stack is not split and has
+    no entry stack (nothing can be misplaced, and its state may be large)."""
+    existing = existing_stacks(project_dir, base, env)
+    if entry_stacks is None and all(stacks.role(stack).index is None for stack in existing):
+        return {}
+    return {stack: export_state(project_dir, stack, env) for stack in existing}
+
+
+def problem(moves: Sequence[Move], base: str, entry_stacks: Optional[int]) -> Optional[str]:
+    """Why the stack cannot be run as it is, or None."""
+    if not moves:
+        return None
+    back = [m for m in moves if stacks.role(m.dest).index is None]
+    shown = ", ".join(f"{m.entry} ({m.source} -> {m.dest})" for m in moves[:5]) + (
+        f" and {len(moves) - 5} more" if len(moves) > 5 else "")
+    if back:
+        return (f"kns: {len(back)} {'entry lives' if len(back) == 1 else 'entries live'} in entry stacks of {base} "
+                f"({shown}), but its config sets no kns:state.entryStacks: kns:state {ENTRY_STACKS_UNSPLIT.message}. "
+                f"Nothing was run.")
+    command = "./kns restack" + ("" if base == preview_module.DEV_STACK else f" --stack {base}")
+    return (f"kns: kns:state.entryStacks is {entry_stacks}, and {len(moves)} "
+            f"{'entry is' if len(moves) == 1 else 'entries are'} in another stack: {shown}. Run `{command}` "
+            f"(it moves them in the state; nothing on the cluster changes), then this again. Nothing was run.")
+
+
+def restack(project_dir: Path, base: str, entry_stacks: Optional[int], env: Mapping[str, str],
+            dry_run: bool = False, out=None) -> list[Move]:
+    """Move every misplaced entry to the stack the config puts it in (`pulumi state move`,
+    one call per source and destination); the moves, made or (dry_run) to make."""
+    out = out or sys.stdout
+    moves = misplaced(read_states(project_dir, base, env, entry_stacks), base, entry_stacks)
+    why = problem(moves, base, entry_stacks)
+    if why and any(stacks.role(m.dest).index is None for m in moves):
+        raise UsageError(why.removeprefix("kns: "))
+    pairs: dict[tuple[str, str], list[Move]] = {}
+    for move in moves:
+        pairs.setdefault((move.source, move.dest), []).append(move)
+    for (source, dest), group in sorted(pairs.items()):
+        out.write(f"{'would move' if dry_run else 'moving'} {len(group)} "
+                  f"{'entry' if len(group) == 1 else 'entries'} from {source} to {dest}: "
+                  f"{', '.join(m.entry for m in group)}\n")
+        out.flush()
+        if dry_run:
+            continue
+        preview_module.select_stack(project_dir, dest, env)
+        done = subprocess.run(["pulumi", "state", "move", "--source", source, "--dest", dest, "--yes",
+                               "--non-interactive", *[m.root for m in group]], cwd=project_dir, env=dict(env),
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise preview_module.PreviewFailed(f"pulumi state move from {source} to {dest} failed: "
+                                               f"{done.stderr.strip()[-2000:]}")
+    return moves
+
+
+def stack_outputs(project_dir: Path, base: str, env: Mapping[str, str]) -> dict:
+    """The outputs of the stack and its entry stacks, merged (plan/outputs.py)."""
+    parts = []
+    for stack in existing_stacks(project_dir, base, env) or [base]:
+        done = subprocess.run(["pulumi", "stack", "output", "--json", "--stack", stack, "--non-interactive"],
+                              cwd=project_dir, env=dict(env), capture_output=True, text=True)
+        if done.returncode != 0:
+            raise preview_module.PreviewFailed(f"cannot read the outputs of stack {stack}: {done.stderr.strip()}")
+        parts.append((stacks.role(stack).index is None, json.loads(done.stdout or "{}")))
+    platform = next((values for is_platform, values in parts if is_platform), {})
+    return merge_outputs(platform, [values for is_platform, values in parts if not is_platform])
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kns_cli.layout")
+    parser.add_argument("action", choices=("stacks", "config", "check", "outputs", "init"))
+    parser.add_argument("stack")
+    args = parser.parse_args(argv)
+    project_dir = Path.cwd()
+    try:
+        if args.action == "config":
+            print(" ".join(stacks.config_arguments(args.stack)))
+            return 0
+        if args.action == "init":
+            preview_module.select_stack(project_dir, args.stack, os.environ)
+            return 0
+        if stacks.role(args.stack).index is not None:
+            raise UsageError(f"{args.stack} {ENTRY_STACK_NAME.message}")
+        entry_stacks = declared_entry_stacks(project_dir, args.stack)
+        if args.action == "stacks":
+            print("\n".join(stacks.stacks(args.stack, entry_stacks)))
+            return 0
+        if args.action == "outputs":
+            print(json.dumps(stack_outputs(project_dir, args.stack, os.environ), indent=2, sort_keys=True))
+            return 0
+        states = read_states(project_dir, args.stack, os.environ, entry_stacks)
+        why = problem(misplaced(states, args.stack, entry_stacks), args.stack, entry_stacks)
+        if why:
+            print(why, file=sys.stderr)
+            return MISPLACED
+        return 0
+    except (UsageError, preview_module.PreviewFailed) as exc:
+        print(f"kns: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, UsageError) else 1
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
