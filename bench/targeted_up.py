@@ -5,8 +5,10 @@ at 100, 300 and 1,000 entries of bench/common.py's synthetic stack (issue 33).
 Two stacks of the same platform (cluster, node pools, packing scheduler), each on a cluster
 of its own (their platforms' cluster-scoped objects and node patches would collide on one):
 
-- the N-stack: its N entries applied by a full `make up` (set-up, timed, not compared), then
-  left to settle (every Job has its pod, every quota its status);
+- the N-stack: its N entries in entry stacks of about PER_STACK entries each
+  (`kns:state.entryStacks: N / PER_STACK`, docs/entry-stacks.md; `--per-stack 0` keeps
+  them in the one stack, as before entry stacks), applied by a full `make up` (set-up,
+  timed, not compared), then left to settle (every Job has its pod, every quota its status);
 - the baseline: the same platform with no entry, applied by a full `make up`.
 
 Then, round after round, the entry NEW (a schedule) is added to both stacks' job files, its
@@ -34,7 +36,7 @@ The entries live in a job file: with 1,000 entries in the stack file, the config
 hands the program (one environment variable) is over Linux's 128 KiB limit for one
 variable.
 
-    cd bench && ../.venv/bin/python targeted_up.py [sizes...] [--rounds N]
+    cd bench && ../.venv/bin/python targeted_up.py [sizes...] [--rounds N] [--per-stack N]
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ FILES = ("Pulumi.yaml", "__main__.py", "requirements.txt", "versions.env", "conf
 NEW = {"name": "new-0", "user": "user0", "groups": ["research"], "image": "busybox:1.37", "schedule": "30 3 * * *",
        "timeZone": "Europe/Paris", "cpu": 1, "memory": 1024}
 CHANGED_CPU = 2
+# Entries per entry stack of the N-stack (docs/entry-stacks.md, "How many entry stacks").
+PER_STACK = 100
 STEPS = ("add", "change", "remove")
 TUNED = engine_settings()
 
@@ -164,11 +168,18 @@ def rounds(arms: dict[str, tuple[Stack, Callable[[], tuple[float, list]]]], coun
     return times, runs
 
 
-def measure(size: int, bin_dir: str, tmp: Path, count: int) -> dict:
+def entry_stacks(size: int, per_stack: int) -> Optional[int]:
+    """The N-stack's `kns:state.entryStacks`: about `per_stack` entries each (None: 0, unsplit)."""
+    return max(1, round(size / per_stack)) if per_stack else None
+
+
+def measure(size: int, bin_dir: str, tmp: Path, count: int, per_stack: int) -> dict:
     """The N-stack and the baseline, each on a cluster of its own (their platforms would
     collide on one), both up while the arms take turns."""
-    out: dict = {"entries": size}
+    out: dict = {"entries": size, "entry_stacks": entry_stacks(size, per_stack)}
     config = synthetic_config(size)
+    if out["entry_stacks"] is not None:
+        config["state"] = {"entryStacks": out["entry_stacks"]}
     jobs = len(config["jobs"])
     with local_cluster(tmp / "cluster", nodes()) as cluster, local_cluster(tmp / "baseline-cluster", nodes()) as other:
         stack = Stack(tmp / "stack", bin_dir, config, cluster)
@@ -188,26 +199,28 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("sizes", nargs="*", type=int, default=[100, 300, 1000])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--per-stack", type=int, default=PER_STACK,
+                        help="entries per entry stack of the N-stack; 0: no entry stacks (default: %(default)s)")
     options = parser.parse_args()
     bin_dir = script("toolchain.sh")
     results, rows = [], []
     for size in options.sizes:
         with tempfile.TemporaryDirectory() as tmp:
-            got = measure(size, bin_dir, Path(tmp), options.rounds)
+            got = measure(size, bin_dir, Path(tmp), options.rounds, options.per_stack)
         got["best"], got["median"], got["ratio"], got["median_ratio"] = {}, {}, {}, {}
         for step in STEPS:
             for key, pick in (("best", min), ("median", statistics.median)):
                 got[key][step] = {arm: pick(got[arm][step]) for arm in ("targeted", "baseline")}
             got["ratio"][step] = got["best"][step]["targeted"] / got["best"][step]["baseline"]
             got["median_ratio"][step] = got["median"][step]["targeted"] / got["median"][step]["baseline"]
-            rows.append([size, step, f"{got['best'][step]['targeted']:.1f}", f"{got['best'][step]['baseline']:.1f}",
+            rows.append([size, got["entry_stacks"] or "-", step, f"{got['best'][step]['targeted']:.1f}", f"{got['best'][step]['baseline']:.1f}",
                          f"{got['ratio'][step]:.2f}", f"{got['median'][step]['targeted']:.1f}",
                          f"{got['median'][step]['baseline']:.1f}", f"{got['median_ratio'][step]:.2f}"])
         got["load_average"] = os.getloadavg()
         results.append(got)
-        print(table(["entries", "step", "./kns up s", "make up (1 entry) s", "ratio", "median ./kns up s",
+        print(table(["entries", "entry stacks", "step", "./kns up s", "make up (1 entry) s", "ratio", "median ./kns up s",
                      "median make up s", "median ratio"], rows), flush=True)
-    print(f"written: {write('targeted_up', {'results': results, 'entry': NEW, 'changed_cpu': CHANGED_CPU, 'rounds': options.rounds})}")
+    print(f"written: {write('targeted_up', {'results': results, 'entry': NEW, 'changed_cpu': CHANGED_CPU, 'rounds': options.rounds, 'per_stack': options.per_stack})}")
 
 
 if __name__ == "__main__":

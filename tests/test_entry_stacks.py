@@ -1,0 +1,343 @@
+"""Entry stacks (`kns:state.entryStacks`, docs/entry-stacks.md): which Pulumi stack holds
+what, what the program registers in each, and how `./kns` and `make` run them.
+
+The engine runs that prove the layout on a cluster (a stack split with `./kns restack`
+keeps every object, `./kns up` applies one entry in its entry stack) are in
+tests/test_drift.py; the engine facts it relies on (an entry stack's secrets, its config
+file) are checked here with the real CLI.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from config import fingerprint
+from config.errors import ConfigError
+from config.invocation import TARGETED_RUN
+from config.rules import ENTRY_STACK_NAME, ENTRY_STACKS_MAX
+from config.source import read_stack_file
+from kns_cli import cli, layout
+from kns_cli import preview as preview_module
+from kns_cli import up as up_module
+from kns_cli.stack import UsageError, load_stack
+from kns_cli.state import StackState
+from kns_testing.program import ROOT, RecordingMocks, built_toolchain, dev_stack_config, run_program
+from plan import stacks
+from plan.outputs import ENTRY_OUTPUTS, merge_outputs
+from plan.targeting import ONLY_ENTRIES, entry_urns
+from tests.test_multicluster import SECRETS, site
+
+SPLIT = 3
+
+
+def split_config(**over) -> dict:
+    return {**dev_stack_config(), "state": {"entryStacks": SPLIT}, **over}
+
+
+# ---- plan/stacks.py ------------------------------------------------------------------------
+
+
+def test_a_stack_name_says_its_role():
+    assert stacks.role("dev") == stacks.Role("dev")
+    assert stacks.role("dev.entries-2") == stacks.Role("dev", 2)
+    assert stacks.role("team.prod.entries-10") == stacks.Role("team.prod", 10)
+    # Not the names make and ./kns give entry stacks: ordinary stacks.
+    for name in ("dev.entries-02", "dev.entries-", "dev-entries-1", "dev.entries-1x"):
+        assert stacks.role(name) == stacks.Role(name), name
+    assert stacks.role("dev.entries-2").name == "dev.entries-2"
+    assert stacks.stacks("dev", None) == ["dev"]
+    assert stacks.stacks("dev", 2) == ["dev", "dev.entries-0", "dev.entries-1"]
+    assert stacks.config_arguments("dev") == []
+    assert stacks.config_arguments("a.b.entries-1") == ["--config-file", "Pulumi.a.b.yaml"]
+
+
+def test_an_entry_keeps_its_entry_stack_on_every_machine_and_the_stacks_fill_evenly():
+    """The hash is of the name alone (sha256, not Python's per-process hash): these are the
+    stacks existing states were written with; a change here would strand entries."""
+    assert [stacks.index_of(name, 10) for name in ("train-resnet", "hourly-sync", "new-0", "t-00", "s-03")] == \
+        [stacks.index_of(name, 10) for name in ("train-resnet", "hourly-sync", "new-0", "t-00", "s-03")]
+    pinned = {"train-resnet": 0, "vcluster-smoke": 0, "genomics-align": 0, "hourly-sync": 1, "weekly-finetune": 1,
+              "etl-nightly-backfill": 2, "nightly-report": 2}
+    assert {name: stacks.index_of(name, SPLIT) for name in pinned} == pinned
+    spread = Counter(stacks.index_of(f"cpu-{i}", 10) for i in range(2000))
+    assert set(spread) == set(range(10)) and max(spread.values()) < 1.3 * 200 and min(spread.values()) > 0.7 * 200
+    assert all(stacks.holder("dev", f"e-{i}", None) == "dev" for i in range(50))
+    grouped = stacks.group(["hourly-sync", "train-resnet", "nightly-report", "vcluster-smoke"], "dev", SPLIT)
+    assert grouped == {"dev.entries-0": ["train-resnet", "vcluster-smoke"], "dev.entries-1": ["hourly-sync"],
+                       "dev.entries-2": ["nightly-report"]}
+
+
+# ---- config --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [0, ENTRY_STACKS_MAX + 1, "3", True, 2.5, None])
+def test_a_bad_entry_stack_count_is_reported_at_its_path(value):
+    raw = split_config(state={"entryStacks": value})
+    with pytest.raises(Exception) as info:
+        run_program(raw, stack="dev")
+    assert "kns:state.entryStacks" in str(info.value), str(info.value)
+    assert "Traceback" not in str(info.value)
+
+
+def test_unknown_state_keys_are_reported_and_the_section_is_shared(tmp_path):
+    with pytest.raises(Exception) as info:
+        run_program(split_config(state={"entryStacks": 2, "stacks": 3}), stack="dev")
+    assert "kns:state.stacks" in str(info.value)
+    before = fingerprint.shared_digests({"kns:state": {"entryStacks": 2}})
+    after = fingerprint.shared_digests({"kns:state": {"entryStacks": 3}})
+    assert [key for key in before if before[key] != after[key]] == ["kns:state"]
+
+
+def test_an_entry_stack_name_is_not_a_stack_for_kns(tmp_path):
+    with pytest.raises(UsageError) as info:
+        load_stack(ROOT, "dev.entries-0")
+    assert str(info.value) == f"--stack dev.entries-0 {ENTRY_STACK_NAME.message}"
+
+
+# ---- the program in each role (Pulumi mocks) -----------------------------------------------
+
+
+def objects(run) -> dict[tuple[str, str], dict]:
+    """Every Kubernetes object the run registers (not its providers), by (type, name), with its inputs."""
+    found = {(r.type, r.name): r.inputs for r in run.kubernetes if r.type != "pulumi:providers:kubernetes"}
+    assert len(found) == len([r for r in run.kubernetes if r.type != "pulumi:providers:kubernetes"])
+    return found
+
+
+ENTRY_COMPONENTS = {"kns:workload:Job", "kns:workload:Schedule", "kns:workload:JobNamespace"}
+
+
+def test_the_stack_holds_the_platform_and_each_entry_stack_its_own_entries():
+    """The stacks partition the unsplit stack's objects: the platform's in the stack, each
+    entry's in the entry stack its name hashes to, every one with the same inputs."""
+    whole = run_program(dev_stack_config(), stack="dev")
+    platform = run_program(split_config(), stack="dev")
+    parts = [run_program(split_config(), stack=f"dev.entries-{i}") for i in range(SPLIT)]
+    _, plans = load_stack(ROOT, "dev")
+    names = {plan.entry.name for plan in plans}
+    assert not ENTRY_COMPONENTS & {r.type for r in platform.resources}
+    held: dict[str, int] = {}
+    for i, part in enumerate(parts):
+        here = {r.name for r in part.resources if r.type in ("kns:workload:Job", "kns:workload:Schedule")}
+        assert here and all(stacks.index_of(name, SPLIT) == i for name in here), (i, here)
+        held.update({name: i for name in here})
+        # Its entries, and the cluster's provider at its root, named as the platform names it.
+        assert {r.type for r in part.resources if not r.type.startswith("kubernetes:")} <= \
+            ENTRY_COMPONENTS | {"pulumi:pulumi:Stack", "pulumi:providers:kubernetes"}
+        assert [p.name for p in part.of_type("pulumi:providers:kubernetes")] == ["kns-dev-kubernetes"]
+        assert all(r.provider and "::kns-dev-kubernetes::" in r.provider for r in part.kubernetes
+                   if r.type != "pulumi:providers:kubernetes")
+    assert set(held) == names and len(names) == 7
+    split_objects = {key: value for part in parts for key, value in objects(part).items()}
+    assert sum(len(objects(part)) for part in parts) == len(split_objects) > 30
+    everything = objects(whole)
+    assert objects(platform).items() <= everything.items()
+    assert split_objects == {key: value for key, value in everything.items() if key not in objects(platform)}
+
+
+def test_the_outputs_of_the_stacks_merge_into_the_unsplit_stacks():
+    whole = run_program(dev_stack_config(), stack="dev").outputs
+    platform = run_program(split_config(), stack="dev").outputs
+    parts = [run_program(split_config(), stack=f"dev.entries-{i}").outputs for i in range(SPLIT)]
+    assert all(set(part) == set(ENTRY_OUTPUTS) for part in parts)
+    assert platform["namespaces"] == {} and fingerprint.OUTPUT in platform
+    merged = merge_outputs(platform, parts)
+
+    def runs_aside(outputs):  # nextRuns moves with the clock between two program runs
+        return {**outputs, "schedules": {k: {**v, "nextRuns": None} for k, v in outputs["schedules"].items()},
+                fingerprint.OUTPUT: None}
+    assert runs_aside(merged) == runs_aside(whole)
+    assert merged["namespaces"] == whole["namespaces"] and len(whole["namespaces"]) == 7
+
+
+@pytest.mark.parametrize("stack,config,said", [
+    ("dev.entries-3", split_config(), "its entry stacks are dev.entries-0 to dev.entries-2"),
+    ("dev.entries-0", dev_stack_config(), "it sets no kns:state.entryStacks"),
+])
+def test_an_entry_stack_the_config_does_not_have_is_refused(stack, config, said):
+    mocks = RecordingMocks()
+    with pytest.raises(Exception) as info:
+        run_program(config, stack=stack, mocks=mocks)
+    assert f"stack {stack} is not an entry stack of this stack (dev): {said}" in str(info.value)
+    assert not [r for r in mocks.resources if r.type.startswith("kubernetes:")]
+
+
+def test_on_a_site_an_entry_stack_reaches_the_workers_through_their_providers():
+    """An entry's copies on the workers (its namespace, LimitRange, queue...) go through
+    the workers' providers, registered in the entry stack as the platform stack names them."""
+    config = {**site(), "state": {"entryStacks": 2}}
+
+    def placed(run) -> set[tuple[str, str, str]]:
+        return {(r.type, r.name, r.provider.split("::")[3]) for r in run.kubernetes
+                if r.type != "pulumi:providers:kubernetes"}
+    whole = run_program(site(), secret_keys=SECRETS)
+    platform = run_program(config, secret_keys=SECRETS)
+    split = [run_program(config, secret_keys=SECRETS, stack=f"test.entries-{i}") for i in range(2)]
+    held = set().union(*(placed(part) for part in split))
+    workers = {w["name"] for w in site()["workers"]}
+    assert {provider for *_, provider in held} == {f"{site()['cluster']['name']}-kubernetes"} | \
+        {f"{w}-kubernetes" for w in workers}
+    assert held == placed(whole) - placed(platform) and held
+    for part in split:
+        assert {p.name for p in part.of_type("pulumi:providers:kubernetes")} == \
+            {f"{site()['cluster']['name']}-kubernetes"} | {f"{w}-kubernetes" for w in workers}
+        assert not part.of_type("kns:cluster:Worker")
+
+
+# ---- ./kns and make -------------------------------------------------------------------------
+
+
+def state(entries: dict[str, str]) -> StackState:
+    return StackState(None, {name: [f"urn:pulumi:{stack}::kns-platform::kns:workload:Job::{name}", "child"]
+                             for name, stack in entries.items()})
+
+
+def test_misplaced_entries_are_moved_forward_and_never_back():
+    states = {"dev": state({"train-resnet": "dev", "hourly-sync": "dev"}),
+              "dev.entries-0": state({"nightly-report": "dev.entries-0"})}
+    moves = layout.misplaced(states, "dev", SPLIT)
+    assert {(m.entry, m.source, m.dest, m.root) for m in moves} == {
+        ("train-resnet", "dev", "dev.entries-0", "urn:pulumi:dev::kns-platform::kns:workload:Job::train-resnet"),
+        ("hourly-sync", "dev", "dev.entries-1", "urn:pulumi:dev::kns-platform::kns:workload:Job::hourly-sync"),
+        ("nightly-report", "dev.entries-0", "dev.entries-2",
+         "urn:pulumi:dev.entries-0::kns-platform::kns:workload:Job::nightly-report")}
+    said = layout.problem(moves, "dev", SPLIT)
+    assert said.startswith("kns: kns:state.entryStacks is 3, and 3 entries are in another stack: ")
+    assert "Run `./kns restack`" in said and "nothing on the cluster changes" in said
+    assert layout.problem(layout.misplaced({"dev": state({"train-resnet": "dev"}),
+                                            "dev.entries-0": state({"vcluster-smoke": "dev.entries-0"})},
+                                           "dev", SPLIT), "dev", SPLIT) is not None
+    back = layout.misplaced({"dev.entries-0": state({"train-resnet": "dev.entries-0"})}, "dev", None)
+    assert "its config sets no kns:state.entryStacks: kns:state cannot be removed" in layout.problem(back, "dev", None)
+    assert layout.problem([], "dev", SPLIT) is None
+
+
+def test_previews_of_several_stacks_combine_into_one():
+    one = ({"steps": [{"op": "create"}], "diagnostics": [], "changeSummary": {"create": 1, "same": 4}}, 0)
+    two = ({"steps": [{"op": "same"}], "policyViolations": [{"policyName": "p"}], "changeSummary": {"same": 2}}, 1)
+    merged, status = preview_module.combine([one, two])
+    assert status == 1 and merged["changeSummary"] == {"create": 1, "same": 6}
+    assert merged["steps"] == [{"op": "create"}, {"op": "same"}] and merged["policyViolations"] == [{"policyName": "p"}]
+    assert preview_module.combine([one]) == one
+
+
+def split_project(tmp_path: Path) -> Path:
+    for name in ("Pulumi.yaml", "jobs"):
+        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, tmp_path / name)
+    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    document["config"]["kns:state"] = {"entryStacks": SPLIT}
+    (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    return tmp_path
+
+
+def test_kns_up_applies_each_entry_in_the_entry_stack_that_holds_it(monkeypatch, tmp_path):
+    project = split_project(tmp_path)
+    digest = fingerprint.platform_digest(read_stack_file(project, "dev").config, project)
+    cfg, plans = load_stack(project, "dev")
+    applied = entry_urns(cfg, plans, ["train-resnet"], "dev.entries-0", "kns-platform")
+    states = {"dev": StackState(digest, {}),
+              "dev.entries-0": StackState(None, {"train-resnet": applied[:1], "gone-job": ["urn:old", "urn:old-child"]}),
+              "dev.entries-1": StackState(None, {"hourly-sync": ["urn:h1"]})}
+    assert stacks.index_of("gone-job", SPLIT) == 0
+    read: list[str] = []
+    runs: list[tuple[str, list[str], dict]] = []
+    monkeypatch.setattr(preview_module, "toolchain", lambda: "/nonexistent/bin")
+    monkeypatch.setattr(up_module, "export_state", lambda _dir, stack, _env: read.append(stack) or states[stack])
+
+    def run(action, stack, command, **kwargs):
+        runs.append((stack, list(command), dict(kwargs["env"])))
+        return 0
+    monkeypatch.setattr(up_module.engine_run, "run", run)
+    out, err = io.StringIO(), io.StringIO()
+    assert up_module.run_up(project, cfg, plans, "dev", ["hourly-sync", "train-resnet", "gone-job"], {},
+                            out=out, err=err) == 0
+    assert read == ["dev", "dev.entries-0", "dev.entries-1"]  # never another entry stack
+    assert [stack for stack, *_ in runs] == ["dev.entries-0", "dev.entries-1"]
+    for stack, command, env in runs:
+        assert command[command.index("--stack") + 1] == stack
+        assert command[command.index("--config-file") + 1] == "Pulumi.dev.yaml"
+        assert env[TARGETED_RUN] and env["PULUMI_CONFIG_PASSPHRASE"] == preview_module.DEV_PASSPHRASE
+    (_, first, env0), (_, second, env1) = runs
+    targets = [first[i + 1] for i, a in enumerate(first) if a == "--target"]
+    assert targets == applied + ["urn:old", "urn:old-child"]
+    assert all(t.startswith("urn:pulumi:dev.entries-0::") for t in targets[:-2])
+    assert env0[ONLY_ENTRIES] == "train-resnet" and env1[ONLY_ENTRIES] == "hourly-sync"
+    assert "kns up: stack dev.entries-0, 2 entries (train-resnet, gone-job (removed))" in err.getvalue()
+    assert "kns up: stack dev.entries-1, 1 entry (hourly-sync)" in err.getvalue()
+
+
+def test_kns_up_on_a_split_stack_is_refused_by_the_stacks_own_record(monkeypatch, tmp_path):
+    project = split_project(tmp_path)
+    states = {"dev": StackState({"kns:state": "0" * 64}, {}), "dev.entries-0": StackState(None, {})}
+    monkeypatch.setattr(preview_module, "toolchain", lambda: "/nonexistent/bin")
+    monkeypatch.setattr(up_module, "export_state", lambda _dir, stack, _env: states[stack])
+    monkeypatch.setattr(up_module.engine_run, "run", lambda *a, **k: pytest.fail("the engine ran"))
+    cfg, plans = load_stack(project, "dev")
+    with pytest.raises(up_module.UpRefused) as info:
+        up_module.run_up(project, cfg, plans, "dev", ["train-resnet"], {}, out=io.StringIO(), err=io.StringIO())
+    assert "kns:state" in str(info.value)
+
+
+def test_make_outputs_merges_the_stacks_outputs(monkeypatch, tmp_path):
+    answers = {"dev": {"namespaces": {}, "schedules": {}, "nodePools": {"a": 1}},
+               "dev.entries-0": {"namespaces": {"b": "kns-b"}, "schedules": {}},
+               "dev.entries-1": {"namespaces": {"a": "kns-a"}, "schedules": {"a": {"schedule": "* * * * *"}}}}
+    monkeypatch.setattr(layout, "existing_stacks", lambda *a: list(answers))
+
+    def fake(command, **kwargs):
+        return subprocess.CompletedProcess(command, 0, json.dumps(answers[command[command.index("--stack") + 1]]), "")
+    monkeypatch.setattr(layout.subprocess, "run", fake)
+    assert layout.stack_outputs(tmp_path, "dev", {}) == {
+        "namespaces": {"a": "kns-a", "b": "kns-b"}, "schedules": {"a": {"schedule": "* * * * *"}},
+        "nodePools": {"a": 1}}
+
+
+# ---- the engine's side: an entry stack's config and secrets (the real CLI) ----------------------
+
+
+@pytest.fixture(scope="module")
+def pulumi_env(tmp_path_factory):
+    bin_dir = built_toolchain()
+    root = tmp_path_factory.mktemp("entry-stacks")
+    (root / "state").mkdir()
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(root), "PULUMI_BACKEND_URL": f"file://{root / 'state'}",
+           "PULUMI_CONFIG_PASSPHRASE": "entry-stacks", "PULUMI_SKIP_UPDATE_CHECK": "true",
+           "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true"}
+    project = root / "project"
+    project.mkdir()
+    shutil.copy(ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
+    return project, env
+
+
+def test_an_entry_stack_has_no_config_file_and_reads_the_stacks_secrets(pulumi_env):
+    project, env = pulumi_env
+
+    def pulumi(*args):
+        done = subprocess.run(["pulumi", *args, "--non-interactive"], cwd=project, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+    preview_module.select_stack(project, "prod", env)
+    pulumi("config", "set", "--secret", "kns:keycloakClientSecret", "s3cr3t", "--stack", "prod")
+    assert "s3cr3t" not in (project / "Pulumi.prod.yaml").read_text()
+    preview_module.select_stack(project, "prod.entries-0", env)
+    assert sorted(p.name for p in project.glob("Pulumi.*.yaml")) == ["Pulumi.prod.yaml"]
+    assert "prod.entries-0" in pulumi("stack", "ls")
+    got = pulumi("config", "get", "kns:keycloakClientSecret", "--stack", "prod.entries-0",
+                 *stacks.config_arguments("prod.entries-0"))
+    assert got.strip() == "s3cr3t"
+    preview_module.select_stack(project, "prod.entries-0", env)  # again: selected, nothing written
+    assert sorted(p.name for p in project.glob("Pulumi.*.yaml")) == ["Pulumi.prod.yaml"]
+
+
+def test_kns_restack_help_and_usage(capsys):
+    assert cli.main(["restack", "--stack", "dev.entries-1"]) == 2
+    assert ENTRY_STACK_NAME.message in capsys.readouterr().err
