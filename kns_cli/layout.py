@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 from config.errors import ConfigError
-from config.rules import ENTRY_STACK_NAME, ENTRY_STACKS_MAX, ENTRY_STACKS_UNSPLIT
+from config.models import StateLayout
+from config.rules import ENTRY_STACK_NAME, ENTRY_STACKS_UNSPLIT
 from config.source import NAMESPACE, read_stack_file
 from plan import stacks
 from plan.outputs import merge_outputs
@@ -52,10 +53,10 @@ def declared_entry_stacks(project_dir: Path, base: str) -> Optional[int]:
         config = read_stack_file(project_dir, base).config or {}
     except ConfigError:
         return None
-    state = config.get(f"{NAMESPACE}:state")
-    value = state.get("entryStacks") if isinstance(state, dict) else None
-    valid = type(value) is int and 1 <= value <= ENTRY_STACKS_MAX
-    return value if valid else None
+    try:
+        return StateLayout.model_validate(config[f"{NAMESPACE}:state"]).entry_stacks
+    except (KeyError, ValueError):
+        return None
 
 
 def existing_stacks(project_dir: Path, base: str, env: Mapping[str, str]) -> list[str]:

@@ -87,6 +87,16 @@ def test_a_bad_entry_stack_count_is_reported_at_its_path(value):
     assert "Traceback" not in str(info.value)
 
 
+@pytest.mark.parametrize("value,read", [(4, 4), (1, 1), (0, None), ("3", None), (True, None), (None, None)])
+def test_make_reads_the_count_as_the_program_does(tmp_path, value, read):
+    """scripts/up.sh runs the entry stacks `kns_cli.layout` reads from the stack file: a value
+    the program refuses runs the stack alone, whose program then reports it."""
+    (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": {"kns:state": {"entryStacks": value}}}))
+    assert layout.declared_entry_stacks(tmp_path, "dev") == read
+    (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": {"kns:cluster": {"name": "x"}}}))
+    assert layout.declared_entry_stacks(tmp_path, "dev") is None
+
+
 def test_unknown_state_keys_are_reported_and_the_section_is_shared(tmp_path):
     with pytest.raises(Exception) as info:
         run_program(split_config(state={"entryStacks": 2, "stacks": 3}), stack="dev")

@@ -322,6 +322,9 @@ MODEL_HELP = {
     "Queueing": "`kns:queueing`: queue entries through Kueue, and whether the program installs it. "
     "See docs/queueing.md.",
     "Queue": "A queue (a Kueue ClusterQueue): a quota per node pool, shared in a cohort. See docs/queueing.md.",
+    "StateLayout": "`kns:state`: where the stack's state lives. With entryStacks: N the platform stays in the "
+    "stack and the entries are spread over N entry stacks (<stack>.entries-<i>), so a one-entry `./kns up` "
+    "reads and writes one small stack. See docs/entry-stacks.md.",
     "QueuePreemption": "Kueue's preemption policy of the queue.",
     "Priority": "A priority (a Kueue WorkloadPriorityClass): queued Jobs with a higher value are admitted "
     "first and may preempt lower ones. See docs/queueing.md, \"Start times on a busy queue\".",
@@ -674,6 +677,7 @@ def _config_keys() -> dict[str, dict[str, Any]]:
         "priorities": {"type": ["array", "null"], "items": _ref("Priority"),
                        "description": "Priorities: Kueue WorkloadPriorityClasses that order queued Jobs and let "
                        "higher ones preempt lower ones. See docs/queueing.md."},
+        "state": _or_null(_ref("StateLayout")) | {"description": MODEL_HELP["StateLayout"]},
         "workers": {"type": ["array", "null"], "items": _ref("Worker"), "maxItems": rules.SITE_WORKERS_MAX,
                     "description": "Worker clusters of a MultiKueue site: kns:cluster is the manager, which "
                     "dispatches queued Jobs to them. See docs/multicluster.md."},
@@ -706,6 +710,7 @@ def stack_config_schema() -> dict[str, Any]:
     definitions = _definitions([
         models.Cluster, models.NodePool, models.PackingScheduler, models.KnsScheduler,
         models.Profile, models.Job, models.Schedule, models.Queueing, models.Queue, models.Priority, models.Worker,
+        models.StateLayout,
     ])
     definitions[SECURE] = _secure_value()
     definitions[CREDENTIALS] = _credential_sets()
