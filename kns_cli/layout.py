@@ -76,6 +76,7 @@ class Move:
     source: str
     dest: str
     root: str  # the URN of the entry's component in `source`
+    already: bool = False  # `dest` holds the entry too: an interrupted move
 
 
 def misplaced(states: Mapping[str, StackState], base: str, entry_stacks: Optional[int]) -> list[Move]:
@@ -85,7 +86,7 @@ def misplaced(states: Mapping[str, StackState], base: str, entry_stacks: Optiona
         for entry, urns in state.entries.items():
             dest = stacks.holder(base, entry, entry_stacks)
             if dest != stack:
-                moves.append(Move(entry, stack, dest, urns[0]))
+                moves.append(Move(entry, stack, dest, urns[0], entry in getattr(states.get(dest), "entries", {})))
     return moves
 
 
@@ -103,6 +104,14 @@ def problem(moves: Sequence[Move], base: str, entry_stacks: Optional[int]) -> Op
     """Why the stack cannot be run as it is, or None."""
     if not moves:
         return None
+    twice = [m for m in moves if m.already]
+    if twice:
+        shown = ", ".join(f"{m.entry} ({m.source} and {m.dest})" for m in twice)
+        return (f"kns: {len(twice)} {'entry is' if len(twice) == 1 else 'entries are'} in the state of two stacks, "
+                f"as an interrupted `pulumi state move` leaves them: {shown}. The copy in the second one is where "
+                f"the config puts it; remove the first from its stack's state (`pulumi state delete --stack <first> "
+                f"--yes` with the URNs `pulumi stack --stack <first> --show-urns` lists under the entry, children "
+                f"first: the state only, nothing on the cluster) and run this again. Nothing was run.")
     back = [m for m in moves if stacks.role(m.dest).index is None]
     shown = ", ".join(f"{m.entry} ({m.source} -> {m.dest})" for m in moves[:5]) + (
         f" and {len(moves) - 5} more" if len(moves) > 5 else "")
@@ -123,7 +132,7 @@ def restack(project_dir: Path, base: str, entry_stacks: Optional[int], env: Mapp
     out = out or sys.stdout
     moves = misplaced(read_states(project_dir, base, env, entry_stacks), base, entry_stacks)
     why = problem(moves, base, entry_stacks)
-    if why and any(stacks.role(m.dest).index is None for m in moves):
+    if why and any(stacks.role(m.dest).index is None or m.already for m in moves):
         raise UsageError(why.removeprefix("kns: "))
     pairs: dict[tuple[str, str], list[Move]] = {}
     for move in moves:

@@ -14,6 +14,8 @@ label`, `kubectl taint`.
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +30,7 @@ from kns_cli.preview import summary_module
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
 from kns_testing.kueue import start_kueue
 from kns_testing.program import ROOT, dev_stack_config, engine_project, registration_requests, run_program
+from plan import stacks
 from tests.test_e2e import Stack, Watch
 from tests.test_queueing import CONFIG as QUEUED_CONFIG
 from tests.test_queueing import without_queueing
@@ -609,3 +612,102 @@ def test_an_entry_that_becomes_a_schedule_keeps_its_namespace_and_its_new_cronjo
     assert_others_untouched(before, back, {name})
     assert state_entries(many) == config_entries(many)
     many.pulumi("preview", "--expect-no-changes")
+
+
+# ---- entry stacks (docs/entry-stacks.md): the 20-entry stack split, last of the module -------
+
+
+def with_make(stack: Stack) -> None:
+    """What `make up`, `make outputs` and `./kns` need in the stack's project copy (as a
+    checkout has them): the Makefile, scripts/up.sh and its helpers, kns_cli, the policy pack."""
+    for name in ("Makefile", "kns_cli", "policy", "versions.env", "requirements.txt"):
+        source = ROOT / name
+        # copy2: the Makefile's virtualenv step compares requirements.txt's time with the venv's.
+        (shutil.copytree if source.is_dir() else shutil.copy2)(source, stack.root / name)
+    (stack.root / "scripts" / "lib").mkdir(parents=True)
+    for name in ("up.sh", "preview-summary.py", "lib/engine.sh"):
+        shutil.copy2(ROOT / "scripts" / name, stack.root / "scripts" / name)
+    (stack.root / "scripts" / "toolchain.sh").write_text(f"#!/usr/bin/env bash\necho {script('toolchain.sh')}\n")
+    (stack.root / ".venv").symlink_to(ROOT / ".venv")
+
+
+def make(stack: Stack, target: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "--no-print-directory", target], cwd=stack.root,
+                          env={**stack.env, "KNS_STACK": "local"}, capture_output=True, text=True, timeout=1800)
+
+
+def split_state(stack: Stack, count: int) -> dict[str, set[str]]:
+    """Each Pulumi stack of the split stack -> the entries its state holds."""
+    return {name: set(up_module.read_state(json.loads(stack.pulumi("stack", "export", "--stack", name).stdout)).entries)
+            for name in stacks.stacks("local", count)}
+
+
+def assert_clean_everywhere(stack: Stack, count: int) -> None:
+    for name in stacks.stacks("local", count):
+        stack.pulumi("preview", "--expect-no-changes", "--stack", name, *stacks.config_arguments(name))
+
+
+def test_a_stack_split_into_entry_stacks_keeps_every_object_and_kns_up_applies_one_entry_stack(many, cluster):
+    """kns:state.entryStacks set on the applied 20-entry stack: `make up` refuses until
+    `./kns restack` has moved the entries' state into the entry stacks; after that `make
+    up` runs the stack and its three entry stacks and changes no object on the cluster (UIDs
+    and resourceVersions kept). Then `./kns up` adds, changes and removes one entry each in
+    the entry stack that holds it, every other object untouched, and a preview of every
+    stack is clean after each; `make outputs` shows every entry."""
+    count = 3
+    with_make(many)
+    before = many_objects(cluster)
+    history = len(json.loads(many.pulumi("stack", "history", "--json").stdout))
+    many.edit(lambda c: c.update({"kns:state": {"entryStacks": count}}))
+
+    refused = make(many, "up")
+    assert refused.returncode != 0 and "Run `./kns restack --stack local`" in refused.stderr, refused.stderr[-3000:]
+    assert "20 entries are in another stack" in refused.stderr, refused.stderr[-3000:]
+    assert len(json.loads(many.pulumi("stack", "history", "--json").stdout)) == history
+
+    moved = subprocess.run([sys.executable, "-m", "kns_cli", "restack", "--project-dir", str(many.root), "--stack",
+                            "local"], cwd=ROOT, env={**many.env, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                           text=True, timeout=900)
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    assert "kns restack: stack local (3 entry stacks): moved 20 entries" in moved.stdout, moved.stdout
+    held = split_state(many, count)
+    assert held["local"] == set() and set().union(*held.values()) == config_entries(many)
+    assert all(stacks.holder("local", name, count) == where for where, names in held.items() for name in names)
+
+    done = make(many, "up")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for name in stacks.stacks("local", count):
+        assert f"Update of stack {name}: " in done.stdout, done.stdout[-3000:]
+    assert not re.search(r"to (create|update|delete|replace)", done.stdout), done.stdout[-3000:]
+    after = many_objects(cluster)
+    assert {k: written(o) for k, o in after.items()} == {k: written(o) for k, o in before.items()}
+    assert_clean_everywhere(many, count)
+
+    def apply(name: str, edit) -> tuple[dict, dict]:
+        was = many_objects(cluster)
+        many.edit(edit)
+        done = kns_up(many, name)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        holder = stacks.holder("local", name, count)
+        assert f"kns up: stack {holder}, 1 entry ({name}" in done.stderr, done.stderr
+        now = many_objects(cluster)
+        assert_others_untouched(was, now, {name})
+        state = split_state(many, count)
+        assert set().union(*state.values()) == config_entries(many) and state["local"] == set()
+        assert_clean_everywhere(many, count)
+        return was, now
+
+    _, now = apply("t-split", lambda c: c["kns:jobs"].append(
+        {"name": "t-split", "user": "bob", "image": "busybox:1.37", "cpu": 0.1, "memory": 64}))
+    assert ("Job", "kns-t-split", "t-split") in now
+    was, now = apply("s-01", lambda c: next(s for s in c["kns:schedules"] if s["name"] == "s-01").update(
+        schedule="8 5 1 1 *"))
+    key = ("CronJob", "kns-s-01", "s-01")
+    assert now[key]["spec"]["schedule"] == "8 5 1 1 *" and now[key]["metadata"]["uid"] == was[key]["metadata"]["uid"]
+    _, now = apply("t-07", lambda c: c.update({"kns:jobs": [j for j in c["kns:jobs"] if j["name"] != "t-07"]}))
+    assert all(obj["metadata"].get("deletionTimestamp") for key, obj in now.items() if entry_of(key) == "t-07")
+
+    outputs = make(many, "outputs")
+    assert outputs.returncode == 0, outputs.stderr[-3000:]
+    shown = json.loads(outputs.stdout[outputs.stdout.index("{"):])
+    assert set(shown["namespaces"]) == config_entries(many) and "nodePools" in shown

@@ -228,6 +228,12 @@ def test_misplaced_entries_are_moved_forward_and_never_back():
     back = layout.misplaced({"dev.entries-0": state({"train-resnet": "dev.entries-0"})}, "dev", None)
     assert "its config sets no kns:state.entryStacks: kns:state cannot be removed" in layout.problem(back, "dev", None)
     assert layout.problem([], "dev", SPLIT) is None
+    # An interrupted move: the entry in both stacks. Named, never moved again.
+    twice = layout.misplaced({"dev": state({"train-resnet": "dev"}),
+                              "dev.entries-0": state({"train-resnet": "dev.entries-0"})}, "dev", SPLIT)
+    assert [(m.entry, m.already) for m in twice] == [("train-resnet", True)]
+    assert "1 entry is in the state of two stacks" in layout.problem(twice, "dev", SPLIT)
+    assert "train-resnet (dev and dev.entries-0)" in layout.problem(twice, "dev", SPLIT)
 
 
 def test_previews_of_several_stacks_combine_into_one():
