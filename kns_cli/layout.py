@@ -80,14 +80,16 @@ class Move:
 
 
 def misplaced(states: Mapping[str, StackState], base: str, entry_stacks: Optional[int]) -> list[Move]:
-    """Every entry some stack holds that the config puts in another."""
+    """Every entry some stack holds that the config puts in another, by destination (in
+    `stacks.stacks` order) and name: the same list whatever order the states hold them in."""
     moves = []
     for stack, state in states.items():
         for entry, urns in state.entries.items():
             dest = stacks.holder(base, entry, entry_stacks)
             if dest != stack:
                 moves.append(Move(entry, stack, dest, urns[0], entry in getattr(states.get(dest), "entries", {})))
-    return moves
+    return sorted(moves, key=lambda m: (-1 if stacks.role(m.dest).index is None else stacks.role(m.dest).index,
+                                        m.entry, m.source))
 
 
 def read_states(project_dir: Path, base: str, env: Mapping[str, str],
@@ -137,7 +139,7 @@ def restack(project_dir: Path, base: str, entry_stacks: Optional[int], env: Mapp
     pairs: dict[tuple[str, str], list[Move]] = {}
     for move in moves:
         pairs.setdefault((move.source, move.dest), []).append(move)
-    for (source, dest), group in sorted(pairs.items()):
+    for (source, dest), group in pairs.items():
         out.write(f"{'would move' if dry_run else 'moving'} {len(group)} "
                   f"{'entry' if len(group) == 1 else 'entries'} from {source} to {dest}: "
                   f"{', '.join(m.entry for m in group)}\n")

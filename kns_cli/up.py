@@ -7,7 +7,9 @@
 2. The stack's state is read (`pulumi stack export`): what the last `up` recorded of the
    shared sections (`platformDigest`, config/fingerprint.py), and the entries it holds.
    Each name must be an entry of the config (added or changed) or one the state holds and
-   the config no longer has (removed).
+   the config no longer has (removed). With entry stacks (plan/stacks.py,
+   docs/entry-stacks.md) the record is the stack's, and the entries are read from the
+   entry stacks that hold the named ones, no other.
 3. Anything shared that differs from the record (the cluster, node pools, schedulers,
    queueing, queues, priorities, profiles, credentials, the program's own files) or no
    record at all (a stack never fully applied): refused, naming the sections, with the
@@ -19,7 +21,9 @@
    under its component: the engine deletes those (`GenerateDeletes`). The program
    registers the platform and the named entries only (`ONLY_ENTRIES` with the run's token,
    config/invocation.py); every other entry stays in state and on the cluster untouched
-   (plan/targeting.py says why).
+   (plan/targeting.py says why). With entry stacks, one such update per entry stack
+   holding a named entry: what the engine carries is that stack's state, not the whole
+   stack's.
 
 Why neither a preview phase nor the policy pack in the engine: both cost what the state
 holds, not what the run changes. Each phase of `pulumi up` carries every resource of the

@@ -357,3 +357,19 @@ def test_an_entry_stack_has_no_config_file_and_reads_the_stacks_secrets(pulumi_e
 def test_kns_restack_help_and_usage(capsys):
     assert cli.main(["restack", "--stack", "dev.entries-1"]) == 2
     assert ENTRY_STACK_NAME.message in capsys.readouterr().err
+
+
+def test_the_documented_restack_session_is_what_kns_prints(monkeypatch, tmp_path, capsys):
+    """docs/entry-stacks.md's worked example: the dev stack applied in one stack, then given
+    entryStacks: 3 (the states stand in for the engine's; the lines are the commands')."""
+    project = split_project(tmp_path)
+    _, plans = load_stack(project, "dev")
+    states = {"dev": state({plan.entry.name: "dev" for plan in reversed(plans)})}
+    monkeypatch.setattr(layout, "read_states", lambda *a: states)
+    monkeypatch.setattr(preview_module, "toolchain", lambda: "/nonexistent/bin")
+    monkeypatch.setattr(preview_module, "select_stack", lambda *a, **k: None)
+    refused = layout.problem(layout.misplaced(states, "dev", SPLIT), "dev", SPLIT)
+    assert cli.main(["restack", "--project-dir", str(project), "--dry-run"]) == 0
+    session = f"$ make up\n{refused}\n$ ./kns restack --dry-run\n{capsys.readouterr().out}"
+    doc = (ROOT / "docs" / "entry-stacks.md").read_text()
+    assert session in doc, session
