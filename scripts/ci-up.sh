@@ -8,7 +8,10 @@
 # compared (a new branch, a force-push, an invalid config at BASE) or the targeted up is
 # refused (exit 3: something shared differs from what the last full up recorded, e.g. after
 # a failed full up). --converge runs `make up` with KNS_REFRESH=true: objects changed by
-# hand are read back and restored (the drift report is the step before it).
+# hand are read back and restored (the drift report is the step before it). Every full up
+# runs `./kns restack` first: a merged change of kns:state.entryStacks moves the entries'
+# state to their new stacks (state only; nothing to move is the usual case), which
+# `make up` would otherwise refuse (docs/entry-stacks.md).
 # KNS and MAKE name the commands (tests/test_workflows.py runs this with stand-ins).
 set -euo pipefail
 
@@ -20,11 +23,13 @@ refused=3
 
 full() {
   echo "ci-up: full up of stack $stack: $1"
+  "$kns" restack --stack "$stack"
   KNS_STACK=$stack "$make" up
 }
 
 if [ "$base" = --converge ]; then
   echo "ci-up: full up of stack $stack with refresh: converging state and cluster"
+  "$kns" restack --stack "$stack"
   KNS_STACK=$stack KNS_REFRESH=true "$make" up
   exit 0
 fi

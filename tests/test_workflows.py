@@ -258,12 +258,14 @@ echo "$(basename "$0") $* [KNS_STACK=${KNS_STACK:-} KNS_REFRESH=${KNS_REFRESH:-}
 case "$1" in
   changed) [ "$PLAN" = fail ] && { echo "kns changed: cannot compare" >&2; exit 2; }; echo "$PLAN" ;;
   up) [ "$(basename "$0")" = kns ] && exit "${UP_STATUS:-0}" ;;
+  restack) exit "${RESTACK_STATUS:-0}" ;;
 esac
 exit 0
 """
 
 
-def ci_up(tmp_path: Path, *args: str, plan: str = "none", up_status: int = 0) -> tuple[int, list[str], str]:
+def ci_up(tmp_path: Path, *args: str, plan: str = "none", up_status: int = 0,
+          restack_status: int = 0) -> tuple[int, list[str], str]:
     """Run scripts/ci-up.sh with stand-ins; its exit status, the calls made, its output."""
     for name in ("kns", "make"):
         (tmp_path / name).write_text(STAND_IN)
@@ -273,13 +275,16 @@ def ci_up(tmp_path: Path, *args: str, plan: str = "none", up_status: int = 0) ->
     done = subprocess.run(["bash", str(ROOT / "scripts" / "ci-up.sh"), *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=60,
                           env={**os.environ, "KNS": str(tmp_path / "kns"), "MAKE": str(tmp_path / "make"),
-                               "CALLS": str(calls), "PLAN": plan, "UP_STATUS": str(up_status)})
+                               "CALLS": str(calls), "PLAN": plan, "UP_STATUS": str(up_status),
+                               "RESTACK_STATUS": str(restack_status)})
     return done.returncode, calls.read_text().splitlines(), done.stdout + done.stderr
 
 
 BASE = "1" * 40
 CHANGED = f"kns changed --stack prod {BASE} HEAD --format up-plan [KNS_STACK= KNS_REFRESH=]"
 FULL = "make up [KNS_STACK=prod KNS_REFRESH=]"
+# Before every full up: entries moved to the entry stacks the config says (docs/entry-stacks.md).
+RESTACK = "kns restack --stack prod [KNS_STACK= KNS_REFRESH=]"
 
 
 def test_ci_up_applies_only_the_changed_entries_when_only_entries_changed(tmp_path):
@@ -298,13 +303,13 @@ def test_ci_up_applies_only_the_changed_entries_when_only_entries_changed(tmp_pa
 def test_ci_up_applies_the_whole_stack_otherwise(tmp_path, args, plan, why):
     code, calls, out = ci_up(tmp_path, *args, plan=plan)
     assert code == 0, out
-    assert calls[-1] == FULL and not any(c.startswith("kns up") for c in calls)
+    assert calls[-2:] == [RESTACK, FULL] and not any(c.startswith("kns up") for c in calls)
     assert f"ci-up: full up of stack prod: {why}" in out
 
 
 def test_ci_up_runs_the_full_up_when_the_targeted_one_is_refused_and_stops_when_it_fails(tmp_path):
     code, calls, out = ci_up(tmp_path, "prod", BASE, plan="targeted a", up_status=3)
-    assert (code, calls[1:]) == (0, ["kns up --stack prod a [KNS_STACK= KNS_REFRESH=]", FULL]), out
+    assert (code, calls[1:]) == (0, ["kns up --stack prod a [KNS_STACK= KNS_REFRESH=]", RESTACK, FULL]), out
     assert "the targeted up was refused" in out
     code, calls, out = ci_up(tmp_path, "prod", BASE, plan="targeted a", up_status=1)
     assert (code, calls[1:]) == (1, ["kns up --stack prod a [KNS_STACK= KNS_REFRESH=]"]), out
@@ -314,7 +319,16 @@ def test_ci_up_does_nothing_for_an_unchanged_stack_and_converges_on_schedule(tmp
     code, calls, out = ci_up(tmp_path, "prod", BASE, plan="none")
     assert (code, calls) == (0, [CHANGED]) and "did not change" in out
     code, calls, out = ci_up(tmp_path, "prod", "--converge")
-    assert (code, calls) == (0, ["make up [KNS_STACK=prod KNS_REFRESH=true]"]), out
+    assert (code, calls) == (0, [RESTACK, "make up [KNS_STACK=prod KNS_REFRESH=true]"]), out
+
+
+@pytest.mark.parametrize("args,plan", [(("prod", BASE), "full shared sections changed: kns:state"),
+                                       (("prod", "--converge"), "none")], ids=["full", "converge"])
+def test_ci_up_stops_when_the_entries_cannot_be_restacked(tmp_path, args, plan):
+    """A restack refused (kns:state removed once entries live in entry stacks) or failed:
+    no `make up` runs, and the job fails with restack's status."""
+    code, calls, out = ci_up(tmp_path, *args, plan=plan, restack_status=2)
+    assert code == 2 and calls[-1] == RESTACK and not any(c.startswith("make") for c in calls), out
 
 
 def test_both_workflows_discover_and_set_up_the_same_way():
