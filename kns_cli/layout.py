@@ -45,17 +45,21 @@ from .state import StackState, export_state
 MISPLACED = 3
 
 
+def _state_section(project_dir: Path, base: str) -> object:
+    try:
+        return (read_stack_file(project_dir, base).config or {}).get(f"{NAMESPACE}:state")
+    except ConfigError:
+        return None
+
+
 def declared_entry_stacks(project_dir: Path, base: str) -> Optional[int]:
     """`kns:state.entryStacks` as the stack file writes it, when it is a valid one; None
     otherwise. `make up` runs the stack itself first, whose program reports a bad value
     with every other problem, and applies nothing."""
+    section = _state_section(project_dir, base)
     try:
-        config = read_stack_file(project_dir, base).config or {}
-    except ConfigError:
-        return None
-    try:
-        return StateLayout.model_validate(config[f"{NAMESPACE}:state"]).entry_stacks
-    except (KeyError, ValueError):
+        return StateLayout.model_validate(section).entry_stacks if section is not None else None
+    except ValueError:
         return None
 
 
@@ -191,6 +195,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.action == "outputs":
             print(json.dumps(stack_outputs(project_dir, args.stack, os.environ), indent=2, sort_keys=True))
             return 0
+        if entry_stacks is None and _state_section(project_dir, args.stack) is not None:
+            return 0  # a kns:state the program refuses: its run says so, and applies nothing
         states = read_states(project_dir, args.stack, os.environ, entry_stacks)
         why = problem(misplaced(states, args.stack, entry_stacks), args.stack, entry_stacks)
         if why:

@@ -97,6 +97,25 @@ def test_make_reads_the_count_as_the_program_does(tmp_path, value, read):
     assert layout.declared_entry_stacks(tmp_path, "dev") is None
 
 
+def test_make_leaves_a_bad_count_to_the_program_and_stops_on_misplaced_entries(monkeypatch, tmp_path, capsys):
+    """`make up`'s check (kns_cli.layout check): with a kns:state the program refuses it
+    reads no state (the stack's run reports the value with every other problem); with a
+    valid one it exits 3 while an entry is elsewhere."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": {"kns:state": {"entryStacks": "three"}}}))
+    monkeypatch.setattr(layout, "read_states", lambda *a: pytest.fail("read the state"))
+    assert layout.main(["check", "dev"]) == 0
+    (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": {"kns:state": {"entryStacks": 3}}}))
+    monkeypatch.setattr(layout, "read_states", lambda *a: {"dev": state({"train-resnet": "dev"})})
+    assert layout.main(["check", "dev"]) == layout.MISPLACED
+    assert "train-resnet (dev -> dev.entries-0)" in capsys.readouterr().err
+    monkeypatch.setattr(layout, "read_states", lambda *a: {"dev": state({}),
+                                                          "dev.entries-0": state({"train-resnet": "dev.entries-0"})})
+    assert layout.main(["check", "dev"]) == 0
+    assert layout.main(["stacks", "dev"]) == 0 and capsys.readouterr().out.split() == stacks.stacks("dev", 3)
+    assert layout.main(["stacks", "dev.entries-1"]) == 2
+
+
 def test_unknown_state_keys_are_reported_and_the_section_is_shared(tmp_path):
     with pytest.raises(Exception) as info:
         run_program(split_config(state={"entryStacks": 2, "stacks": 3}), stack="dev")
