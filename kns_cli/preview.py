@@ -198,17 +198,12 @@ def run_preview(project_dir: Path, stack: str, urns: Sequence[str], names: Seque
 
 
 def combine(parts: Sequence[tuple[dict[str, Any], int]]) -> tuple[dict[str, Any], int]:
-    """The previews of several Pulumi stacks (a stack's entry stacks) as one: their steps,
-    diagnostics and policy violations, the counts summed; the first failing status."""
+    """The previews of several Pulumi stacks (a stack's entry stacks) as one
+    (scripts/preview-summary.py `combine`), with the first failing status."""
     if len(parts) == 1:
         return parts[0]
-    merged: dict[str, Any] = {"steps": [], "diagnostics": [], "policyViolations": [], "changeSummary": {}}
-    for preview, _ in parts:
-        for key in ("steps", "diagnostics", "policyViolations"):
-            merged[key] += preview.get(key) or []
-        for op, count in (preview.get("changeSummary") or {}).items():
-            merged["changeSummary"][op] = merged["changeSummary"].get(op, 0) + count
-    return merged, next((status for _, status in parts if status != 0), 0)
+    return summary_module().combine([preview for preview, _ in parts]), next(
+        (status for _, status in parts if status != 0), 0)
 
 
 def render_summary(preview: dict[str, Any], stack: str, names: Sequence[str], others: int) -> str:

@@ -255,6 +255,21 @@ def _count(sections: Iterable[Section]) -> dict[str, int]:
     return totals
 
 
+def combine(previews: list[dict[str, Any]]) -> dict[str, Any]:
+    """The previews of a stack's Pulumi stacks (the stack and its entry stacks,
+    docs/entry-stacks.md) as one: their steps, diagnostics and policy violations, each
+    change count summed."""
+    if len(previews) == 1:
+        return previews[0]
+    merged: dict[str, Any] = {"steps": [], "diagnostics": [], "policyViolations": [], "changeSummary": {}}
+    for preview in previews:
+        for key in ("steps", "diagnostics", "policyViolations"):
+            merged[key] += preview.get(key) or []
+        for op, count in (preview.get("changeSummary") or {}).items():
+            merged["changeSummary"][op] = merged["changeSummary"].get(op, 0) + count
+    return merged
+
+
 def summarise(preview: dict[str, Any], stack: Optional[str] = None, log: str = "") -> Summary:
     """The summary of one `pulumi preview --json` document (and the `--diff` log, for the
     policy violations)."""
@@ -427,7 +442,9 @@ def render(summary: Summary) -> str:
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("preview", help="the output of `pulumi preview --json` (- for stdin)")
+    parser.add_argument("previews", nargs="+", metavar="preview",
+                        help="the output of `pulumi preview --json` (- for stdin); several: those of a stack's "
+                             "Pulumi stacks (its entry stacks, docs/entry-stacks.md), summarised as one")
     parser.add_argument("--stack", help="the stack name for the heading (default: from the URNs)")
     parser.add_argument("--log", help="the output of `pulumi preview --diff`, for its policy violations")
     args = parser.parse_args(argv)
@@ -438,20 +455,23 @@ def main(argv: Optional[list[str]] = None) -> int:
         except OSError as error:
             print(f"preview-summary: cannot read {args.log}: {error.strerror}", file=sys.stderr)
             return 2
-    try:
-        text = sys.stdin.read() if args.preview == "-" else open(args.preview, encoding="utf-8").read()
-    except OSError as error:
-        print(f"preview-summary: cannot read {args.preview}: {error.strerror}", file=sys.stderr)
-        return 2
-    try:
-        preview = json.loads(text)
-    except json.JSONDecodeError as error:
-        print(f"preview-summary: {args.preview} is not the JSON of `pulumi preview --json`: {error}", file=sys.stderr)
-        return 2
-    if not isinstance(preview, dict):
-        print(f"preview-summary: {args.preview} is not the JSON of `pulumi preview --json`", file=sys.stderr)
-        return 2
-    sys.stdout.write(render(summarise(preview, args.stack, log)))
+    previews = []
+    for name in args.previews:
+        try:
+            text = sys.stdin.read() if name == "-" else open(name, encoding="utf-8").read()
+        except OSError as error:
+            print(f"preview-summary: cannot read {name}: {error.strerror}", file=sys.stderr)
+            return 2
+        try:
+            preview = json.loads(text)
+        except json.JSONDecodeError as error:
+            print(f"preview-summary: {name} is not the JSON of `pulumi preview --json`: {error}", file=sys.stderr)
+            return 2
+        if not isinstance(preview, dict):
+            print(f"preview-summary: {name} is not the JSON of `pulumi preview --json`", file=sys.stderr)
+            return 2
+        previews.append(preview)
+    sys.stdout.write(render(summarise(combine(previews), args.stack, log)))
     return 0
 
 

@@ -207,18 +207,26 @@ def test_preview_validates_then_previews_with_the_policy_pack_and_summarises():
     job = stack_job(document)
     validate = step_index(job, './kns validate --stack "$STACK"')
     select = step_index(job, 'pulumi stack select "$STACK" --create')
-    diff = step_index(job, "pulumi preview --stack \"$STACK\" --diff")
+    diff = step_index(job, "--diff --non-interactive")
     as_json = step_index(job, "--json")
     summary = step_index(job, "scripts/preview-summary.py")
     assert validate < select < diff < as_json < summary
     previews = runs(job, "pulumi preview")
     assert len(previews) == 2 and all("--policy-pack policy" in line for line in previews)
+    # Every Pulumi stack of the stack (its entry stacks too, docs/entry-stacks.md), each with
+    # the stack's config, listed once by the select step (which creates missing entry stacks).
+    assert 'python -m kns_cli.layout stacks "$STACK" > build/stacks.txt' in job["steps"][select]["run"]
+    assert 'python -m kns_cli.layout init "$each"' in job["steps"][select]["run"]
+    for step in (diff, as_json):
+        run = job["steps"][step]["run"]
+        assert 'pulumi preview --stack "$each" $(python -m kns_cli.layout config "$each")' in run
+        assert "done < build/stacks.txt" in run and 'exit "$status"' in run
     assert "--show-sames" in job["steps"][as_json]["run"]
-    assert '> "build/preview-$STACK.json"' in job["steps"][as_json]["run"]
-    assert ('scripts/preview-summary.py "build/preview-$STACK.json" --stack "$STACK" \\\n'
+    assert '> "build/preview-$STACK/$each.json"' in job["steps"][as_json]["run"]
+    assert ('scripts/preview-summary.py "build/preview-$STACK"/*.json --stack "$STACK" \\\n'
             '    --log "build/preview-$STACK.log" >> "$GITHUB_STEP_SUMMARY"' in job["steps"][summary]["run"])
     # The policy violations reach the summary through the diff step's log.
-    assert '| tee "build/preview-$STACK.log"' in job["steps"][diff]["run"]
+    assert '| tee -a "build/preview-$STACK.log"' in job["steps"][diff]["run"]
     # The summary also comes when the diff step failed (a policy or program error).
     assert "!cancelled()" in job["steps"][as_json]["if"] and "!cancelled()" in job["steps"][summary]["if"]
     assert not runs(job, "pulumi up")
@@ -241,7 +249,9 @@ def test_up_validates_then_applies_one_stack_at_a_time_in_its_environment():
     assert job["steps"][fetch]["env"]["BEFORE"] == job["steps"][up]["env"]["BEFORE"] == "${{ github.event.before }}"
     assert job["steps"][drift]["if"] == "github.event_name != 'push'"
     assert "--policy-pack policy" in job["steps"][drift]["run"]
-    assert 'scripts/preview-summary.py "build/drift-$STACK.json" --stack "$STACK"' in job["steps"][drift]["run"]
+    assert 'scripts/preview-summary.py "build/drift-$STACK"/*.json --stack "$STACK"' in job["steps"][drift]["run"]
+    assert 'for each in $(python -m kns_cli.layout stacks "$STACK")' in job["steps"][drift]["run"]
+    assert 'python -m kns_cli.layout init "$each"' in job["steps"][select]["run"]
     assert 'scripts/ci-up.sh "$STACK" "$BEFORE"' in job["steps"][up]["run"]
     assert 'scripts/ci-up.sh "$STACK" --converge' in job["steps"][up]["run"]
     assert not runs(job, "pulumi up")
