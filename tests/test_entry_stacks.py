@@ -392,3 +392,26 @@ def test_the_documented_restack_session_is_what_kns_prints(monkeypatch, tmp_path
     session = f"$ make up\n{refused}\n$ ./kns restack --dry-run\n{capsys.readouterr().out}"
     doc = (ROOT / "docs" / "entry-stacks.md").read_text()
     assert session in doc, session
+
+
+def test_recover_runs_every_step_on_every_stack_the_stacks_first(monkeypatch, tmp_path):
+    from kns_cli import recover as recover_module
+    project = split_project(tmp_path)
+    cfg, plans = load_stack(project, "dev")
+    selected, released, commands = [], [], []
+    monkeypatch.setattr(preview_module, "toolchain", lambda: "/nonexistent/bin")
+    monkeypatch.setattr(preview_module, "select_stack", lambda _d, stack, _e, create=True: selected.append((stack, create)))
+    monkeypatch.setattr(recover_module, "release_lock", lambda _d, _p, stack, _e, _f: released.append(stack))
+
+    def pulumi(args, *_, **__):
+        commands.append(list(args))
+        return subprocess.CompletedProcess(args, 0, json.dumps({"deployment": {"resources": []}}), "")
+    monkeypatch.setattr(recover_module, "pulumi", pulumi)
+    assert recover_module.run_recover(project, cfg, plans, "dev", {"PULUMI_BACKEND_URL": "s3://x"}) == 0
+    every = stacks.stacks("dev", SPLIT)
+    assert selected == [("dev", False)] + [(name, True) for name in every[1:]] and released == every
+    for verb in ("up", "preview"):
+        ran = [c for c in commands if c[0] == verb]
+        assert [c[c.index("--stack") + 1] for c in ran] == every
+        assert all(("--config-file" in c) == (c[c.index("--stack") + 1] != "dev") for c in ran)
+    assert [c[c.index("--stack") + 1] for c in commands if c[:2] == ["stack", "export"]] == every
