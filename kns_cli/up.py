@@ -128,12 +128,15 @@ def run_up(project_dir: Path, cfg: PlatformConfig, plans: list[WorkloadPlan], st
     probe = preview_module.engine_environment(project_dir, stack, (), bin_dir, environ)
     entry_stacks = cfg.state.entry_stacks if cfg.state else None
     platform = export_state(project_dir, stack, probe)
+    current = fingerprint.platform_digest(read_stack_file(project_dir, stack).config or {}, project_dir)
+    changed = fingerprint.differences(platform.digest, current)
+    if changed and entry_stacks is not None:
+        # Before reading entry stacks a new kns:state may not have made yet.
+        raise UpRefused(refusal(stack, changed, platform.digest))
     holders = stacks.group(names, stack, entry_stacks)
     states = {holder: platform if holder == stack else export_state(project_dir, holder, probe) for holder in holders}
     held = StackState(platform.digest, {name: urns for state in states.values() for name, urns in state.entries.items()})
     present, removed = split_names(plans, held, names, stack)
-    current = fingerprint.platform_digest(read_stack_file(project_dir, stack).config or {}, project_dir)
-    changed = fingerprint.differences(platform.digest, current)
     if changed:
         raise UpRefused(refusal(stack, changed, platform.digest))
     project = preview_module.project_name(project_dir)
