@@ -159,7 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "created or updated, an entry only the state still has is destroyed; every other entry and "
                     "the platform stay as they are. Refused, with nothing applied, when anything shared (cluster, "
                     "node pools, schedulers, queueing, queues, priorities, profiles, credentials, the program's "
-                    "files) changed since the last full `make up`. Exit 1 when the config is invalid or the up "
+                    "files) changed since the last full `make up`. On a stack with entry stacks (kns:state), each "
+                    "entry is applied in the entry stack that holds it. Exit 1 when the config is invalid or the up "
                     "fails, 2 for a name neither the config nor the state has, 3 when refused. See docs/cli.md.")
     up.add_argument("entries", nargs="+", metavar="ENTRY", help="entry names (at least one)")
     up.add_argument("--verbose", action="store_true", help="show the engine's output on the terminal too (as VERBOSE=1)")
