@@ -46,7 +46,9 @@ def up_sh(tmp_path):
     shutil.copy(ROOT / "scripts" / "up.sh", scripts / "up.sh")
     shutil.copy(ROOT / "scripts" / "lib" / "engine.sh", scripts / "lib" / "engine.sh")
     shutil.copy(ROOT / "scripts" / "preview-summary.py", scripts / "preview-summary.py")
-    shutil.copytree(ROOT / "kns_cli", tmp_path / "kns_cli", ignore=shutil.ignore_patterns("__pycache__"))
+    # kns_cli, and what its layout module reads the stack's entry stacks with (docs/entry-stacks.md).
+    for package in ("kns_cli", "config", "plan"):
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     stub_bin = tmp_path / "stub-bin"
     stub_bin.mkdir()
     (scripts / "toolchain.sh").write_text(f"#!/usr/bin/env bash\necho {stub_bin}\n")
@@ -137,7 +139,9 @@ def test_outputs_reads_the_stack_make_up_wrote_with_its_backend_and_passphrase(u
     for key in ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE"):
         assert ran["stack"][key] == up["stack"][key]
     args = [line.split() for line in (up_sh / "pulumi.log.args").read_text().splitlines()]
-    assert ["stack", "output", "--json", "--non-interactive"] in args
+    # Of every Pulumi stack of the stack (one here: no entry stacks), merged (docs/entry-stacks.md).
+    assert ["stack", "output", "--json", "--stack", "dev", "--non-interactive"] in args
+    assert not any(a[:2] == ["stack", "init"] for a in args)
 
 
 def test_kns_outputs_runs_make_outputs_for_its_stack():
