@@ -15,7 +15,9 @@ compares arms of the same run.
 Engine settings: `default` is the engine and the Kubernetes provider as they ship (a plain
 `pulumi up`); `tuned` is scripts/lib/engine.sh, which scripts/up.sh sources. `default`
 runs in the first round only: at 300 entries its `up` takes about half an hour.
-`--levers N` adds, at N entries, `default` with its preview and `tuned` without each of its
+`tuned, entry stacks of 100` is `tuned` on the stack split into entry stacks of about 100
+entries each (docs/entry-stacks.md): the stack and every entry stack run in turn, as `make
+up` runs them, their times summed. `--levers N` adds, at N entries, `default` with its preview and `tuned` without each of its
 settings in turn. `--arms tuned` runs only the named arms (comma-separated): at 1,000
 entries `default`'s `up` would take hours.
 
@@ -42,8 +44,10 @@ import yaml
 
 from common import synthetic_config, table, write
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
+from kns_cli import preview as preview_module
 from kns_cli.engine import engine_settings
 from kns_testing.program import PROJECT_FILES, engine_project
+from plan import stacks
 
 PASSPHRASE = "bench"
 FIELD_MANAGER = "kns-bench-kubectl"
@@ -61,6 +65,8 @@ class Arm:
     preview: bool = False
     no_change: bool = True
     every_round: bool = True
+    # Entries per entry stack (kns:state.entryStacks, docs/entry-stacks.md); 0: one stack.
+    per_stack: int = 0
 
 
 def without(*names: str) -> dict[str, str]:
@@ -71,6 +77,8 @@ ARMS = {
     "default": Arm({}, every_round=False),
     "tuned": Arm(TUNED),
     "tuned with preview": Arm(TUNED, preview=True, no_change=False),
+    # Every Pulumi stack run in turn, as `make up` runs them; the times are their sums.
+    "tuned, entry stacks of 100": Arm(TUNED, per_stack=100),
 }
 LEVERS = {
     "default with preview": Arm({}, preview=True, no_change=False, every_round=False),
@@ -163,14 +171,24 @@ def engine(state: Path, bin_dir: str, config: dict, arm: Arm, jobs: int) -> dict
     out: dict[str, float] = {}
     with local_cluster(state / "cluster", nodes()) as cluster:
         target = {"name": config["cluster"]["name"], "kubeconfig": str(cluster.kubeconfig)}
-        project = Project(state / "project", bin_dir, {**config, "cluster": target}, base_env=cluster.env)
+        split = max(1, round((len(config["jobs"]) + len(config["schedules"])) / arm.per_stack)) if arm.per_stack else None
+        project = Project(state / "project", bin_dir, {**config, "cluster": target,
+                                                        **({"state": {"entryStacks": split}} if split else {})},
+                          base_env=cluster.env)
+        every = stacks.stacks("bench", split)
+        for name in every[1:]:
+            preview_module.select_stack(project.root, name, project.env)
+
+        def run(*args: str) -> tuple[float, float]:
+            times = [project.pulumi(arm.env, *args, "--stack", name, *stacks.config_arguments(name)) for name in every]
+            return sum(wall for wall, _ in times), sum(cpu for _, cpu in times)
         fresh = ("up", "--yes") if arm.preview else ("up", "--yes", "--skip-preview")
-        out["up"], out["up_cpu"] = project.pulumi(arm.env, *fresh)
+        out["up"], out["up_cpu"] = run(*fresh)
         if arm.no_change:
             settle(cluster, jobs)
             for key, args in (("noop_up", ("up", "--yes")), ("noop_up_skip_preview", ("up", "--yes", "--skip-preview")),
                               ("preview", ("preview",))):
-                out[key], out[f"{key}_cpu"] = project.pulumi(arm.env, *args, "--expect-no-changes")
+                out[key], out[f"{key}_cpu"] = run(*args, "--expect-no-changes")
     return out
 
 
