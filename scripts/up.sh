@@ -77,7 +77,7 @@ if [ "$action" != outputs ]; then
   done
   pulumi stack select "$stack" --non-interactive
 fi
-# shellcheck disable=SC2046  # an entry stack's --config-file, or nothing
+# An entry stack's --config-file Pulumi.<stack>.yaml, or nothing (word-split on purpose).
 config_of() { "$py" -m kns_cli.layout config "$1"; }
 
 case "$action" in
