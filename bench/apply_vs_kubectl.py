@@ -15,7 +15,7 @@ compares arms of the same run.
 Engine settings: `default` is the engine and the Kubernetes provider as they ship (a plain
 `pulumi up`); `tuned` is scripts/lib/engine.sh, which scripts/up.sh sources. `default`
 runs in the first round only: at 300 entries its `up` takes about half an hour.
-`tuned, entry stacks of 100` is `tuned` on the stack split into entry stacks of about 100
+`tuned in entry stacks of 100` is `tuned` on the stack split into entry stacks of about 100
 entries each (docs/entry-stacks.md): the stack and every entry stack run in turn, as `make
 up` runs them, their times summed. `--levers N` adds, at N entries, `default` with its preview and `tuned` without each of its
 settings in turn. `--arms tuned` runs only the named arms (comma-separated): at 1,000
@@ -78,7 +78,7 @@ ARMS = {
     "tuned": Arm(TUNED),
     "tuned with preview": Arm(TUNED, preview=True, no_change=False),
     # Every Pulumi stack run in turn, as `make up` runs them; the times are their sums.
-    "tuned, entry stacks of 100": Arm(TUNED, per_stack=100),
+    "tuned in entry stacks of 100": Arm(TUNED, per_stack=100),
 }
 LEVERS = {
     "default with preview": Arm({}, preview=True, no_change=False, every_round=False),
