@@ -42,7 +42,7 @@ from typing import Optional
 
 import yaml
 
-from common import synthetic_config, table, write
+from common import recorded, synthetic_config, table, write
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
 from kns_cli import preview as preview_module
 from kns_cli.engine import engine_settings
@@ -247,4 +247,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with recorded("apply_vs_kubectl"):
+        main()

@@ -24,7 +24,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from common import ROOT, table, write
+from common import ROOT, recorded, table, write
 from config.loader import check_config
 from kns_testing.cluster import Cluster, local_cluster, script
 from plan.nodepools import nodepool_manifest
@@ -132,4 +132,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with recorded("autoscale_warmup"):
+        main()

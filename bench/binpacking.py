@@ -9,7 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import table, write
+from common import recorded, table, write
 from config.models import PackingScheduler
 from plan.schedulers import scheduler_configuration_yaml
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
@@ -83,4 +83,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with recorded("binpacking"):
+        main()

@@ -8,8 +8,9 @@ import platform
 import sys
 import time
 import tracemalloc
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "build" / "bench"
@@ -83,11 +84,31 @@ def machine() -> dict[str, Any]:
     return {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()}
 
 
-def write(name: str, payload: dict[str, Any]) -> Path:
+def _dump(name: str, payload: dict[str, Any]) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps({"machine": machine(), **payload}, indent=2))
     return path
+
+
+def write(name: str, payload: dict[str, Any]) -> Path:
+    """The benchmark's complete result."""
+    return _dump(name, {"status": "complete", **payload})
+
+
+@contextmanager
+def recorded(name: str) -> Iterator[dict[str, Any]]:
+    """Run a benchmark so that its result file always says how its last run ended: it is
+    replaced by a `running` record before the first measurement, so a run that fails or is
+    killed never leaves an older run's success behind, and a failure is written (with
+    whatever the benchmark put in the yielded dict so far) as `failed`, with the error."""
+    partial: dict[str, Any] = {}
+    _dump(name, {"status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    try:
+        yield partial
+    except BaseException as error:
+        _dump(name, {"status": "failed", "error": f"{type(error).__name__}: {error}", **partial})
+        raise
 
 
 def table(headers: list[str], rows: list[list[Any]]) -> str:

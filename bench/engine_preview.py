@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from common import ROOT, synthetic_config, table, write
+from common import ROOT, recorded, synthetic_config, table, write
 from kns_testing.program import engine_project, run_program
 
 SIZES = [int(a) for a in sys.argv[1:]] or [10, 100, 500]
@@ -52,4 +52,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with recorded("engine_preview"):
+        main()

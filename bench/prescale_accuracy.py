@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from common import table, write
+from common import recorded, table, write
 from plan import wait
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 30
@@ -69,4 +69,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with recorded("prescale_accuracy"):
+        main()

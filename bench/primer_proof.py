@@ -11,7 +11,7 @@ import statistics
 import sys
 import time
 
-from common import table, write
+from common import recorded, table, write
 from config import prescale
 from kns_testing import cron_oracle
 
@@ -110,4 +110,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with recorded("primer_proof"):
+        main()

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from common import table, write
+from common import recorded, table, write
 from kns_testing.cluster import Cluster, local_cluster, node_manifest
 from kns_testing.kueue import start_kueue
 
@@ -156,4 +156,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with recorded("priority_start"):
+        main()

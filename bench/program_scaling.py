@@ -13,7 +13,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi.runtime import settings
 
-from common import measure_interleaved, synthetic_config, table, write
+from common import measure_interleaved, recorded, synthetic_config, table, write
 from config import prescale
 from kns_testing.program import RecordingMocks, run_program
 
@@ -110,4 +110,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with recorded("program_scaling"):
+        main()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from common import measure_interleaved, table, write
+from common import measure_interleaved, recorded, table, write
 from config.loader import check_config
 from kns_testing.program import ROOT
 from plan.planner import plan_checked
@@ -52,4 +52,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with recorded("queue_fit"):
+        main()

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from common import ROOT, synthetic_config, table, write
+from common import ROOT, recorded, synthetic_config, table, write
 from kns_cli.preview import preview_arguments
 from kns_cli.stack import load_stack
 from kns_testing.program import engine_project
@@ -118,4 +118,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with recorded("targeted_preview"):
+        main()

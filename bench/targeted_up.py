@@ -54,7 +54,7 @@ from typing import Callable, Optional
 import yaml
 
 from apply_vs_kubectl import nodes, settle
-from common import ROOT, synthetic_config, table, write
+from common import ROOT, recorded, synthetic_config, table, write
 from kns_cli.engine import engine_settings
 from kns_testing.cluster import Cluster, local_cluster, script
 from kns_testing.program import engine_project
@@ -224,4 +224,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with recorded("targeted_up"):
+        main()

@@ -163,11 +163,20 @@ def kubernetes_types(cfg: PlatformConfig, plans: Sequence[WorkloadPlan], state: 
     return {t for t in types if t.startswith("kubernetes:") and not t.endswith("Patch")}
 
 
-def kubectl_resource(type_token: str) -> str:
-    """`kubernetes:apps/v1:Deployment` -> `deployment.v1.apps`; core kinds by name."""
+def group_kind(type_token: str) -> tuple[str, str]:
+    """`kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue` -> (`kueue.x-k8s.io`, `ClusterQueue`).
+    An object is the same object whichever version the server serves it in (Kueue serves
+    v1beta2 and stops serving v1beta1), so the sweep never keys on the version."""
     _, api, kind = type_token.split(":")
-    group, _, version = api.rpartition("/")
-    return kind.lower() if group == "core" else f"{kind.lower()}.{version}.{group}"
+    group = api.rpartition("/")[0]
+    return ("" if group == "core" else group), kind
+
+
+def kubectl_resource(type_token: str) -> str:
+    """`kubernetes:apps/v1:Deployment` -> `deployment.apps`; core kinds by name. No version:
+    the server answers in the version it prefers, the one the sweep needs to see."""
+    group, kind = group_kind(type_token)
+    return f"{kind.lower()}.{group}" if group else kind.lower()
 
 
 def type_token(obj: Mapping[str, Any]) -> str:
@@ -178,6 +187,13 @@ def type_token(obj: Mapping[str, Any]) -> str:
 def object_id(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else str(meta.get("name"))
+
+
+def identity(type_or_obj: str | Mapping[str, Any], object_name: str | None = None) -> tuple[str, str, str]:
+    """Group, kind and `namespace/name` of a state resource (its type and id) or a live object."""
+    if isinstance(type_or_obj, str):
+        return (*group_kind(type_or_obj), str(object_name))
+    return (*group_kind(type_token(type_or_obj)), object_id(type_or_obj))
 
 
 def state_resources(project_dir: Path, stack: str, env: Mapping[str, str], step: str) -> list[dict[str, Any]]:
@@ -222,26 +238,30 @@ def kubectl(access: Sequence[str], *args: str, check: bool = True) -> subprocess
 def labelled(access: Sequence[str], cluster: str, types: set[str]) -> list[dict]:
     """Every object of the given types that carries the stack's cluster label."""
     found = []
-    for token in sorted(types):
-        done = kubectl(access, "get", kubectl_resource(token), "--all-namespaces", "-l", f"{LABEL_CLUSTER}={cluster}",
+    for resource in sorted({kubectl_resource(token) for token in types}):
+        done = kubectl(access, "get", resource, "--all-namespaces", "-l", f"{LABEL_CLUSTER}={cluster}",
                        "-o", "json", check=False)
         if done.returncode != 0:
             if "the server doesn't have a resource type" in done.stderr:
                 continue  # its CRD is not installed: no object of it can exist
-            raise RecoverFailed(f"kubectl get {kubectl_resource(token)} failed: {done.stderr.strip()}")
-        for obj in json.loads(done.stdout).get("items") or []:
-            obj.setdefault("apiVersion", token.split(":")[1].replace("core/", ""))
-            obj.setdefault("kind", token.split(":")[2])
-            found.append(obj)
+            raise RecoverFailed(f"kubectl get {resource} failed: {done.stderr.strip()}")
+        found += json.loads(done.stdout).get("items") or []
     return found
 
 
 def orphans(access: Sequence[str], cluster: str, types: set[str], state: Sequence[Mapping[str, Any]]) -> list[dict]:
     """The platform's objects in the cluster that the state does not hold."""
-    owned = {(str(r.get("type")), str(r.get("id"))) for r in state}
-    return [obj for obj in labelled(access, cluster, types)
+    return unowned(labelled(access, cluster, types), state)
+
+
+def unowned(live: Sequence[Mapping[str, Any]], state: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """The live objects no state resource holds, matched by group, kind and identity (never the
+    API version: an object the state wrote as v1beta1 is the one the server now lists as
+    v1beta2). Objects owned by another object, or being deleted, are not the sweep's."""
+    owned = {identity(str(r["type"]), r.get("id")) for r in state if str(r.get("type", "")).startswith("kubernetes:")}
+    return [dict(obj) for obj in live
             if not obj["metadata"].get("ownerReferences") and not obj["metadata"].get("deletionTimestamp")
-            and (type_token(obj), object_id(obj)) not in owned]
+            and identity(obj) not in owned]
 
 
 def scope(obj: Mapping[str, Any]) -> list[str]:

@@ -13,6 +13,7 @@ from typing import Iterator, Sequence
 
 import yaml
 
+from . import pace
 from .program import ROOT
 
 
@@ -73,11 +74,13 @@ def local_cluster(state: Path, nodes: Sequence[dict] = ()) -> Iterator[Cluster]:
     far it got."""
     bin_dir = script("cluster-build.sh")
     try:
+        started = time.monotonic()
         script("cluster-up.sh", str(state), timeout=600)
+        pace.measured(time.monotonic() - started)
         live = Cluster(state, bin_dir)
         if nodes:
             live.apply(*nodes)
-            live.wait(lambda: ready_nodes(live) == len(nodes), 120, message="kwok nodes Ready")
+            live.wait(lambda: ready_nodes(live) == len(nodes), pace.slack(), message="kwok nodes Ready")
         yield live
     finally:
         script("cluster-down.sh", str(state), timeout=300)

@@ -92,22 +92,46 @@ CONFIG_HASH = "kns.io/kueue-config"
 KUBE_SCORE_IGNORED = ("pod-networkpolicy", "deployment-replicas")
 
 
+# The fields of Kueue's Configuration the program sets from `kns:queueing`; the rest is
+# upstream's. A Kueue the tests run as a process is started with exactly these, taken from
+# the configuration the program renders (kns_testing/kueue.py `start_kueue`).
+OWNED_FIELDS = ("waitForPodsReady",)
+
+
+def owned_configuration(wait_for_pods_ready: Optional[str] = None) -> dict[str, Any]:
+    """What `kns:queueing` sets in Kueue's Configuration: `waitForPodsReady` evicts and
+    requeues whole an admitted Job whose pods are not all Ready within the timeout."""
+    owned: dict[str, Any] = {}
+    if wait_for_pods_ready:
+        owned["waitForPodsReady"] = {"timeout": wait_for_pods_ready}
+    return owned
+
+
+def configuration(objects: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    """Kueue's Configuration as the given install objects carry it (its ConfigMap)."""
+    for obj in objects:
+        if obj["kind"] == "ConfigMap" and CONFIG_KEY in (obj.get("data") or {}):
+            return yaml.safe_load(obj["data"][CONFIG_KEY])
+    return None
+
+
 def install_objects(upstream: list[dict[str, Any]], cluster: str, pools: list[NodePool],
                     wait_for_pods_ready: Optional[str] = None) -> list[dict[str, Any]]:
     """The upstream objects with the platform's rules applied (see the module docstring),
-    and `kns:queueing.waitForPodsReady` in the controller's configuration: an admitted
-    Job whose pods are not all Ready within it is evicted and requeued whole."""
+    and the settings of `kns:queueing` the program owns (`owned_configuration`) in the
+    controller's configuration."""
     out = []
     configured = None
+    owned = owned_configuration(wait_for_pods_ready)
     for document in upstream:
         obj = copy.deepcopy(document)
         metadata = obj.setdefault("metadata", {})
         metadata["labels"] = {**(metadata.get("labels") or {}), names.LABEL_CLUSTER: cluster}
         if obj["kind"] == "Namespace":
             metadata["labels"].update(POD_SECURITY)
-        if obj["kind"] == "ConfigMap" and CONFIG_KEY in (obj.get("data") or {}) and wait_for_pods_ready:
+        if obj["kind"] == "ConfigMap" and CONFIG_KEY in (obj.get("data") or {}) and owned:
             config = yaml.safe_load(obj["data"][CONFIG_KEY])
-            config["waitForPodsReady"] = {"timeout": wait_for_pods_ready}
+            config.update(owned)
             obj["data"][CONFIG_KEY] = configured = yaml.safe_dump(config, sort_keys=False)
         out.append(obj)
     for obj in out:

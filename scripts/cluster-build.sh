@@ -65,6 +65,11 @@ for c in "${k8s_components[@]}" etcd kwok; do
   [[ -x $bin_dir/$c ]] || missing+=("$c")
 done
 [[ -s $stages_file ]] || missing+=(kwok-stages)
+# kwok's own stage code as a command (scripts/kwok/stage-delay), keyed by its source's hash.
+stage_delay_src=$repo_root/scripts/kwok/stage-delay/main.go
+stage_delay_stamp=$key_dir/share/kns-stage-delay.sha256
+[[ -x $bin_dir/kns-stage-delay && $(cat "$stage_delay_stamp" 2>/dev/null) == "$(sha256sum <"$stage_delay_src")" ]] ||
+  missing+=(kns-stage-delay)
 # The binary's name carries no version: a stamp says which one was built.
 [[ -x $bin_dir/karpenter-kwok && $(cat "$karpenter_share/version" 2>/dev/null) == "$KARPENTER_VERSION" ]] ||
   missing+=(karpenter-kwok)
@@ -102,7 +107,7 @@ if need etcd; then
     die "cannot download $ETCD_MOD@v$ETCD_VERSION from the Go module proxy (try KNS_ETCD_VERSION=<another 3.x.y>)"
   etcd_gomod=$MOD_GOMOD
 fi
-if need kwok || need kwok-stages; then
+if need kwok || need kwok-stages || need kns-stage-delay; then
   mod_download "$KWOK_MOD" "v$KWOK_VERSION" ||
     die "cannot download $KWOK_MOD@v$KWOK_VERSION from the Go module proxy (try KNS_KWOK_VERSION=<another 0.x.y>)"
   kwok_dir=$MOD_DIR
@@ -198,6 +203,19 @@ build_kwok() {
 if need kwok || need kwok-stages; then
   parallel kwok build_kwok
 fi
+
+# --- kns-stage-delay: kwok's stage code on given pods (tests/test_stage_vs_wait.py) ---------
+build_stage_delay() {
+  # Inside a copy of the kwok module: its go.mod and go.sum apply, so it is kwok's own code.
+  cp -r "$kwok_dir" "$work/kwok-stage-delay"
+  chmod -R u+w "$work/kwok-stage-delay"
+  mkdir -p "$work/kwok-stage-delay/cmd/kns-stage-delay"
+  cp "$stage_delay_src" "$work/kwok-stage-delay/cmd/kns-stage-delay/main.go"
+  go_build "$work/kwok-stage-delay" "$bin_dir/kns-stage-delay" "" "-s -w" ./cmd/kns-stage-delay
+  mkdir -p "$(dirname "$stage_delay_stamp")"
+  sha256sum <"$stage_delay_src" >"$stage_delay_stamp"
+}
+need kns-stage-delay && parallel kns-stage-delay build_stage_delay
 
 # --- Karpenter's kwok cloud provider -------------------------------------------------------
 build_karpenter() {

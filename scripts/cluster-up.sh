@@ -77,52 +77,17 @@ bin=${KNS_CLUSTER_BIN:-$(bash "$script_dir/cluster-build.sh")}
 [[ -n $bin && -d $bin ]] || die "no bin dir from scripts/cluster-build.sh"
 bin=$(cd "$bin" && pwd)
 module_stages=${KNS_KWOK_STAGES:-$(dirname "$bin")/share/kwok-stages.yaml}
-primed_stage=$script_dir/kwok/pod-complete-primed.yaml
-after_stage=$script_dir/kwok/pod-complete-after.yaml
-fail_stage=$script_dir/kwok/pod-fail-worker.yaml
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl; do
   [[ -x $bin/$b ]] || die "$bin/$b is missing (run scripts/cluster-build.sh)"
 done
 [[ -r $module_stages ]] || die "kwok stages $module_stages are missing (run scripts/cluster-build.sh)"
-for f in "$primed_stage" "$after_stage" "$fail_stage"; do
-  [[ -n ${KNS_KWOK_STAGES:-} || -r $f ]] || die "cannot read $f"
-done
 
-# The stages kwok plays. The module's pod-complete completes every running Job pod at once;
-# a primed pod (init container kns-wait) completes at its start time instead, and a pod
-# annotated kwok.x-k8s.io/run-for that long after it started running: add two
-# requirements to pod-complete's selector, before its first one and with the same
-# indentation (kwok's NotIn also matches a pod without init containers; its DoesNotExist
-# an empty annotation too), then the primed and the run-for stages, and the one that fails
-# worker 1 of a Job annotated kns.io/e2e-fail-worker.
+# The stages kwok plays: the module's, with the project's (scripts/kwok/stages.sh says how).
 stages=$state/kwok-stages.yaml
 if [[ -n ${KNS_KWOK_STAGES:-} ]]; then
   cp "$module_stages" "$stages"
 else
-  {
-    awk '
-      /^---[[:space:]]*$/ { in_stage = 0; in_exprs = 0 }
-      /^[[:space:]]*name:[[:space:]]*["\047]?pod-complete["\047]?[[:space:]]*$/ && !done { in_stage = 1 }
-      in_stage && /^[[:space:]]*matchExpressions:[[:space:]]*$/ { in_exprs = 1; print; next }
-      in_exprs && /^[[:space:]]*- / {
-        match($0, /^[[:space:]]*/)
-        pad = substr($0, 1, RLENGTH)
-        print pad "- key: \047.spec.initContainers.[].name\047"
-        print pad "  operator: \047NotIn\047"
-        print pad "  values:"
-        print pad "  - \047kns-wait\047"
-        print pad "- key: \047.metadata.annotations[\"kwok.x-k8s.io/run-for\"]\047"
-        print pad "  operator: \047DoesNotExist\047"
-        in_stage = 0; in_exprs = 0; done = 1
-      }
-      { print }
-      END { if (!done) exit 3 }
-    ' "$module_stages" || die "no pod-complete stage with a selector in $module_stages"
-    for f in "$primed_stage" "$after_stage" "$fail_stage"; do
-      printf -- '---\n# scripts/kwok/%s (scripts/cluster-up.sh)\n' "${f##*/}"
-      sed '/^---[[:space:]]*$/d' "$f"
-    done
-  } >"$stages"
+  bash "$script_dir/kwok/stages.sh" "$module_stages" >"$stages" || die "cannot compose kwok's stages from $module_stages"
 fi
 
 # On failure: the tail of the failing component's log, then stop whatever was started.

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Run Kueue's manager (kueue, built by scripts/cluster-build.sh) as a process against a
 # cluster from scripts/cluster-up.sh:
-#   scripts/kueue-process.sh <state-dir> [--frameworks <fw>[,<fw>...]] [--wait-for-pods-ready <duration>]
-#                            [--config-extra <file.yaml>]
+#   scripts/kueue-process.sh <state-dir> [--frameworks <fw>[,<fw>...]] [--config-extra <file.yaml>]
 #
 # What it sets up, in order (files under <state-dir>/kueue/):
 # - the CRDs of the same module (from the bin dir's ../share/kueue/crds), applied
@@ -14,12 +13,12 @@
 #   management and leader election off, the webhook server on 127.0.0.1:<free port> with
 #   certs/, metrics off (bindAddress "0"), health probes on 127.0.0.1:<free port>,
 #   manageJobsWithoutQueueName false (only jobs with the kueue.x-k8s.io/queue-name label),
-#   integrations.frameworks from --frameworks (default batch/job), and waitForPodsReady
-#   {timeout: <duration>} with --wait-for-pods-ready (what kns:queueing.waitForPodsReady
-#   writes into the Kueue the program installs, docs/distributed.md); with --config-extra,
+#   integrations.frameworks from --frameworks (default batch/job); with --config-extra,
 #   that file's top-level fields are added to it (a YAML mapping; a field this script
-#   writes itself is refused), e.g. `multiKueue: {workerLostTimeout: 30s}` for a MultiKueue
-#   manager (kns_testing/multicluster.py, docs/multicluster-notes.md);
+#   writes itself is refused): the fields the program owns, as it renders them
+#   (kns_testing/kueue.py start_kueue, e.g. waitForPodsReady from
+#   kns:queueing.waitForPodsReady, docs/distributed.md), or `multiKueue: {...}` for a
+#   MultiKueue manager (kns_testing/multicluster.py, docs/multicluster-notes.md);
 # - the metrics certificate Kueue loads from the fixed path /etc/kueue/metrics/certs even
 #   with metrics off (KNS_KUEUE_METRICS_CERTS): `namespace` (the default when running as
 #   root and `unshare -m` works) runs it in a private mount namespace where certs/ is
@@ -47,24 +46,21 @@ set -euo pipefail
 
 log() { printf 'kueue-process: %s\n' "$*" >&2; }
 die() { printf 'kueue-process: error: %s\n' "$*" >&2; exit 1; }
-usage() { die "usage: scripts/kueue-process.sh <state-dir> [--frameworks <fw>[,<fw>...]] [--wait-for-pods-ready <duration>] [--config-extra <file.yaml>]"; }
+usage() { die "usage: scripts/kueue-process.sh <state-dir> [--frameworks <fw>[,<fw>...]] [--config-extra <file.yaml>]"; }
 
 (($# >= 1)) || usage
 state=$(cd "$1" 2>/dev/null && pwd) || die "no state dir $1"
 shift
 frameworks=batch/job
-pods_ready=
 config_extra=
 while (($#)); do
   case $1 in
     --frameworks) (($# >= 2)) || usage; frameworks=$2; shift 2 ;;
-    --wait-for-pods-ready) (($# >= 2)) || usage; pods_ready=$2; shift 2 ;;
     --config-extra) (($# >= 2)) || usage; config_extra=$(realpath -m -- "$2"); shift 2
       [[ -f $config_extra && -r $config_extra ]] || die "cannot read --config-extra file $config_extra" ;;
     *) usage ;;
   esac
 done
-[[ -z $pods_ready || $pods_ready =~ ^([0-9]+(s|m|h))+$ ]] || die "bad --wait-for-pods-ready '$pods_ready' (e.g. 30s, 5m)"
 [[ $frameworks =~ ^[a-z0-9./-]+(,[a-z0-9./-]+)*$ ]] || die "bad --frameworks '$frameworks' (e.g. batch/job,jobset.x-k8s.io/jobset)"
 kubeconfig=$state/kubeconfig
 [[ -r $kubeconfig && -r $state/cluster.env && -s $state/pids ]] ||
@@ -148,9 +144,6 @@ integrations:
   frameworks:
 EOF
   tr ',' '\n' <<<"$frameworks" | sed 's/^/  - /'
-  if [[ -n $pods_ready ]]; then
-    printf 'waitForPodsReady:\n  timeout: %s\n' "$pods_ready"
-  fi
 } >"$dir/config.yaml"
 if [[ -n $config_extra ]]; then
   "$py" - "$dir/config.yaml" "$config_extra" <<'PY' || die "bad --config-extra file $config_extra"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -313,3 +314,25 @@ def test_a_config_error_at_head_exits_1_naming_the_revision(repo, capsys):
     assert any(line.startswith('  - kns:jobs[train-resnet].memory: "12Qi" is not a quantity') for line in lines)
     assert any(line.startswith("  - jobs/research.yaml:") and "jobs[genomics-align].cpu" in line for line in lines)
     assert "invalid at main" not in err and base[:7] not in err  # the base is fine
+
+
+def test_the_documented_changed_session_is_what_kns_prints(repo, capsys):
+    """docs/cli.md's `./kns changed` session, on the branch it describes: two commits on
+    `main`, the first adding, changing and removing an entry, the second adding a profile
+    rule. Commit ids differ per run, so both sides show them as <commit>."""
+    repo.commit("main")
+    git(repo.root, "checkout", "-q", "-b", "topic")
+    repo.edit_config(add_change_remove)
+    repo.commit("add, change, remove")
+    repo.edit_config(lambda config: config.setdefault("kns:profiles", {}).update({"@data": {"maxCpu": 32}}))
+    repo.commit("a rule for the data group")
+    printed = ""
+    for args in (["main", "HEAD~1"], ["main"], ["main", "--format", "json"]):
+        code, out, err = kns_changed(repo, capsys, *args)
+        assert (code, err) == (0, "")
+        printed += f"$ ./kns changed {' '.join(args)}\n{out}"
+    doc = (ROOT / "docs" / "cli.md").read_text()
+    start = doc.index("```console\n$ ./kns changed main HEAD~1\n") + len("```console\n")
+    shown = doc[start:doc.index("```\n", start)]
+    commit = re.compile(r"\b[0-9a-f]{40}\b")
+    assert commit.sub("<commit>", printed) == commit.sub("<commit>", shown)

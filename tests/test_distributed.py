@@ -134,6 +134,30 @@ def test_wait_for_pods_ready_configures_the_installed_kueue_and_rolls_its_contro
     assert "kns.io/kueue-config" in deployment.inputs["spec"]["template"]["metadata"]["annotations"]
 
 
+def test_a_test_s_kueue_process_runs_the_settings_the_program_renders(monkeypatch, tmp_path):
+    """The e2e Kueue (kns_testing/kueue.py) gets waitForPodsReady from the program's own
+    rendering of kns:queueing, not from a value the test passes: here a stack with
+    install false (the process is the Kueue) renders 5m, and only the owned fields go in."""
+    from types import SimpleNamespace
+
+    from kns_testing import kueue as kueue_testing
+    calls = []
+    monkeypatch.setattr(kueue_testing, "build_kueue", lambda: "bin")
+    monkeypatch.setattr(kueue_testing, "script", lambda *args, **_: calls.append(args))
+    stack = {f"kns:{key}": value for key, value in CONFIG.items()}
+    stack["kns:queueing"] = {"enabled": True, "install": False, "waitForPodsReady": "7m"}
+    rendered = kueue_testing.program_configuration(stack)
+    assert rendered["waitForPodsReady"] == {"timeout": "7m"} and "integrations" in rendered
+    kueue_testing.start_kueue(SimpleNamespace(state=tmp_path), configuration=rendered)
+    ((name, *args),) = calls
+    assert name == "kueue-process.sh" and args[:3] == [str(tmp_path), "--frameworks", "batch/job"]
+    extra = yaml.safe_load(open(args[args.index("--config-extra") + 1]).read())
+    assert extra == {"waitForPodsReady": {"timeout": "7m"}}
+    calls.clear()
+    kueue_testing.start_kueue(SimpleNamespace(state=tmp_path), configuration={"integrations": {}})
+    assert "--config-extra" not in calls[0]
+
+
 def test_a_pool_topology_is_a_kueue_topology_its_flavor_names_and_the_entry_asks_a_level(run):
     topology = run.named("kubernetes:kueue.x-k8s.io/v1beta2:Topology", "topology-a100").inputs
     assert topology["spec"]["levels"] == [{"nodeLabel": level} for level in LEVELS]

@@ -1,11 +1,13 @@
-"""Documented `./kns` sessions are real (issue 32, "docs that cannot drift"): each
-```console block of README.md and docs/*.md whose commands are `./kns ...` on the dev
-stack is run, and its output and exit status must be what the block shows. A block that
-needs something else (a prepared project, the engine) is listed in NOT_RUN with why, so a
-new block is either checked or explicitly set aside."""
+"""Documented sessions are real (issue 32, "docs that cannot drift"; issue 44): every fenced
+block of README.md and docs/*.md that shows a `$ ` prompt is a session. One whose commands
+are all `./kns ...` on the dev stack (and `echo $?`) is run here, and its output and exit
+status must be what the block shows. Any other (a `make` target, a prepared repository, the
+engine) is in SET_ASIDE with why and the test that checks it instead; that test must exist.
+So a new block is either checked here, or explicitly set aside with its checker."""
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 import shutil
@@ -17,14 +19,25 @@ import yaml
 
 from kns_testing.program import PROJECT_FILES, ROOT
 
-# A ```console block, at any indentation (a list item's), up to its closing fence.
-BLOCK = re.compile(r"^( *)```console\n(.*?)^\1```", re.S | re.M)
-# First command of a block -> why it is not run here (and where it is checked instead).
-NOT_RUN = {
-    "./kns changed main HEAD~1": "needs a repository with a branch of two crafted commits "
-                                 "(tests/test_changed.py builds such commits)",
-    "./kns preview train-resnet added-smoke": "runs the engine against a changed copy of the dev stack "
-                                              "(tests/test_preview_targeted.py checks it against that run)",
+# A fenced block of any language, at any indentation (a list item's), up to its closing fence.
+BLOCK = re.compile(r"^( *)```([a-z]*)\n(.*?)^\1```", re.S | re.M)
+# "<doc>: <first command>" -> (why it is not run here, "<test module>::<test function>" that checks it).
+SET_ASIDE = {
+    "docs/cli.md: ./kns changed main HEAD~1": (
+        "needs a repository with a branch of two crafted commits",
+        "tests/test_changed.py::test_the_documented_changed_session_is_what_kns_prints"),
+    "docs/cli.md: ./kns preview train-resnet added-smoke": (
+        "runs the engine against a changed copy of the dev stack",
+        "tests/test_preview_targeted.py::test_the_documented_preview_is_this_run"),
+    "docs/cli.md: make preview": (
+        "runs make and the engine on a new copy of the dev stack",
+        "tests/test_make_output.py::test_the_documented_session_is_this_run"),
+    "docs/queueing.md: ./kns queues": (
+        "a worked example on its own config (the dev stack's a100 pool and a compute pool), not the dev stack",
+        "tests/test_queueing.py::test_the_documented_queues_session_is_what_kns_prints"),
+    "docs/entry-stacks.md: make up": (
+        "needs a stack applied in one Pulumi stack, then split (the states stand in for the engine's)",
+        "tests/test_entry_stacks.py::test_the_documented_restack_session_is_what_kns_prints"),
 }
 # Where the docs say the checkout is; a run's output says where it really is.
 SHOWN_ROOT = "~/kns-platform"
@@ -33,14 +46,27 @@ SHOWN_ROOT = "~/kns-platform"
 DOC_PROJECT = "/tmp/docproj"
 
 
+def documents() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def prompts(block: str) -> list[str]:
+    return [line.strip()[2:] for line in block.splitlines() if line.strip().startswith("$ ")]
+
+
+def runnable(block: str) -> bool:
+    """Every command of the block is `./kns ...` or `echo $?`: what run_session runs."""
+    return all(command.startswith("./kns ") or command == "echo $?" for command in prompts(block))
+
+
 def sessions() -> list[tuple[str, str]]:
+    """("<doc>: <first command>", block) for every fenced block with a `$ ` prompt."""
     found = []
-    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
-        for indent, block in BLOCK.findall(path.read_text()):
+    for path in documents():
+        for indent, _, block in BLOCK.findall(path.read_text()):
             block = "".join(line[len(indent):] + "\n" for line in block.splitlines())
-            first = next((line.strip() for line in block.splitlines() if line.strip().startswith("$ ")), "")
-            if first.startswith("$ ./kns"):
-                found.append((f"{path.relative_to(ROOT)}: {first[2:]}", block))
+            if prompts(block):
+                found.append((f"{path.relative_to(ROOT)}: {prompts(block)[0]}", block))
     return found
 
 
@@ -95,31 +121,46 @@ def run_session(block: str, tmp_path: Path) -> str:
     return "\n".join(out) + "\n"
 
 
-RUN = [(where, block) for where, block in sessions() if where.split(": ", 1)[1] not in NOT_RUN]
+RUN = [(where, block) for where, block in sessions() if where not in SET_ASIDE]
 
 
 @pytest.mark.parametrize("where,block", RUN, ids=[w for w, _ in RUN])
 def test_a_documented_session_prints_what_it_shows(where, block, tmp_path):
+    assert runnable(block), f"{where}: runs more than ./kns; check it elsewhere and add it to SET_ASIDE"
     assert run_session(block, tmp_path) == block, f"{where}: regenerate it (tests/test_doc_commands.py run_session)"
 
 
-def test_every_documented_session_is_run_or_set_aside_with_a_reason():
-    commands = {where.split(": ", 1)[1] for where, _ in sessions()}
-    assert set(NOT_RUN) <= commands, set(NOT_RUN) - commands  # a stale exemption is removed
-    assert len(commands - set(NOT_RUN)) >= 4
+def test_every_documented_session_is_run_or_set_aside_with_its_checker():
+    found = {where for where, _ in sessions()}
+    assert set(SET_ASIDE) <= found, set(SET_ASIDE) - found  # a stale exemption is removed
+    assert len(found - set(SET_ASIDE)) >= 8
+    for where, (why, checker) in SET_ASIDE.items():
+        module, function = checker.split("::")
+        tree = ast.parse((ROOT / module).read_text())
+        defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+        assert why and function in defined, f"{where}: {checker} does not exist"
+        assert where.split(": ")[0] in (ROOT / module).read_text(), f"{checker} never reads {where.split(': ')[0]}"
+
+
+def test_a_session_that_runs_more_than_kns_is_not_run_as_kns():
+    """run_session runs every command as ./kns: a block with another command must be set aside."""
+    assert runnable("$ ./kns validate\n$ echo $?\n0\n")
+    assert not runnable("$ ./kns restack\n...\n$ make up\n")
+    assert not runnable("$ KNS_FULL=true make up\n")
 
 
 def regenerate() -> None:
     """Rewrite every checked block from a real run (`make docs`)."""
     import tempfile
-    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+    for path in documents():
         text = path.read_text()
 
         def fresh(match: re.Match) -> str:
             indent = match.group(1)
-            block = "".join(line[len(indent):] + "\n" for line in match.group(2).splitlines())
-            first = next((line.strip() for line in block.splitlines() if line.strip().startswith("$ ")), "")
-            if not first.startswith("$ ./kns") or first[2:] in NOT_RUN:
+            block = "".join(line[len(indent):] + "\n" for line in match.group(3).splitlines())
+            commands = prompts(block)
+            if match.group(2) != "console" or not commands or not runnable(block) \
+                    or f"{path.relative_to(ROOT)}: {commands[0]}" in SET_ASIDE:
                 return match.group(0)
             with tempfile.TemporaryDirectory() as tmp:
                 printed = run_session(block, Path(tmp))

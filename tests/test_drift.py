@@ -29,6 +29,7 @@ from kns_cli import up as up_module
 from kns_cli.preview import summary_module
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
 from kns_testing.kueue import start_kueue
+from kns_testing.pace import slack
 from kns_testing.program import ROOT, dev_stack_config, engine_project, registration_requests, run_program
 from plan import stacks
 from tests.test_e2e import Stack, Watch
@@ -38,8 +39,6 @@ from tests.test_queueing import without_queueing
 NODES = [("sys-node-1", 8, 0), ("cpu-node-1", 16, 0), ("cpu-node-2", 16, 0), ("gpu-node-1", 32, 8)]
 PASSPHRASE = "kns-local-drift"
 SUMMARY = summary_module()
-# Kueue admits a Job with free quota within seconds; a loaded machine may take longer.
-SLACK = 120
 
 JOBS = [
     {"name": "cpu-job", "user": "bob", "image": "busybox:1.37", "cpu": 1, "memory": 256, "pool": "compute"},
@@ -107,7 +106,7 @@ def stack(cluster, jobs, tmp_path_factory):
     live = brought_up(cluster, tmp_path_factory.mktemp("drift") / "kns-platform", stack_config(cluster.kubeconfig))
     for name in QUEUED:  # admitted: from now on `spec.suspend` is Kueue's
         cluster.wait(lambda name=name: cluster.get("job", name, "-n", f"kns-{name}")["spec"]["suspend"] is False,
-                     SLACK, message=f"Kueue admitted {name}")
+                     slack(), message=f"Kueue admitted {name}")
     return live
 
 

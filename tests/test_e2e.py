@@ -9,7 +9,6 @@ import copy
 import json
 import math
 import subprocess
-import threading
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -18,9 +17,11 @@ from typing import Optional
 import pytest
 import yaml
 
-from kns_testing import apiserver
+from kns_testing import apiserver, pace
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
+from kns_testing.pace import slack
 from kns_testing.program import ROOT, engine_project
+from kns_testing.watch import Watch
 
 NODES = (
     [(f"vc-node-{i}", 16, 0) for i in range(1, 5)]
@@ -35,54 +36,6 @@ PASSPHRASE = "kns-local-e2e"
 CONSOLIDATION_SLACK = 90
 
 
-class Watch:
-    """Every change to one kind of object, recorded from before the action under test.
-
-    A watch started before `pulumi up` sees objects that a TTL or a controller removes
-    again, however slow the machine is between the action and the assertion; the server's
-    own timestamps in the recorded objects (creation, completion, deletion) order them.
-    """
-
-    def __init__(self, cluster: Cluster, kind: str):
-        self.events: list[tuple[str, dict]] = []
-        self._lock = threading.Lock()
-        self._process = subprocess.Popen(
-            ["kubectl", "get", kind, "--all-namespaces", "--watch", "--output-watch-events", "-o", "json"],
-            env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        decoder, buffer = json.JSONDecoder(), ""
-        for line in self._process.stdout:
-            buffer += line
-            while buffer.strip():
-                try:
-                    event, end = decoder.raw_decode(buffer.lstrip())
-                except json.JSONDecodeError:
-                    break  # an object spread over more lines: read on
-                buffer = buffer.lstrip()[end:]
-                with self._lock:
-                    self.events.append((event["type"], event["object"]))
-
-    def all(self) -> list[tuple[str, dict]]:
-        with self._lock:
-            return list(self.events)
-
-    def names(self, where) -> set[str]:
-        """The names of objects that matched `where` in any recorded version."""
-        return {obj["metadata"]["name"] for _, obj in self.all() if where(obj)}
-
-    def of(self, namespace: Optional[str], name: str) -> list[tuple[str, dict]]:
-        with self._lock:
-            return [(kind, obj) for kind, obj in self.events
-                    if obj["metadata"].get("namespace") == namespace and obj["metadata"]["name"] == name]
-
-    def stop(self) -> None:
-        self._process.terminate()
-        self._process.wait(timeout=30)
-
-
 def watching(cluster: Cluster, kind: str):
     """A fixture's body: a `Watch` of `kind` for the module."""
     watch = Watch(cluster, kind)
@@ -91,7 +44,11 @@ def watching(cluster: Cluster, kind: str):
 
 
 def server_time(stamp: str) -> datetime:
-    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    """An API timestamp, to the fraction of a second where the API gives one (MicroTime,
+    kwok's RFC 3339 with nanoseconds), whole seconds otherwise (metav1.Time)."""
+    whole, _, fraction = stamp.removesuffix("Z").partition(".")
+    instant = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+    return instant + timedelta(microseconds=int(fraction[:6].ljust(6, "0"))) if fraction else instant
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +68,7 @@ class Stack:
         started = time.monotonic()
         self.pulumi("up", "--yes")
         self.up_seconds = time.monotonic() - started
+        pace.measured(self.up_seconds)
 
     def entry(self, section: str, name: str) -> dict:
         document = yaml.safe_load((self.root / "Pulumi.local.yaml").read_text())
@@ -228,7 +186,7 @@ def test_the_system_namespace_enforces_restricted_and_admits_every_platform_pod(
                   for name in expected}
         return counts if counts == expected else None
 
-    cluster.wait(admitted, 180, every=2, message="the schedulers' pods created in kns-system")
+    cluster.wait(admitted, slack(floor=180), every=2, message="the schedulers' pods created in kns-system")
     for replica_set in cluster.get("replicasets", "-n", "kns-system")["items"]:
         conditions = replica_set.get("status", {}).get("conditions", [])
         assert not [c for c in conditions if c["type"] == "ReplicaFailure"], replica_set["metadata"]["name"]
@@ -257,10 +215,10 @@ def pods_of(cluster, namespace: str) -> list[dict]:
 
 
 def test_gpu_job_runs_only_on_gpu_nodes_and_cpu_job_off_tainted_pools(stack, cluster):
-    gpu = cluster.wait(lambda: [p for p in pods_of(cluster, "kns-gpu-job") if p["spec"].get("nodeName")], 120,
+    gpu = cluster.wait(lambda: [p for p in pods_of(cluster, "kns-gpu-job") if p["spec"].get("nodeName")], slack(),
                        message="gpu-job pod scheduled")
     assert {p["spec"]["nodeName"] for p in gpu} <= {"gpu-node-1", "gpu-node-2"}
-    cpu = cluster.wait(lambda: [p for p in pods_of(cluster, "kns-cpu-job") if p["spec"].get("nodeName")], 120,
+    cpu = cluster.wait(lambda: [p for p in pods_of(cluster, "kns-cpu-job") if p["spec"].get("nodeName")], slack(),
                        message="cpu-job pod scheduled")
     assert {p["spec"]["nodeName"] for p in cpu} <= {"cpu-node-1", "cpu-node-2"}
     assert all(p["spec"]["schedulerName"] == "kns-packing" for p in gpu + cpu)
@@ -276,7 +234,7 @@ def test_a_job_completes_and_its_ttl_removes_it_no_earlier(stack, cluster, jobs)
     completed = cluster.wait(
         lambda: next((obj["status"]["completionTime"] for _, obj in jobs.of("kns-ttl-job", "ttl-job")
                       if obj.get("status", {}).get("completionTime")), None),
-        180, every=2, message="ttl-job completed")
+        slack(floor=180), every=2, message="ttl-job completed")
     left = (server_time(completed) + timedelta(seconds=ttl) - datetime.now(timezone.utc)).total_seconds()
     gone = cluster.wait(deleted, max(left, 0) + 60, every=2, message="ttl-job removed by its TTL")
     assert gone["spec"]["ttlSecondsAfterFinished"] == ttl
@@ -306,7 +264,7 @@ def test_the_packing_scheduler_fills_nodes_where_the_default_one_spreads(stack, 
         placed = cluster.wait(
             lambda: (lambda pods: pods if len(pods) == 8 else None)(
                 [p for p in pods_of(cluster, "packing-probe") if p["metadata"]["name"] in names and p["spec"].get("nodeName")]),
-            120, message=f"8 pods placed by {scheduler}")
+            slack(), message=f"8 pods placed by {scheduler}")
         placements[scheduler] = {p["spec"]["nodeName"] for p in placed}
         cluster.kubectl("delete", "pods", "--all", "-n", "packing-probe", "--wait=true")
     assert len(placements["kns-packing"]) == 1, placements  # 8 CPUs fit on one 16-CPU node
@@ -365,9 +323,10 @@ def pool_node_names(nodes: Watch, pool: str) -> set[str]:
     return nodes.names(lambda n: (n["metadata"].get("labels") or {}).get("kns.io/pool") == pool)
 
 
-def bound_pod(cluster, namespace: str, timeout: float = 240) -> dict:
+def bound_pod(cluster, namespace: str, timeout: float | None = None) -> dict:
     return cluster.wait(lambda: next((p for p in pods_of(cluster, namespace) if p["spec"].get("nodeName")), None),
-                        timeout, every=2, message=f"a pod of {namespace} bound to a node")
+                        slack(floor=240) if timeout is None else timeout, every=2,
+                        message=f"a pod of {namespace} bound to a node")
 
 
 def pending_then_provisioned(cluster, pod: dict) -> list[str]:
@@ -475,7 +434,7 @@ def test_n_workers_on_an_empty_autoscaled_pool_get_n_nodes_from_karpenter(stack,
                  if p["spec"].get("nodeName")}
         return bound if len(bound) == workers else None
 
-    bound = cluster.wait(placed, 240, every=2, message="every worker of multi-burst bound")
+    bound = cluster.wait(placed, slack(floor=240), every=2, message="every worker of multi-burst bound")
     assert len(set(bound.values())) == workers, bound
     cluster.wait(lambda: set(bound.values()) <= pool_node_names(nodes, "multi"), 60,
                  message="the node watch saw the workers' nodes labelled for pool multi")
@@ -494,7 +453,7 @@ def test_autoscaled_pools_consolidate_back_to_zero_once_their_pods_are_done(stac
         finished = []
         for namespace in namespaces:
             done = cluster.wait(lambda ns=namespace: [p for p in pods_of(cluster, ns) if p["status"].get("phase") == "Succeeded"],
-                                240, every=2, message=f"{namespace} pod completed")
+                                slack(floor=240), every=2, message=f"{namespace} pod completed")
             finished += [server_time(s["state"]["terminated"]["finishedAt"]) for p in done
                          for s in p["status"]["containerStatuses"]]
         last = max(finished)
@@ -596,11 +555,11 @@ def test_the_primer_job_is_named_for_the_minute_the_wait_expects(stack, cluster,
     assert cron["spec"]["schedule"] == f"{primer.minute} {primer.hour} * * *"
     # A Job, once created, stays: the schedule has no TTL and the next run is a day away.
     jobs = cluster.wait(lambda: cluster.get("jobs", "-n", "kns-primed")["items"],
-                        (primer - datetime.now(timezone.utc)).total_seconds() + 120, every=2,
+                        slack((primer - datetime.now(timezone.utc)).total_seconds()), every=2,
                         message="the CronJob controller created the primer Job")
     name = jobs[0]["metadata"]["name"]
     assert name == f"primed-{int(primer.timestamp()) // 60}"
-    pod_labels = cluster.wait(lambda: [p["metadata"]["labels"] for p in pods_of(cluster, "kns-primed")], 120,
+    pod_labels = cluster.wait(lambda: [p["metadata"]["labels"] for p in pods_of(cluster, "kns-primed")], slack(),
                               message="primer pod")
     assert pod_labels[0]["batch.kubernetes.io/job-name"] == name  # what the wait reads
 
@@ -609,7 +568,7 @@ def test_a_prescaled_schedule_warms_its_empty_autoscaled_pool_before_the_start(s
     start, primer = primed
     # the run: its pod completes at the start (kwok's stage for primed pods, docs/testing.md)
     done = cluster.wait(lambda: [p for p in pods_of(cluster, "kns-primed") if p["status"].get("phase") == "Succeeded"],
-                        (start - datetime.now(timezone.utc)).total_seconds() + 180, every=2,
+                        slack((start - datetime.now(timezone.utc)).total_seconds(), floor=180), every=2,
                         message="the primed run completed")
     (pod,) = done
     name = pod["metadata"]["name"]
@@ -653,7 +612,7 @@ def test_a_prescaled_distributed_schedule_has_every_worker_on_a_warm_node_before
         done = [p for p in pods_of(cluster, "kns-primed-pair") if p["status"].get("phase") == "Succeeded"]
         return done if len(done) == 2 else None
 
-    done = cluster.wait(both_done, (start - datetime.now(timezone.utc)).total_seconds() + 180, every=2,
+    done = cluster.wait(both_done, slack((start - datetime.now(timezone.utc)).total_seconds(), floor=180), every=2,
                         message="both workers of the run done")
     indexes = sorted(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] for p in done)
     assert indexes == ["0", "1"]
@@ -750,7 +709,7 @@ def test_destroy_removes_everything_including_node_labels_and_taints(stack, clus
         names = {n["metadata"]["name"] for n in cluster.get("namespaces")["items"]}
         return not any(n.startswith("kns-") for n in names)
 
-    cluster.wait(namespaces_gone, 180, every=2, message="kns-* namespaces deleted")
+    cluster.wait(namespaces_gone, slack(floor=180), every=2, message="kns-* namespaces deleted")
     for name, _, _ in NODES:
         node = cluster.get("node", name)
         assert "kns.io/pool" not in node["metadata"].get("labels", {})

@@ -20,15 +20,17 @@ from config.karpenter import duration_seconds
 from kns_cli import explain
 from kns_cli import stack as kns_stack
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
-from kns_testing.kueue import start_kueue
+from kns_testing.kueue import program_configuration, start_kueue
+from kns_testing.pace import slack
 from kns_testing.program import ROOT, engine_project
 from tests.test_e2e import Stack, Watch, server_time, up_with_schedules_ahead
 
 NODES = [("sys-node-1", 8, 0), ("cpu-node-1", 16, 0), ("cpu-node-2", 16, 0), ("solo-node-1", 16, 0),
          ("small-node-1", 8, 0), ("gang-node-1", 16, 0), ("tight-node-1", 8, 0), ("prio-node-1", 16, 0),
          ("flat-node-1", 16, 0)]
-# What kns:queueing.waitForPodsReady writes into the Kueue the program installs, given to the
-# manager process here (the stack runs its own Kueue: install false).
+# kns:queueing.waitForPodsReady of the stack under test. The stack runs Kueue as a process
+# (install false), started with the configuration the program renders for this setting
+# (kns_testing/kueue.py program_configuration), never with a flag of the test's own.
 PODS_READY = "60s"
 # Pool rack's nodes (docs/distributed.md): one block, rack r1 of three nodes (first in
 # line), rack r2 of four; 8 CPU each, so one 8-CPU worker per node.
@@ -42,8 +44,6 @@ def rack_node(name: str, rack: str) -> dict:
     return node
 PASSPHRASE = "kns-local-queueing"
 STACK_FILE = ROOT / "tests" / "e2e" / "Pulumi.queueing.yaml"
-# Kueue and the Job controller each act within seconds; a loaded machine may take longer.
-SLACK = 120
 
 
 def run_for(entry: dict) -> float:
@@ -104,7 +104,7 @@ def test_install_true_installs_kueue_under_the_platform_rules_and_destroy_remove
     assert not [c for c in crds if c.endswith(".kueue.x-k8s.io")]
     for kind in ("clusterroles", "mutatingwebhookconfigurations", "validatingwebhookconfigurations", "apiservices"):
         assert not [o for o in cluster.get(kind)["items"] if "kueue" in o["metadata"]["name"]], kind
-    cluster.wait(lambda: cluster.kubectl("get", "namespace", "kueue-system", check=False).returncode != 0, SLACK,
+    cluster.wait(lambda: cluster.kubectl("get", "namespace", "kueue-system", check=False).returncode != 0, slack(),
                  message="namespace kueue-system gone")
 
 
@@ -112,8 +112,16 @@ def test_install_true_installs_kueue_under_the_platform_rules_and_destroy_remove
 
 
 @pytest.fixture(scope="module")
-def kueue(cluster):
-    start_kueue(cluster, wait_for_pods_ready=PODS_READY)
+def kueue_configuration(cluster) -> dict:
+    """Kueue's Configuration as the program renders it for the stack with waitForPodsReady."""
+    config = stack_config(cluster)
+    config["kns:queueing"] = {**config["kns:queueing"], "waitForPodsReady": PODS_READY}
+    return program_configuration(config)
+
+
+@pytest.fixture(scope="module")
+def kueue(cluster, kueue_configuration):
+    start_kueue(cluster, configuration=kueue_configuration)
     return cluster
 
 
@@ -197,7 +205,7 @@ def test_the_queue_objects_are_accepted_and_a_second_up_changes_nothing(stack, k
 
 def test_three_8_cpu_jobs_on_a_16_cpu_queue_two_run_and_the_third_waits_for_one_to_finish(stack, kueue, watches):
     names = ["solo-1", "solo-2", "solo-3"]
-    limit = run_for(entry(stack, "solo-1")) * 2 + SLACK
+    limit = run_for(entry(stack, "solo-1")) * 2 + slack()
     kueue.wait(lambda: all(finished_at(watches, n) for n in names), limit, message="the three solo Jobs finished")
     started = sorted((first_pod(watches, n)["metadata"]["creationTimestamp"], n) for n in names)
     (first, a), (second, b), (third, late) = started
@@ -219,7 +227,7 @@ def test_three_8_cpu_jobs_on_a_16_cpu_queue_two_run_and_the_third_waits_for_one_
 
 def test_the_pods_limit_holds(stack, kueue, watches):
     names = ["few-1", "few-2", "few-3"]
-    limit = run_for(entry(stack, "few-1")) * 2 + SLACK
+    limit = run_for(entry(stack, "few-1")) * 2 + slack()
     kueue.wait(lambda: all(finished_at(watches, n) for n in names), limit, message="the three few Jobs finished")
     spans = [(first_pod(watches, n)["metadata"]["creationTimestamp"], finished_at(watches, n)) for n in names]
     for created, _ in spans:  # never three pods at once: at most two Jobs were running at any creation
@@ -244,9 +252,9 @@ def admitted(workloads: list[dict]) -> bool:
 
 def test_a_queue_borrows_idle_cohort_quota_and_the_lender_reclaims_it(stack, kueue, watches):
     team_a = ["team-a-1", "team-a-2", "team-a-3"]
-    kueue.wait(lambda: all(admitted(workload_of(watches, f"kns-{n}")) for n in team_a), SLACK,
+    kueue.wait(lambda: all(admitted(workload_of(watches, f"kns-{n}")) for n in team_a), slack(),
                message="team-a's three Jobs admitted")  # 24 CPU on a 16-CPU queue: 8 borrowed from team-b
-    kueue.wait(lambda: cpu_usage(kueue, "team-a") == ("24", "8"), SLACK, message="team-a uses 24 CPU, 8 borrowed")
+    kueue.wait(lambda: cpu_usage(kueue, "team-a") == ("24", "8"), slack(), message="team-a uses 24 CPU, 8 borrowed")
 
     def add_team_b(config: dict) -> None:
         config["kns:jobs"] += [{"name": f"team-b-{i}", "user": "bob", "queue": "team-b", "pool": "compute",
@@ -256,7 +264,7 @@ def test_a_queue_borrows_idle_cohort_quota_and_the_lender_reclaims_it(stack, kue
     stack.edit(add_team_b)
     stack.up()
     # team-b (reclaimWithinCohort: Any) takes its 16 back: one of team-a's borrowing Jobs is preempted.
-    kueue.wait(lambda: all(admitted(workload_of(watches, f"kns-team-b-{i}")) for i in (1, 2)), SLACK,
+    kueue.wait(lambda: all(admitted(workload_of(watches, f"kns-team-b-{i}")) for i in (1, 2)), slack(),
                message="team-b's Jobs admitted")
     preempted = [n for n in team_a if any((c := condition(w, "Preempted")) is not None and c["status"] == "True"
                                           for w in workload_of(watches, f"kns-{n}"))]
@@ -265,7 +273,7 @@ def test_a_queue_borrows_idle_cohort_quota_and_the_lender_reclaims_it(stack, kue
                             if (c := condition(w, "Preempted")) and c["status"] == "True"), "Preempted")["reason"]
     assert reason == "InCohortReclamation"
     # The queue's status follows: team-a back to its own 16, borrowing nothing.
-    kueue.wait(lambda: cpu_usage(kueue, "team-a") == ("16", "0"), SLACK, message="team-a back to 16 CPU, none borrowed")
+    kueue.wait(lambda: cpu_usage(kueue, "team-a") == ("16", "0"), slack(), message="team-a back to 16 CPU, none borrowed")
 
 
 # ---- distributed entries (docs/distributed.md) ------------------------------------------
@@ -281,7 +289,7 @@ def pods_of(watches, job: str) -> dict[str, dict]:
 
 
 def test_n_workers_are_indexed_pods_named_under_their_service_with_the_same_leader(stack, kueue, watches):
-    kueue.wait(lambda: len(pods_of(watches, "pair-1")) + len(pods_of(watches, "pair-2")) >= 4, SLACK,
+    kueue.wait(lambda: len(pods_of(watches, "pair-1")) + len(pods_of(watches, "pair-2")) >= 4, slack(),
                message="one pair Job's four pods")
     job = next(j for j in ("pair-1", "pair-2") if len(pods_of(watches, j)) == 4)
     namespace = f"kns-{job}"
@@ -304,13 +312,13 @@ def test_n_workers_are_indexed_pods_named_under_their_service_with_the_same_lead
                            "-l", f"kubernetes.io/service-name={job}")["items"]
         return {e.get("hostname") for s in slices for e in s.get("endpoints") or []}
 
-    kueue.wait(lambda: hostnames() == {f"{job}-{i}" for i in range(4)}, SLACK,
+    kueue.wait(lambda: hostnames() == {f"{job}-{i}" for i in range(4)}, slack(),
                message=f"the Service {job} lists the four workers by hostname")
 
 
 def test_four_workers_are_admitted_whole_one_job_at_a_time_never_three_and_three(stack, kueue, watches):
     names = ["pair-1", "pair-2"]
-    limit = run_for(entry(stack, "pair-1")) * 2 + SLACK
+    limit = run_for(entry(stack, "pair-1")) * 2 + slack()
     kueue.wait(lambda: all(finished_at(watches, n) for n in names), limit, message="both pair Jobs finished")
     created = {n: sorted(p["metadata"]["creationTimestamp"] for p in pods_of(watches, n).values()) for n in names}
     assert all(len(times) == 4 for times in created.values()), created
@@ -328,7 +336,7 @@ def test_four_workers_are_admitted_whole_one_job_at_a_time_never_three_and_three
 
 def test_rack_topology_places_four_workers_in_one_rack_and_the_next_four_wait(stack, kueue, watches):
     names = ["spread-1", "spread-2"]
-    kueue.wait(lambda: any(admitted(workload_of(watches, f"kns-{n}")) for n in names), SLACK,
+    kueue.wait(lambda: any(admitted(workload_of(watches, f"kns-{n}")) for n in names), slack(),
                message="one spread Job admitted")
 
     def bound(job: str) -> dict[str, str]:
@@ -337,30 +345,32 @@ def test_rack_topology_places_four_workers_in_one_rack_and_the_next_four_wait(st
 
     placed = next(n for n in names if admitted(workload_of(watches, f"kns-{n}")))
     other = next(n for n in names if n != placed)
-    kueue.wait(lambda: len(bound(placed)) == 4, SLACK, message=f"{placed}'s four workers bound")
+    kueue.wait(lambda: len(bound(placed)) == 4, slack(), message=f"{placed}'s four workers bound")
     nodes = set(bound(placed).values())
     # Four nodes of rack r2, though r1's three free nodes come first: one rack, not the first four.
     assert nodes == {f"r2-node-{i}" for i in range(1, 5)}, nodes
     # The other four fit the queue (64 CPU) but no rack: r1 has three nodes. Kueue keeps
     # the Workload waiting, and no pod of it exists.
     kueue.wait(lambda: any((c := condition(w, "QuotaReserved")) is not None and c["status"] == "False"
-                           for w in workload_of(watches, f"kns-{other}")), SLACK,
+                           for w in workload_of(watches, f"kns-{other}")), slack(),
                message=f"{other} recorded waiting")
     assert not admitted(workload_of(watches, f"kns-{other}"))
     assert pods_of(watches, other) == {}
 
 
-def test_workers_that_do_not_all_become_ready_are_evicted_and_requeued_whole(stack, kueue, watches):
+def test_workers_that_do_not_all_become_ready_are_evicted_and_requeued_whole(stack, kueue, kueue_configuration,
+                                                                             watches):
     """Two 8-CPU workers admitted on a 16-CPU queue whose pool has one 8-CPU node: one runs,
     the other stays Pending. After waitForPodsReady Kueue evicts the Workload, and the Job
     gives up both pods, the running one too: nothing half-started keeps the quota."""
-    timeout = duration_seconds(PODS_READY)
+    timeout = duration_seconds(kueue_configuration["waitForPodsReady"]["timeout"])
+    assert timeout == duration_seconds(PODS_READY)
 
     def evicted() -> list[dict]:
         return [c for w in workload_of(watches, "kns-tight-2")
                 if (c := condition(w, "Evicted")) is not None and c["status"] == "True"]
 
-    kueue.wait(lambda: evicted(), timeout + SLACK, message="tight-2 evicted by waitForPodsReady")
+    kueue.wait(lambda: evicted(), timeout + slack(), message="tight-2 evicted by waitForPodsReady")
     assert evicted()[0]["reason"] == "PodsReadyTimeout", evicted()
     admitted_at = min(c["lastTransitionTime"] for w in workload_of(watches, "kns-tight-2")
                       if (c := condition(w, "Admitted")) is not None and c["status"] == "True")
@@ -375,7 +385,7 @@ def test_workers_that_do_not_all_become_ready_are_evicted_and_requeued_whole(sta
         return {obj["metadata"]["name"] for kind, obj in watches["pods"].all()
                 if obj["metadata"]["name"] in first and (kind == "DELETED" or obj["metadata"].get("deletionTimestamp"))}
 
-    kueue.wait(lambda: deleted() == first, SLACK, message="both workers of the evicted admission deleted")
+    kueue.wait(lambda: deleted() == first, slack(), message="both workers of the evicted admission deleted")
     # The Job went back to its queue whole: suspended again after it had run.
     suspended = [obj["spec"].get("suspend") for _, obj in watches["jobs.batch"].all()
                  if obj["metadata"]["name"] == "tight-2"]
@@ -389,7 +399,7 @@ def test_one_failed_worker_fails_the_whole_job_and_its_other_workers_are_removed
         return [c for _, obj in watches["jobs.batch"].all() if obj["metadata"]["name"] == "fail-3"
                 for c in obj.get("status", {}).get("conditions", []) if c["type"] == "Failed" and c["status"] == "True"]
 
-    kueue.wait(lambda: failed(), SLACK, message="fail-3 failed")
+    kueue.wait(lambda: failed(), slack(), message="fail-3 failed")
     assert failed()[0]["reason"] == "BackoffLimitExceeded", failed()
     pods = pods_of(watches, "fail-3")
     index = {name: p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] for name, p in pods.items()}
@@ -401,7 +411,7 @@ def test_one_failed_worker_fails_the_whole_job_and_its_other_workers_are_removed
         return {obj["metadata"]["name"] for kind, obj in watches["pods"].all()
                 if obj["metadata"]["name"] in others and (kind == "DELETED" or obj["metadata"].get("deletionTimestamp"))}
 
-    kueue.wait(lambda: removed() == others, SLACK, message="fail-3's other workers removed")
+    kueue.wait(lambda: removed() == others, slack(), message="fail-3's other workers removed")
 
 
 def start_verdict(stack: Stack, name: str, now: datetime) -> dict:
@@ -444,7 +454,7 @@ def test_a_prescaled_report_preempts_a_batch_job_at_warm_up_and_starts_on_time(s
         return next((obj for _, obj in watches["pods"].all() if obj["metadata"]["namespace"] == namespace
                      and obj["status"].get("phase") == "Succeeded"), None)
 
-    pod = kueue.wait(ran, max((start - datetime.now(timezone.utc)).total_seconds(), 0) + SLACK, every=1,
+    pod = kueue.wait(ran, max((start - datetime.now(timezone.utc)).total_seconds(), 0) + slack(), every=1,
                      message="report-prio ran")
     # admitted at warm-up time, by preemption
     (reserved, *_) = reserved_at(watches, namespace)
@@ -467,16 +477,16 @@ def test_a_prescaled_report_preempts_a_batch_job_at_warm_up_and_starts_on_time(s
     # the preempted Job was requeued, not deleted, and is admitted again once the report is done
     finished = server_time(kueue.wait(lambda: next((c["lastTransitionTime"] for w in workload_of(watches, namespace)
                                                     if (c := condition(w, "Finished")) and c["status"] == "True"), None),
-                                      SLACK, message="report-prio's Workload finished"))
-    again = kueue.wait(lambda: [t for t in reserved_at(watches, victim) if t >= finished], SLACK,
+                                      slack(), message="report-prio's Workload finished"))
+    again = kueue.wait(lambda: [t for t in reserved_at(watches, victim) if t >= finished], slack(),
                        message=f"{victim} admitted again")
     job_uids = {obj["metadata"]["uid"] for _, obj in watches["jobs.batch"].all()
                 if obj["metadata"]["namespace"] == victim}
     assert len(job_uids) == 1, job_uids  # one Job from its creation on: suspended and resumed
     kueue.wait(lambda: [p for p in kueue.get("pods", "-n", victim)["items"] if p["status"].get("phase") == "Running"],
-               SLACK, message=f"{victim}'s pod running again")
+               slack(), message=f"{victim}'s pod running again")
     end_pod(kueue, victim)
-    kueue.wait(lambda: finished_at(watches, victim[len("kns-"):]), SLACK, message=f"{victim} completed")
+    kueue.wait(lambda: finished_at(watches, victim[len("kns-"):]), slack(), message=f"{victim} completed")
     print(f"measured: report-prio admitted {(reserved - primer).total_seconds():.0f}s after its primer fired; "
           f"{victim} admitted again {(again[0] - finished).total_seconds():.0f}s after the report was done")
 
@@ -491,7 +501,7 @@ def test_without_preemption_the_report_waits_and_starts_late_as_explain_predicte
     assert verdict["reasons"][0].startswith('queue "noprio" has no preemption (withinClusterQueue: Never)'), verdict
     namespace = "kns-report-flat"
     kueue.wait(lambda: workload_of(watches, namespace), max((primer - datetime.now(timezone.utc)).total_seconds(), 0)
-               + SLACK, message="report-flat's primer Workload")
+               + slack(), message="report-flat's primer Workload")
     # Through the start (the config's own time), it holds no quota.
     kueue.wait(lambda: datetime.now(timezone.utc) > start + timedelta(seconds=1),
                (start - datetime.now(timezone.utc)).total_seconds() + 5, message="the start passed")
@@ -499,7 +509,7 @@ def test_without_preemption_the_report_waits_and_starts_late_as_explain_predicte
     ended = datetime.now(timezone.utc)
     end_pod(kueue, "kns-flat-1")
     pod = kueue.wait(lambda: next((obj for _, obj in watches["pods"].all() if obj["metadata"]["namespace"] == namespace
-                                   and obj["status"].get("phase") == "Succeeded"), None), SLACK, message="report-flat ran")
+                                   and obj["status"].get("phase") == "Succeeded"), None), slack(), message="report-flat ran")
     (state,) = [s["state"]["terminated"] for s in pod["status"]["containerStatuses"]]
     late = (server_time(state["startedAt"]) - start).total_seconds()
     assert server_time(state["startedAt"]) >= ended.replace(microsecond=0), (state, ended)

@@ -62,8 +62,9 @@ def test_a_stack_name_says_its_role():
 def test_an_entry_keeps_its_entry_stack_on_every_machine_and_the_stacks_fill_evenly():
     """The hash is of the name alone (sha256, not Python's per-process hash): these are the
     stacks existing states were written with; a change here would strand entries."""
-    assert [stacks.index_of(name, 10) for name in ("train-resnet", "hourly-sync", "new-0", "t-00", "s-03")] == \
-        [stacks.index_of(name, 10) for name in ("train-resnet", "hourly-sync", "new-0", "t-00", "s-03")]
+    names = ("train-resnet", "hourly-sync", "new-0", "t-00", "s-03")
+    assert [stacks.index_of(name, 10) for name in names] == [2, 5, 1, 8, 4]
+    assert [stacks.index_of(name, 256) for name in names] == [58, 35, 145, 100, 20]
     pinned = {"train-resnet": 0, "vcluster-smoke": 0, "genomics-align": 0, "hourly-sync": 1, "weekly-finetune": 1,
               "etl-nightly-backfill": 2, "nightly-report": 2}
     assert {name: stacks.index_of(name, SPLIT) for name in pinned} == pinned

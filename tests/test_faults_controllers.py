@@ -26,13 +26,12 @@ import pytest
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
 from kns_testing.faults import Component
 from kns_testing.kueue import start_kueue
+from kns_testing.pace import slack
 from kns_testing.program import ROOT
 from tests.test_e2e import Stack, Watch, server_time, start_packing_scheduler
 from tests.test_e2e_queueing import condition, is_true, project
 
 NODES = [("cpu-node-1", 16, 0), ("cpu-node-2", 16, 0), ("queue-node-1", 16, 0)]
-# The controllers' own slack on top of what the configuration says (as in the e2e files).
-SLACK = 120
 KWOK_CLASS = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
 SCHEDULER = "kube-scheduler-kns-packing"  # the pids file's name of the packing scheduler process
 MEASURED: dict[str, float] = {}  # printed at the end of the module: docs/benchmarks.md
@@ -228,7 +227,7 @@ def test_pods_waiting_for_a_crashed_packing_scheduler_are_each_bound_once_after_
     expected = sum(stack.entry("kns:jobs", name)["parallelism"] for name in names)
     try:
         waiting = cluster.wait(lambda: (lambda found: found if len(found) == expected else None)(
-            {uid for ns in namespaces for uid in uids(pods, ns)}), SLACK, every=0.2,
+            {uid for ns in namespaces for uid in uids(pods, ns)}), slack(), every=0.2,
             message=f"the Job controller created the {expected} pods")
         jobs_before = {uid for ns in namespaces for uid in uids(jobs, ns)}
         # created after the crash, by the `up` (whole seconds: the server's clock)
@@ -245,7 +244,7 @@ def test_pods_waiting_for_a_crashed_packing_scheduler_are_each_bound_once_after_
                  if obj["spec"].get("nodeName")}
         return bound if len(bound) >= expected else None
 
-    cluster.wait(all_bound, SLACK, every=0.1, message="every waiting pod bound after the restart")
+    cluster.wait(all_bound, slack(), every=0.1, message="every waiting pod bound after the restart")
     MEASURED["packing scheduler: restart -> all pods bound (s)"] = time.time() - started
     # the same pods and Jobs before and after: none lost, none replaced, nothing deleted
     assert {uid for ns in namespaces for uid in uids(pods, ns)} == waiting
@@ -290,7 +289,7 @@ def test_a_nodeclaim_in_flight_when_karpenter_crashes_completes_or_is_replaced_a
     (below) is never used."""
     pods, claims = watches["pods"], watches["nodeclaims.karpenter.sh"]
     try:
-        tripped = applied.karpenter_trip.wait(SLACK)
+        tripped = applied.karpenter_trip.wait(slack())
         # Karpenter is dead: what the API server holds now is the state at the crash
         frozen = claims_now(cluster, "burst")
         assert frozen and not [c for c in frozen if initialized(c)], [c.get("status") for c in frozen]
@@ -301,7 +300,7 @@ def test_a_nodeclaim_in_flight_when_karpenter_crashes_completes_or_is_replaced_a
     finally:
         started = restarted(applied.karpenter)
 
-    pod = cluster.wait(lambda: bound_in(pods, "kns-burst-job"), SLACK, every=0.1,
+    pod = cluster.wait(lambda: bound_in(pods, "kns-burst-job"), slack(), every=0.1,
                        message="the burst pod bound after Karpenter's restart")
     MEASURED["karpenter (claim in flight): restart -> pod bound (s)"] = time.time() - started
     node = pod["spec"]["nodeName"]
@@ -311,7 +310,7 @@ def test_a_nodeclaim_in_flight_when_karpenter_crashes_completes_or_is_replaced_a
         done = [c for c in live if initialized(c) and c["status"].get("nodeName") == node]
         return done if len(live) == 1 and done else None
 
-    (claim,) = cluster.wait(converged, SLACK, every=1, message="pool burst converged to one claim, holding the pod")
+    (claim,) = cluster.wait(converged, slack(), every=1, message="pool burst converged to one claim, holding the pod")
     node_labels = cluster.get("node", node)["metadata"]["labels"]
     assert node_labels["kns.io/pool"] == "burst" and node_labels["karpenter.sh/nodepool"] == "burst"
     # the claim of the crash completed, or it was deleted and the new one made after the restart
@@ -367,7 +366,7 @@ def test_a_prescaled_run_starts_on_its_warm_node_though_karpenter_crashed_twice_
         assert not bound_in(pods, "kns-primed")
     finally:
         first = restarted(karpenter)
-    pod = cluster.wait(lambda: bound_in(pods, "kns-primed"), max(start - time.time(), 0) + SLACK, every=0.1,
+    pod = cluster.wait(lambda: bound_in(pods, "kns-primed"), max(start - time.time(), 0) + slack(), every=0.1,
                        message="the primed pod bound")
     MEASURED["karpenter (warm-up claim launched): restart -> primed pod bound (s)"] = time.time() - first
     node = pod["spec"]["nodeName"]
@@ -383,7 +382,7 @@ def test_a_prescaled_run_starts_on_its_warm_node_though_karpenter_crashed_twice_
         done = [obj for _, obj in of_namespace(pods, "kns-primed") if obj["status"].get("phase") == "Succeeded"]
         return done[-1] if done else None
 
-    done = cluster.wait(finished, max(start - time.time(), 0) + SLACK, every=0.5, message="the primed run completed")
+    done = cluster.wait(finished, max(start - time.time(), 0) + slack(), every=0.5, message="the primed run completed")
     assert len(uids(pods, "kns-primed")) == 1 and done["spec"]["nodeName"] == node
     seen = [obj for _, obj in nodes.of(None, node)]
     assert seen, node
@@ -463,7 +462,7 @@ def test_kueue_crash_keeps_admitted_jobs_running_refuses_new_jobs_and_admits_the
         return len(now) == len(names) and len(admitted) == len(running) == holds
 
     try:
-        cluster.wait(settled, SLACK, every=0.2, message=f"{holds} Workloads admitted, their pods running, the others waiting")
+        cluster.wait(settled, slack(), every=0.2, message=f"{holds} Workloads admitted, their pods running, the others waiting")
     except AssertionError:
         state = {ns: [(c["type"], c["status"], c.get("reason"), c.get("message", "")[:100])
                       for c in w.get("status", {}).get("conditions", [])] for ns, w in latest().items()}
@@ -503,7 +502,7 @@ def test_kueue_crash_keeps_admitted_jobs_running_refuses_new_jobs_and_admits_the
     def answers():
         done = create(cluster, queued_job("after-restart", "fault-probe", "kns"), "--dry-run=server")
         return done.returncode == 0 and '"suspend": true' in done.stdout
-    cluster.wait(answers, SLACK, every=0.25, message="Kueue's webhooks answer after the restart")
+    cluster.wait(answers, slack(), every=0.25, message="Kueue's webhooks answer after the restart")
     MEASURED["kueue: restart -> Job creation accepted again (s)"] = time.time() - started
 
     # Before any quota frees, the restarted Kueue must have set the waiting Workloads aside
@@ -518,7 +517,7 @@ def test_kueue_crash_keeps_admitted_jobs_running_refuses_new_jobs_and_admits_the
                 if obj.get("type") == "Warning" and obj["regarding"].get("kind") == "Workload"
                 and obj["regarding"].get("namespace") in waiting and micro_time(obj["eventTime"]) > crashed}
 
-    cluster.wait(tried, SLACK, every=0.25, message="the restarted Kueue set the waiting Workloads aside")
+    cluster.wait(tried, slack(), every=0.25, message="the restarted Kueue set the waiting Workloads aside")
     MEASURED["kueue: restart -> waiting Workloads set aside (s)"] = time.time() - started
 
     # End the admitted Jobs one by one (their pods' run-for set to 0s: kwok completes them
@@ -535,7 +534,7 @@ def test_kueue_crash_keeps_admitted_jobs_running_refuses_new_jobs_and_admits_the
         def next_reserved():
             return {w for w in waiting if is_true(latest()[w], "QuotaReserved")} - reserved_before
 
-        admitted_now = cluster.wait(next_reserved, SLACK, every=0.1, message=f"a waiting Workload admitted after {ns} ended")
+        admitted_now = cluster.wait(next_reserved, slack(), every=0.1, message=f"a waiting Workload admitted after {ns} ended")
         assert len(admitted_now) == 1, admitted_now
         (taken,) = admitted_now
         MEASURED.setdefault("kueue: admitted Job ended -> next waiting admitted (s)", time.time() - ended[ns])
@@ -571,7 +570,7 @@ def test_kueue_crash_keeps_admitted_jobs_running_refuses_new_jobs_and_admits_the
         assert not [obj for kind, obj in of_namespace(pods, ns) if kind == "DELETED"]
         done = cluster.wait(lambda ns=ns: next((obj for _, obj in of_namespace(pods, ns)
                                                 if obj["status"].get("phase") == "Succeeded"), None),
-                            SLACK, every=0.5, message=f"the pod of {ns} ran to its end")
+                            slack(), every=0.5, message=f"the pod of {ns} ran to its end")
         (state,) = [s["state"]["terminated"] for s in done["status"]["containerStatuses"]]
         until = datetime.fromtimestamp(int(ended[ns]), timezone.utc)  # the server's times are whole seconds
         assert state["reason"] == "Completed" and server_time(state["finishedAt"]) >= until, (ns, until, state)

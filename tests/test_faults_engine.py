@@ -19,8 +19,10 @@ import re
 import signal
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import yaml
@@ -28,6 +30,7 @@ import yaml
 from kns_cli.engine import engine_settings
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
 from kns_testing.faults import Component
+from kns_testing.pace import slack
 from kns_testing.program import ROOT, engine_project
 from tests.test_e2e import Stack
 
@@ -266,41 +269,55 @@ KILLS = [
 ]
 
 
-def record(name: str, result: dict) -> None:
-    """What bench/ and docs/benchmarks.md report: kills tried, converged, time to converge."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2))
+@contextmanager
+def recorded(name: str) -> Iterator[dict]:
+    """What bench/ and docs/benchmarks.md report (kills tried, converged, time to converge),
+    written however the case ends: `converged` stays false, with the error, unless the case
+    passed, so a failed case never leaves an older success behind."""
+    result: dict = {"converged": False}
+    try:
+        yield result
+    except BaseException as error:
+        result["error"] = f"{type(error).__name__}: {str(error)[:2000]}"
+        raise
+    finally:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2))
 
 
 @pytest.mark.parametrize("name,scenario,sig,fraction,engine", KILLS, ids=[k[0] for k in KILLS])
 def test_an_interrupted_up_converges_after_kns_recover(cluster, tmp_path_factory, name, scenario, sig, fraction, engine):
-    case = new_case(cluster, tmp_path_factory, name, engine)
-    case.write(FIRST)
-    removed, changed = [], frozenset()
-    if scenario != "fresh":
-        case.up()
-        case.write(SECOND, CHANGED)
-        removed, changed = REMOVED, CHANGED
-    planned = case.planned_changes()
-    after = max(1, round(fraction * planned))
-    seen, status, output = case.up_interrupted(sig, after)
-    assert status != 0, f"the interrupted up reported success:\n{output[-2000:]}"
-    assert no_crash(output), output[-4000:]
-    if scenario == "revert":
+    with recorded(name) as result:
+        result.update(scenario=scenario, signal=signal.Signals(sig).name,
+                      checkpoints=engine["PULUMI_SKIP_CHECKPOINTS"] != "true")
+        case = new_case(cluster, tmp_path_factory, name, engine)
         case.write(FIRST)
-        removed, changed = sorted(set(SECOND) - set(FIRST)), frozenset()
-    started = time.monotonic()
-    done = case.recover()
-    took = time.monotonic() - started
-    assert done.returncode == 0, f"kns recover failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
-    assert "recovered" in done.stderr
-    swept = int(re.search(r"step 4/5: (\d+) object\(s\) not in the stack deleted", done.stderr).group(1))
-    if scenario == "revert":
-        assert swept > 0, "the abandoned update's objects were not found by the sweep"
-    assert_converged(case, removed, changed)
-    record(name, {"scenario": scenario, "signal": signal.Signals(sig).name, "planned": planned, "killed_after": seen,
-                  "checkpoints": engine["PULUMI_SKIP_CHECKPOINTS"] != "true", "stale_lock": "stale lock" in done.stderr,
-                  "swept": swept, "converged": True, "recover_seconds": round(took, 1)})
+        removed, changed = [], frozenset()
+        if scenario != "fresh":
+            case.up()
+            case.write(SECOND, CHANGED)
+            removed, changed = REMOVED, CHANGED
+        planned = result["planned"] = case.planned_changes()
+        after = max(1, round(fraction * planned))
+        seen, status, output = case.up_interrupted(sig, after)
+        result["killed_after"] = seen
+        assert status != 0, f"the interrupted up reported success:\n{output[-2000:]}"
+        assert no_crash(output), output[-4000:]
+        if scenario == "revert":
+            case.write(FIRST)
+            removed, changed = sorted(set(SECOND) - set(FIRST)), frozenset()
+        started = time.monotonic()
+        done = case.recover()
+        result["recover_seconds"] = round(time.monotonic() - started, 1)
+        assert done.returncode == 0, f"kns recover failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+        assert "recovered" in done.stderr
+        swept = result["swept"] = int(re.search(r"step 4/5: (\d+) object\(s\) not in the stack deleted",
+                                                done.stderr).group(1))
+        result["stale_lock"] = "stale lock" in done.stderr
+        if scenario == "revert":
+            assert swept > 0, "the abandoned update's objects were not found by the sweep"
+        assert_converged(case, removed, changed)
+        result["converged"] = True
 
 
 def test_recover_refuses_while_the_update_still_runs(cluster, tmp_path_factory):
@@ -313,7 +330,7 @@ def test_recover_refuses_while_the_update_still_runs(cluster, tmp_path_factory):
                                stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         lock_dir = Path(case.stack.env["PULUMI_BACKEND_URL"][len("file://"):]) / ".pulumi" / "locks"
-        case.cluster.wait(lambda: any(lock_dir.rglob("*.json")) or process.poll() is not None, 120,
+        case.cluster.wait(lambda: any(lock_dir.rglob("*.json")) or process.poll() is not None, slack(),
                           every=0.05, message="the update's lock")
         assert process.poll() is None, "the update ended before it could be observed running"
         done = case.recover()
@@ -327,6 +344,12 @@ def test_recover_refuses_while_the_update_still_runs(cluster, tmp_path_factory):
 
 
 def test_the_api_server_restarted_during_up_fails_cleanly_or_completes_and_a_second_up_converges(cluster, tmp_path_factory):
+    with recorded("apiserver") as result:
+        result["scenario"] = "apiserver-restart"
+        api_server_restarted_during_up(cluster, tmp_path_factory, result)
+
+
+def api_server_restarted_during_up(cluster, tmp_path_factory, result: dict) -> None:
     case = new_case(cluster, tmp_path_factory, "api", TUNED)
     case.write(FIRST)
     planned = case.planned_changes()
@@ -343,7 +366,8 @@ def test_the_api_server_restarted_during_up_fails_cleanly_or_completes_and_a_sec
         assert process.poll() is None, "up ended before the API server could be stopped"
         apiserver.crash(signal.SIGTERM)
         apiserver.start()
-        case.cluster.wait(lambda: case.cluster.kubectl("get", "--raw", "/readyz", check=False).returncode == 0, 180,
+        case.cluster.wait(lambda: case.cluster.kubectl("get", "--raw", "/readyz", check=False).returncode == 0,
+                          slack(floor=180),
                           message="the restarted API server ready")
         status = process.wait(timeout=900)
     finally:
@@ -351,6 +375,7 @@ def test_the_api_server_restarted_during_up_fails_cleanly_or_completes_and_a_sec
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
     output = (case.stack.root / "up.log").read_text()
+    result.update(planned=planned, first_up_status=status, provider_crashed=not no_crash(output))
     assert status == 0 or "error:" in output, output[-4000:]
     # The provider patch (docs/operations.md, "The provider patch"): a create whose await the
     # restart cuts off fails as an error, the provider does not crash.
@@ -359,41 +384,55 @@ def test_the_api_server_restarted_during_up_fails_cleanly_or_completes_and_a_sec
     assert not any(lock_dir.rglob("*.json")), "the update left its lock"
     started = time.monotonic()
     case.up()
+    result["second_up_seconds"] = round(time.monotonic() - started, 1)
     assert_converged(case)
-    record("apiserver", {"scenario": "apiserver-restart", "planned": planned, "first_up_status": status,
-                         "converged": True, "second_up_seconds": round(time.monotonic() - started, 1)})
+    result["converged"] = True
 
 
-def test_a_create_cut_off_while_it_awaits_fails_without_a_provider_crash(cluster, tmp_path_factory):
-    """The path of the provider panic, taken on every run (docs/operations.md, "The provider
-    patch"): with the quota controller stopped, every ResourceQuota the `up` creates stays in
-    the provider's await, which polls the object until its status is filled. The API server
-    then goes away under six such awaits, so their next polls fail. Unpatched, a failed poll
-    replaced the object with nil and Create crashed on it; patched, the creates fail as
-    errors, and recovery converges."""
-    case = new_case(cluster, tmp_path_factory, "aw", TUNED)
-    quotas = [f"ns-{i}" for i in range(6)]
-    case.write(quotas)
-    controllers = Component(cluster.state, "kube-controller-manager")
-    apiserver = Component(cluster.state, "kube-apiserver")
+# The ResourceQuota await's own timeout in the pinned provider (pkg/await/awaiters.go,
+# untilCoreV1ResourceQuotaInitialized: WatchUntil(..., 1*time.Minute)).
+QUOTA_AWAIT_SECONDS = 60
+# What a poll cut off by the API server going away fails with (Go's net and client-go).
+CONNECTION_ERROR = re.compile(r"connection refused|connection reset by peer|unexpected EOF|http2: client connection lost"
+                              r"|dial tcp [^ ]+: connect:|context canceled", re.I)
+
+
+@dataclass
+class CutOff:
+    status: int
+    output: str
+    stopped_at: float                  # wall clock, when the API server was stopped
+    awaits: dict[str, float]           # quota URN -> when its create began (the engine's event)
+    failures: dict[str, float]         # quota URN -> when its create failed
+    messages: dict[str, str]           # quota URN -> the engine's diagnostic for it
+
+
+def engine_events(path: Path) -> list[dict]:
+    return [json.loads(line) for line in (path.read_text().splitlines() if path.exists() else []) if line.strip()]
+
+
+def cut_off_creates(case: Case, quotas: list[str], env: dict[str, str]) -> CutOff:
+    """An `up` whose ResourceQuota creates are all in their await (the quota controller
+    stopped, so no status ever fills) when the API server goes away under them."""
+    controllers = Component(case.cluster.state, "kube-controller-manager")
+    apiserver = Component(case.cluster.state, "kube-apiserver")
     events = case.stack.root / "events.jsonl"
     controllers.pause()
     try:
         with open(case.stack.root / "up.log", "w") as out:
             process = subprocess.Popen(["pulumi", "up", "--yes", "--skip-preview", "--non-interactive", "--event-log",
-                                        str(events)], cwd=case.stack.root, env=case.env(), stdout=out,
+                                        str(events)], cwd=case.stack.root, env=env, stdout=out,
                                        stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            # Every quota in the cluster, and the quota controller stopped: each create is in
-            # its await (for a minute, the await's own timeout) when the server goes.
             case.cluster.wait(lambda: len(case.cluster.get("resourcequotas", "--all-namespaces", "-l",
-                                                             f"{LABEL}=kns-aw")["items"]) == len(quotas)
+                                                             f"{LABEL}=kns-{case.name}")["items"]) == len(quotas)
                               or process.poll() is not None, 600, every=0.2, message="every quota created")
             assert process.poll() is None, "up ended before its quotas' awaits could be cut off"
+            stopped_at = time.time()
             apiserver.crash(signal.SIGTERM)
             apiserver.start()
             case.cluster.wait(lambda: case.cluster.kubectl("get", "--raw", "/readyz", check=False).returncode == 0,
-                              180, message="the restarted API server ready")
+                              slack(floor=180), message="the restarted API server ready")
             status = process.wait(timeout=900)
         finally:
             if process.poll() is None:
@@ -402,9 +441,67 @@ def test_a_create_cut_off_while_it_awaits_fails_without_a_provider_crash(cluster
     finally:
         controllers.resume()
     reap(case.stack.root)
-    output = (case.stack.root / "up.log").read_text()
-    assert status != 0 and "failed to fully initialize" in output, output[-4000:]
-    assert no_crash(output), output[-4000:]
+    awaits, failures, messages = {}, {}, {}
+    for event in engine_events(events):
+        pre = (event.get("resourcePreEvent") or {}).get("metadata") or {}
+        if pre.get("type") == "kubernetes:core/v1:ResourceQuota" and pre.get("op") == "create":
+            awaits[pre["urn"]] = event["timestamp"]
+        failed = (event.get("resOpFailedEvent") or {}).get("metadata") or {}
+        if failed.get("type") == "kubernetes:core/v1:ResourceQuota":
+            failures[failed["urn"]] = event["timestamp"]
+        diagnostic = event.get("diagnosticEvent") or {}
+        if diagnostic.get("severity") == "error" and "ResourceQuota" in diagnostic.get("urn", ""):
+            messages[diagnostic["urn"]] = messages.get(diagnostic["urn"], "") + diagnostic.get("message", "")
+    return CutOff(status, (case.stack.root / "up.log").read_text(), stopped_at, awaits, failures, messages)
+
+
+def test_a_create_cut_off_while_it_awaits_fails_without_a_provider_crash(cluster, tmp_path_factory):
+    """The path of the provider panic, taken on every run (docs/operations.md, "The provider
+    patch"): with the quota controller stopped, every ResourceQuota the `up` creates stays in
+    the provider's await, which polls the object until its status is filled. The API server
+    then goes away under six such awaits, so their next polls fail. Unpatched, a failed poll
+    replaced the object with nil and Create crashed on it (the control below, in the soak
+    script); patched, each create fails on the connection error itself, long before the
+    await's own timeout, as a partial error that records the quota in the state, and
+    recovery converges."""
+    case = new_case(cluster, tmp_path_factory, "aw", TUNED)
+    quotas = [f"ns-{i}" for i in range(6)]
+    case.write(quotas)
+    cut = cut_off_creates(case, quotas, case.env())
+    assert cut.status != 0 and no_crash(cut.output), cut.output[-4000:]
+    assert len(cut.awaits) == len(quotas) and set(cut.failures) == set(cut.awaits), (cut.awaits, cut.failures)
+    for urn, began in cut.awaits.items():
+        message = cut.messages.get(urn, "")
+        # The failed poll's own error, not the await timing out.
+        assert CONNECTION_ERROR.search(message) and "timed out" not in message.lower(), (urn, message)
+        assert "failed to fully initialize" in message, (urn, message)
+        # Failed when the server went away (the event clock has whole seconds), before the
+        # await's own timeout could have fired.
+        assert int(cut.stopped_at) - 1 <= cut.failures[urn] < began + QUOTA_AWAIT_SECONDS, \
+            (urn, began, cut.stopped_at, cut.failures[urn])
+    # The partial error recorded each created quota in the state: recovery refreshes it
+    # rather than finding an object the state never held.
+    state = json.loads(case.pulumi("stack", "export").stdout)["deployment"]["resources"]
+    held = {r["urn"] for r in state if r["type"] == "kubernetes:core/v1:ResourceQuota"}
+    assert held == set(cut.awaits), (held, cut.awaits)
     done = case.recover()
     assert done.returncode == 0, f"kns recover failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
     assert_converged(case)
+
+
+@pytest.mark.control
+def test_control_the_unpatched_provider_panics_on_the_same_fault(cluster, tmp_path_factory):
+    """The control of the test above (scripts/soak-faults.sh runs it; `make test` does not
+    build the stock provider): the same fault with the provider built without the patch, in
+    the Pulumi home KNS_UNPATCHED_PULUMI_HOME, crashes. So the test above passes because of
+    the patch, not because the fault missed the path."""
+    home = os.environ.get("KNS_UNPATCHED_PULUMI_HOME")
+    assert home and Path(home, "plugins").is_dir(), \
+        "KNS_UNPATCHED_PULUMI_HOME must name a Pulumi home with the unpatched provider (scripts/soak-faults.sh)"
+    case = new_case(cluster, tmp_path_factory, "awc", TUNED)
+    quotas = [f"ns-{i}" for i in range(6)]
+    case.write(quotas)
+    cut = cut_off_creates(case, quotas, {**case.env(), "PULUMI_HOME": home})
+    assert cut.status != 0, cut.output[-4000:]
+    assert not no_crash(cut.output) and "panic:" in cut.output, cut.output[-4000:]
+    assert "pkg/provider.(*kubeProvider).Create" in cut.output, cut.output[-4000:]

@@ -529,3 +529,24 @@ def test_an_entry_that_fits_only_by_borrowing_is_accepted():
     done = run_program(config)
     assert apiserver.manifest(done.named(LOCAL_QUEUE, "plain-queue"))["spec"]["clusterQueue"] == "batch"
     assert done.named("kubernetes:batch/v1:CronJob", "plain")
+
+
+def test_the_documented_queues_session_is_what_kns_prints(tmp_path, capsys):
+    """docs/queueing.md's worked example: its config on the dev stack's cluster and `a100`
+    pool plus a `compute` pool, and `./kns queues` printing what the page shows (up to its
+    `...`)."""
+    import yaml
+    doc = (ROOT / "docs" / "queueing.md").read_text()
+    start = doc.index("## Worked example")
+    example = yaml.safe_load(doc[doc.index("```yaml\n", start) + 8:doc.index("```\n", doc.index("```yaml\n", start))])
+    dev = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
+    pools = [p for p in dev["kns:nodePools"] if p["name"] == "a100"]
+    pools.append({"name": "compute", "role": "compute", "nodes": ["cpu-node-1", "cpu-node-2"]})
+    config = {"cluster": dev["kns:cluster"], "nodePools": pools,
+              **{key.split(":", 1)[1]: value for key, value in example["config"].items()}}
+    root = write_project(tmp_path / "project", config, stack="dev")
+    assert cli.main(["queues", "--stack", "dev", "--project-dir", str(root)]) == 0
+    printed = capsys.readouterr().out
+    session = doc[doc.index("$ ./kns queues\n", start):]
+    shown = session[len("$ ./kns queues\n"):session.index("  ...\n")]
+    assert shown.count("\n") >= 6 and printed.startswith(shown), printed

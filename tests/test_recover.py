@@ -23,13 +23,45 @@ PASSPHRASE = "kns-dev-local"  # the dev stack's committed encryptionsalt belongs
 def test_types_and_ids_as_kubectl_and_the_state_name_them():
     assert recover.kubectl_resource("kubernetes:core/v1:ResourceQuota") == "resourcequota"
     assert recover.kubectl_resource("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding") == \
-        "rolebinding.v1.rbac.authorization.k8s.io"
-    assert recover.kubectl_resource("kubernetes:kueue.x-k8s.io/v1beta1:ClusterQueue") == \
-        "clusterqueue.v1beta1.kueue.x-k8s.io"
+        "rolebinding.rbac.authorization.k8s.io"
+    assert recover.kubectl_resource("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue") == \
+        "clusterqueue.kueue.x-k8s.io"
     quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q", "namespace": "kns-a"}}
-    queue = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "gpu"}}
+    queue = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "gpu"}}
     assert (recover.type_token(quota), recover.object_id(quota)) == ("kubernetes:core/v1:ResourceQuota", "kns-a/q")
-    assert (recover.type_token(queue), recover.object_id(queue)) == ("kubernetes:kueue.x-k8s.io/v1beta1:ClusterQueue", "gpu")
+    assert (recover.type_token(queue), recover.object_id(queue)) == ("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "gpu")
+    assert recover.identity(quota) == ("", "ResourceQuota", "kns-a/q")
+    assert recover.identity("kubernetes:kueue.x-k8s.io/v1beta1:ClusterQueue", "gpu") == \
+        ("kueue.x-k8s.io", "ClusterQueue", "gpu")
+
+
+def live(api_version: str, kind: str, name: str, namespace: str = "", **meta) -> dict:
+    return {"apiVersion": api_version, "kind": kind,
+            "metadata": {"name": name, **({"namespace": namespace} if namespace else {}), **meta}}
+
+
+def test_the_sweep_matches_state_and_cluster_by_group_kind_and_identity_not_version():
+    """A state written while Kueue served v1beta1 holds the queues the server now lists as
+    v1beta2: they are the stack's own, never swept. What no state resource holds is."""
+    state = [{"type": "kubernetes:kueue.x-k8s.io/v1beta1:ClusterQueue", "id": "gpu"},
+             {"type": "kubernetes:kueue.x-k8s.io/v1beta1:LocalQueue", "id": "kns-a/gpu"},
+             {"type": "kubernetes:core/v1:ResourceQuota", "id": "kns-a/q"},
+             {"type": "pulumi:providers:kubernetes", "id": "gpu"}]
+    cluster = [live("kueue.x-k8s.io/v1beta2", "ClusterQueue", "gpu"),
+               live("kueue.x-k8s.io/v1beta2", "LocalQueue", "gpu", "kns-a"),
+               live("v1", "ResourceQuota", "q", "kns-a"),
+               live("kueue.x-k8s.io/v1beta2", "ClusterQueue", "cpu"),
+               live("kueue.x-k8s.io/v1beta2", "LocalQueue", "gpu", "kns-b"),
+               live("v1", "ResourceQuota", "gpu"),
+               live("kueue.x-k8s.io/v1beta2", "Workload", "w", "kns-a", ownerReferences=[{"kind": "Job"}]),
+               live("kueue.x-k8s.io/v1beta2", "ClusterQueue", "old", deletionTimestamp="2026-11-27T00:00:00Z")]
+    swept = [recover.identity(obj) for obj in recover.unowned(cluster, state)]
+    assert swept == [("kueue.x-k8s.io", "ClusterQueue", "cpu"), ("kueue.x-k8s.io", "LocalQueue", "kns-b/gpu"),
+                     ("", "ResourceQuota", "gpu")]
+    # Both versions of one kind in the types are one listing, in the server's preferred version.
+    assert {recover.kubectl_resource(t) for t in ("kubernetes:kueue.x-k8s.io/v1beta1:ClusterQueue",
+                                                   "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")} == \
+        {"clusterqueue.kueue.x-k8s.io"}
 
 
 @pytest.fixture
