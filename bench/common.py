@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "build" / "bench"
+KEPT = ROOT / "bench" / "results"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -91,9 +92,14 @@ def _dump(name: str, payload: dict[str, Any]) -> Path:
     return path
 
 
-def write(name: str, payload: dict[str, Any]) -> Path:
-    """The benchmark's complete result."""
-    return _dump(name, {"status": "complete", **payload})
+def write(name: str, payload: dict[str, Any], keep: bool = False) -> Path:
+    """The benchmark's complete result; `keep`: also in bench/results/, the committed copy
+    that docs/benchmarks.md quotes."""
+    path = _dump(name, {"status": "complete", **payload})
+    if keep:
+        KEPT.mkdir(parents=True, exist_ok=True)
+        (KEPT / path.name).write_text(path.read_text())
+    return path
 
 
 @contextmanager

@@ -1,31 +1,32 @@
-"""`./kns up ENTRY` on an N-entry stack against the full `make up` of a stack holding no other
+"""`./kns up ENTRY` on an N-entry stack against the same command on a stack holding no other
 entry, for the same change, on the local control plane (scripts/cluster-up.sh, kwok nodes),
-at 100, 300 and 1,000 entries of bench/common.py's synthetic stack (issue 33).
+at 100, 300 and 1,000 entries of bench/common.py's synthetic stack (issues 33 and 44).
+
+Like with like: both arms run the same command, `./kns up --project-dir . --stack bench
+NEW` (offline validation, the toolchain check, the stack's record, the digest check, the
+targeted `pulumi up --skip-preview --target ... --target-dependents` in the Pulumi stack
+that holds NEW), and differ in one thing, the size of the stack around NEW:
+
+- the N-stack: N entries, in entry stacks of about PER_STACK entries each
+  (`kns:state.entryStacks: N / PER_STACK`, docs/entry-stacks.md; `--per-stack 0` keeps
+  them in the one stack), applied by a full `make up` (set-up, timed, not compared), then
+  left to settle (every Job has its pod, every quota its status);
+- the baseline: the same platform and layout (one entry stack when the N-stack has entry
+  stacks) with no entry but NEW.
 
 Two stacks of the same platform (cluster, node pools, packing scheduler), each on a cluster
-of its own (their platforms' cluster-scoped objects and node patches would collide on one):
+of its own (their platforms' cluster-scoped objects and node patches would collide on one).
+Round after round, the entry NEW (a schedule) is added to both stacks' job files, its cpu
+changed, and it is deleted; after each step both arms apply it, one right after the other,
+the arm that goes first alternating from round to round, so that a drift of the machine's
+load falls on both alike. A pair is one step of one round; its ratio is the N-stack's time
+over the baseline's. Reported per step: each pair's ratio, their median and their spread
+(lowest and highest). Both runs of a pair must change the same objects: the summary line of
+NEW and the changes of the update's header (its unchanged count aside) must be the same, or
+the benchmark stops.
 
-- the N-stack: its N entries in entry stacks of about PER_STACK entries each
-  (`kns:state.entryStacks: N / PER_STACK`, docs/entry-stacks.md; `--per-stack 0` keeps
-  them in the one stack, as before entry stacks), applied by a full `make up` (set-up,
-  timed, not compared), then left to settle (every Job has its pod, every quota its status);
-- the baseline: the same platform with no entry, applied by a full `make up`.
-
-Then, round after round, the entry NEW (a schedule) is added to both stacks' job files, its
-cpu changed, and it is deleted; after each step the N-stack runs `./kns up NEW` and the
-baseline `make up` (so it holds NEW alone, or nothing), the two taking turns step by step so
-that the machine's load falls on both alike. A ratio is the targeted time over the
-baseline's for the same step, each the best of the rounds (the medians beside them).
-
-`./kns up` runs end to end from the project copy (`./kns up --project-dir . --stack bench
-NEW`: offline validation, the toolchain check, `pulumi stack export`, the digest check, the
-targeted `pulumi up --target ... --target-dependents` with the policy pack); `make up` is
-`KNS_STACK=bench bash scripts/up.sh up` in the copy (`pulumi up --yes --non-interactive
---diff --policy-pack policy` with scripts/lib/engine.sh's settings, its preview first). Each
-run's phases come from the moment its lines arrive: `./kns up`'s line naming the targets
-(its work before the engine), the first `applied` progress line (the program and the
-preview done), the summary (the engine done). The engine's own output of every run is in
-the copies' build/logs/.
+With entry stacks the engine carries the holding entry stack's objects, about PER_STACK
+entries' whatever N is: a ratio that stays flat in N says that, not more.
 
 NEW is a schedule entry (a CronJob), whose cpu change is an update in place: a Job entry's
 cpu is in the Job's pod template, which Kubernetes does not change in place, so the same
@@ -34,7 +35,8 @@ deletion too.
 
 The entries live in a job file: with 1,000 entries in the stack file, the config the engine
 hands the program (one environment variable) is over Linux's 128 KiB limit for one
-variable.
+variable. The results file is written to build/bench/ and, for docs/benchmarks.md section
+13, to bench/results/targeted_up.json.
 
     cd bench && ../.venv/bin/python targeted_up.py [sizes...] [--rounds N] [--per-stack N]
 """
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import tempfile
@@ -136,35 +139,51 @@ class Stack:
 
 
 def phases(lines: list[tuple[float, str]]) -> dict[str, Optional[float]]:
-    """When the engine started (`./kns up` says what it runs just before; scripts/up.sh has no
-    such line: its toolchain line), when it applied its first resource, when it ended (the
-    summary's first line)."""
+    """When the engine started (`./kns up`'s line naming the targets), when it applied its
+    first resource, when it ended (the summary's first line)."""
     def first(*prefixes: str) -> Optional[float]:
         return next((at for at, line in lines if line.startswith(prefixes)), None)
-    return {"engine_start": first("kns up:", "toolchain:"), "first_applied": first("applied "),
-            "engine_end": first("Update of stack")}
+    return {"engine_start": first("kns up:"), "first_applied": first("applied "), "engine_end": first("Update of stack")}
+
+
+def changes(lines: list[tuple[float, str]]) -> tuple[str, str]:
+    """What a run changed, as its summary says: the update header's changes (without its
+    unchanged count, which is the stack's size) and NEW's own line."""
+    header = next((line for _, line in lines if line.startswith("Update of stack")), "")
+    counted = re.sub(r",? *\d+ unchanged.*$", "", header.split(": ", 1)[-1])
+    entry = next((re.sub(r"\s+", " ", line.strip()) for _, line in lines
+                  if re.match(rf"\s+\S+\s+\S+\s+{re.escape(NEW['name'])}\s", line)), "")
+    return counted, entry
 
 
 def rounds(arms: dict[str, tuple[Stack, Callable[[], tuple[float, list]]]], count: int,
            size: int) -> tuple[dict[str, dict[str, list[float]]], list[dict]]:
-    """`count` rounds of add, change, remove of NEW, each step made on every arm's stack and
-    applied by its command, the arms taking turns step by step (the machine's load drifts):
-    each arm's wall seconds of each step, and each run's phases."""
+    """`count` rounds of add, change, remove of NEW, each step made on both arms' stacks and
+    applied by each, one right after the other, the first arm alternating by round: each
+    arm's wall seconds of each step (index = round), and each run's phases and changes."""
     times: dict[str, dict[str, list[float]]] = {arm: {step: [] for step in STEPS} for arm in arms}
     runs = []
+    names = list(arms)
     for round_ in range(count):
+        order = names if round_ % 2 == 0 else names[::-1]
         for step, entry in (("add", NEW), ("change", {**NEW, "cpu": CHANGED_CPU}), ("remove", None)):
-            for arm, (stack, apply) in arms.items():
+            changed = {}
+            for arm in order:
+                stack, apply = arms[arm]
                 stack.set_new(entry)
                 seconds, lines = apply()
                 times[arm][step].append(seconds)
                 marks = phases(lines)
-                runs.append({"arm": arm, "round": round_, "step": step, "seconds": seconds, **marks,
+                changed[arm] = changes(lines)
+                runs.append({"arm": arm, "round": round_, "step": step, "seconds": seconds, "first": arm == order[0],
+                             **marks, "changes": list(changed[arm]),
                              "said": [line for _, line in lines if line.startswith(("kns up:", "Update of stack"))]})
                 shown = ", ".join(f"{key} {value:.1f}" for key, value in marks.items() if value is not None)
                 print(f"  {size} entries, round {round_}, {step}, {arm}: {seconds:.1f} s ({shown}); "
                       f"{' / '.join(runs[-1]['said'])}", flush=True)
                 time.sleep(2)
+            if len(set(changed.values())) != 1 or not all(all(c) for c in changed.values()):
+                raise RuntimeError(f"round {round_}, {step}: the arms changed different objects: {changed}")
     return times, runs
 
 
@@ -178,21 +197,38 @@ def measure(size: int, bin_dir: str, tmp: Path, count: int, per_stack: int) -> d
     collide on one), both up while the arms take turns."""
     out: dict = {"entries": size, "entry_stacks": entry_stacks(size, per_stack)}
     config = synthetic_config(size)
+    base = {**synthetic_config(0), "jobs": [], "schedules": []}
     if out["entry_stacks"] is not None:
         config["state"] = {"entryStacks": out["entry_stacks"]}
+        base["state"] = {"entryStacks": 1}
     jobs = len(config["jobs"])
     with local_cluster(tmp / "cluster", nodes()) as cluster, local_cluster(tmp / "baseline-cluster", nodes()) as other:
         stack = Stack(tmp / "stack", bin_dir, config, cluster)
         out["setup_up_seconds"], _ = stack.make_up()
         print(f"{size} entries: set-up `make up` {out['setup_up_seconds']:.1f} s", flush=True)
-        baseline = Stack(tmp / "baseline", bin_dir, {**synthetic_config(0), "jobs": [], "schedules": []}, other)
+        baseline = Stack(tmp / "baseline", bin_dir, base, other)
         out["baseline_setup_up_seconds"], _ = baseline.make_up()
-        print(f"baseline (no entry): set-up `make up` {out['baseline_setup_up_seconds']:.1f} s", flush=True)
+        print(f"baseline (no entry but NEW): set-up `make up` {out['baseline_setup_up_seconds']:.1f} s", flush=True)
         settle(cluster, jobs, timeout=900)
         times, out["runs"] = rounds({"targeted": (stack, lambda: stack.kns_up(NEW["name"])),
-                                     "baseline": (baseline, baseline.make_up)}, count, size)
+                                     "baseline": (baseline, lambda: baseline.kns_up(NEW["name"]))}, count, size)
     out.update(times)
     return out
+
+
+def summarise(got: dict) -> None:
+    """Per step: each pair's ratio (N-stack over baseline, same round and step), their
+    median and spread; the same over every pair."""
+    got["pair_ratios"], got["median_ratio"], got["spread"] = {}, {}, {}
+    every = []
+    for step in STEPS:
+        pairs = [t / b for t, b in zip(got["targeted"][step], got["baseline"][step])]
+        every += pairs
+        got["pair_ratios"][step] = pairs
+        got["median_ratio"][step] = statistics.median(pairs)
+        got["spread"][step] = [min(pairs), max(pairs)]
+    got["median_ratio"]["all"] = statistics.median(every)
+    got["spread"]["all"] = [min(every), max(every)]
 
 
 def main() -> None:
@@ -207,20 +243,21 @@ def main() -> None:
     for size in options.sizes:
         with tempfile.TemporaryDirectory() as tmp:
             got = measure(size, bin_dir, Path(tmp), options.rounds, options.per_stack)
-        got["best"], got["median"], got["ratio"], got["median_ratio"] = {}, {}, {}, {}
-        for step in STEPS:
-            for key, pick in (("best", min), ("median", statistics.median)):
-                got[key][step] = {arm: pick(got[arm][step]) for arm in ("targeted", "baseline")}
-            got["ratio"][step] = got["best"][step]["targeted"] / got["best"][step]["baseline"]
-            got["median_ratio"][step] = got["median"][step]["targeted"] / got["median"][step]["baseline"]
-            rows.append([size, got["entry_stacks"] or "-", step, f"{got['best'][step]['targeted']:.1f}", f"{got['best'][step]['baseline']:.1f}",
-                         f"{got['ratio'][step]:.2f}", f"{got['median'][step]['targeted']:.1f}",
-                         f"{got['median'][step]['baseline']:.1f}", f"{got['median_ratio'][step]:.2f}"])
+        summarise(got)
+        for step in (*STEPS, "all"):
+            seconds = {arm: statistics.median(got[arm][step] if step != "all" else
+                                              [s for each in STEPS for s in got[arm][each]])
+                       for arm in ("targeted", "baseline")}
+            low, high = got["spread"][step]
+            rows.append([size, got["entry_stacks"] or "-", step, f"{seconds['targeted']:.1f}",
+                         f"{seconds['baseline']:.1f}", f"{got['median_ratio'][step]:.2f}", f"{low:.2f}-{high:.2f}"])
         got["load_average"] = os.getloadavg()
         results.append(got)
-        print(table(["entries", "entry stacks", "step", "./kns up s", "make up (1 entry) s", "ratio", "median ./kns up s",
-                     "median make up s", "median ratio"], rows), flush=True)
-    print(f"written: {write('targeted_up', {'results': results, 'entry': NEW, 'changed_cpu': CHANGED_CPU, 'rounds': options.rounds, 'per_stack': options.per_stack})}")
+        print(table(["entries", "entry stacks", "step", "median N-stack s", "median baseline s", "median ratio",
+                     "spread"], rows), flush=True)
+    payload = {"results": results, "entry": NEW, "changed_cpu": CHANGED_CPU, "rounds": options.rounds,
+               "per_stack": options.per_stack}
+    print(f"written: {write('targeted_up', payload, keep=True)}")
 
 
 if __name__ == "__main__":

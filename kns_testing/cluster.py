@@ -56,7 +56,10 @@ class Cluster:
         done = self.kubectl(*args, check=False)
         return done.stdout.strip() == "yes"
 
-    def wait(self, what, timeout: float = 120, every: float = 1.0, message: str = ""):
+    def wait(self, what, timeout: float | None = None, every: float = 1.0, message: str = ""):
+        """`what()` once it is true; fails after `timeout` seconds (default: the run's slack,
+        kns_testing/pace.py)."""
+        timeout = pace.slack() if timeout is None else timeout
         deadline = time.time() + timeout
         while True:
             value = what()

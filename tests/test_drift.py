@@ -147,7 +147,7 @@ def never_resuspended(jobs: Watch, cluster: Cluster) -> None:
     """No queued Job went back to `suspend: true` after its admission (an `up` that fought
     Kueue would write it, and Kueue unsuspend it again)."""
     for name in QUEUED:
-        cluster.wait(lambda name=name: jobs.of(f"kns-{name}", name), 30, message=f"the watch saw {name}")
+        cluster.wait(lambda name=name: jobs.of(f"kns-{name}", name), slack(floor=30), message=f"the watch saw {name}")
         values = [obj["spec"].get("suspend") for _, obj in jobs.of(f"kns-{name}", name)]
         flips = [v for i, v in enumerate(values) if i == 0 or v != values[i - 1]]
         assert flips == [True, False], (name, values)

@@ -236,7 +236,7 @@ def test_a_job_completes_and_its_ttl_removes_it_no_earlier(stack, cluster, jobs)
                       if obj.get("status", {}).get("completionTime")), None),
         slack(floor=180), every=2, message="ttl-job completed")
     left = (server_time(completed) + timedelta(seconds=ttl) - datetime.now(timezone.utc)).total_seconds()
-    gone = cluster.wait(deleted, max(left, 0) + 60, every=2, message="ttl-job removed by its TTL")
+    gone = cluster.wait(deleted, slack(max(left, 0), floor=60), every=2, message="ttl-job removed by its TTL")
     assert gone["spec"]["ttlSecondsAfterFinished"] == ttl
     # The TTL controller deletes in the foreground: the deletion timestamp is when it acted.
     removed = server_time(gone["metadata"]["deletionTimestamp"])
@@ -356,7 +356,7 @@ def registered_version(cluster, nodes: Watch, name: str) -> dict:
     def registered(version: dict) -> bool:
         return not any(t["key"] == "karpenter.sh/unregistered" for t in version["spec"].get("taints", []))
 
-    return cluster.wait(lambda: next((v for v in versions(nodes, name) if registered(v)), None), 60,
+    return cluster.wait(lambda: next((v for v in versions(nodes, name) if registered(v)), None), slack(floor=60),
                         message=f"the node watch saw {name} registered")
 
 
@@ -370,7 +370,8 @@ def test_a_job_on_an_empty_autoscaled_pool_waits_for_karpenter_and_lands_on_its_
     pod = bound_pod(cluster, "kns-burst-job")
     node_name = pod["spec"]["nodeName"]
     registered_version(cluster, nodes, node_name)
-    cluster.wait(lambda: [o for _, o in nodeclaims.all() if o.get("status", {}).get("nodeName") == node_name], 60,
+    cluster.wait(lambda: [o for _, o in nodeclaims.all() if o.get("status", {}).get("nodeName") == node_name],
+                 slack(floor=60),
                  message="the NodeClaim watch saw the node's claim")
     # it was pending first (its scheduler found no node), Karpenter nominated a new node, then
     # the scheduler bound it: the pod's events, which the API server keeps
@@ -436,7 +437,7 @@ def test_n_workers_on_an_empty_autoscaled_pool_get_n_nodes_from_karpenter(stack,
 
     bound = cluster.wait(placed, slack(floor=240), every=2, message="every worker of multi-burst bound")
     assert len(set(bound.values())) == workers, bound
-    cluster.wait(lambda: set(bound.values()) <= pool_node_names(nodes, "multi"), 60,
+    cluster.wait(lambda: set(bound.values()) <= pool_node_names(nodes, "multi"), slack(floor=60),
                  message="the node watch saw the workers' nodes labelled for pool multi")
     claimed = {o["status"]["nodeName"] for _, o in nodeclaims.all()
                if o.get("status", {}).get("nodeName") in set(bound.values())
@@ -459,7 +460,7 @@ def test_autoscaled_pools_consolidate_back_to_zero_once_their_pods_are_done(stac
         last = max(finished)
         left = (last + timedelta(seconds=after + CONSOLIDATION_SLACK) - datetime.now(timezone.utc)).total_seconds()
         cluster.wait(lambda: not [n for n in cluster.get("nodes", "-l", f"kns.io/pool={pool}")["items"]],
-                     max(left, 0) + 30, every=2, message=f"pool {pool} back to zero nodes")
+                     slack(max(left, 0), floor=30), every=2, message=f"pool {pool} back to zero nodes")
         for name in names:
             deleted = [server_time(obj["metadata"]["deletionTimestamp"]) for _, obj in nodes.of(None, name)
                        if obj["metadata"].get("deletionTimestamp")]
@@ -508,7 +509,7 @@ def test_limits_hold_a_burst_over_the_limit_leaves_the_excess_pending(stack, clu
         full = made and len(bound) == 2 * len(made)
         return (made, pending) if full and pending and pending <= told else None
 
-    made, pending = cluster.wait(settled, 300, every=3, message="Karpenter stopped at the pool's limit")
+    made, pending = cluster.wait(settled, slack(floor=300), every=3, message="Karpenter stopped at the pool's limit")
     assert len(made) * instance_cpu <= limit, made
     assert len(pending) >= len(names) - 2 * len(made) >= len(names) - 2 * (limit // instance_cpu) > 0
     cluster.kubectl("delete", "namespace", "capped-probe", "--wait=false")
@@ -596,7 +597,8 @@ def test_a_prescaled_schedule_warms_its_empty_autoscaled_pool_before_the_start(s
     assert all(d >= finished for d in deletions), (deletions, finished)
     after = parse_duration(stack.entry("kns:nodePools", "warm")["autoscale"]["consolidateAfter"])
     left = (finished + timedelta(seconds=after + CONSOLIDATION_SLACK) - datetime.now(timezone.utc)).total_seconds()
-    cluster.wait(lambda: not cluster.get("nodes", "-l", "kns.io/pool=warm")["items"], max(left, 0) + 30, every=2,
+    cluster.wait(lambda: not cluster.get("nodes", "-l", "kns.io/pool=warm")["items"], slack(max(left, 0), floor=30),
+                 every=2,
                  message="pool warm back to zero nodes")
     template = cluster.get("cronjob", "primed", "-n", "kns-primed")["spec"]["jobTemplate"]["spec"]["template"]
     assert template["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"

@@ -504,7 +504,7 @@ def test_without_preemption_the_report_waits_and_starts_late_as_explain_predicte
                + slack(), message="report-flat's primer Workload")
     # Through the start (the config's own time), it holds no quota.
     kueue.wait(lambda: datetime.now(timezone.utc) > start + timedelta(seconds=1),
-               (start - datetime.now(timezone.utc)).total_seconds() + 5, message="the start passed")
+               slack((start - datetime.now(timezone.utc)).total_seconds(), floor=5), message="the start passed")
     assert reserved_at(watches, namespace) == [], workload_of(watches, namespace)[-1].get("status")
     ended = datetime.now(timezone.utc)
     end_pod(kueue, "kns-flat-1")

@@ -362,7 +362,8 @@ def api_server_restarted_during_up(cluster, tmp_path_factory, result: dict) -> N
     try:
         case.cluster.wait(lambda: sum(completed_change(line) for line in
                                       (events.read_text().splitlines() if events.exists() else [])) >= planned // 3
-                          or process.poll() is not None, 600, every=0.05, message="a third of the operations")
+                          or process.poll() is not None, slack(floor=600), every=0.05,
+                          message="a third of the operations")
         assert process.poll() is None, "up ended before the API server could be stopped"
         apiserver.crash(signal.SIGTERM)
         apiserver.start()
@@ -426,7 +427,8 @@ def cut_off_creates(case: Case, quotas: list[str], env: dict[str, str]) -> CutOf
         try:
             case.cluster.wait(lambda: len(case.cluster.get("resourcequotas", "--all-namespaces", "-l",
                                                              f"{LABEL}=kns-{case.name}")["items"]) == len(quotas)
-                              or process.poll() is not None, 600, every=0.2, message="every quota created")
+                              or process.poll() is not None, slack(floor=600), every=0.2,
+                              message="every quota created")
             assert process.poll() is None, "up ended before its quotas' awaits could be cut off"
             stopped_at = time.time()
             apiserver.crash(signal.SIGTERM)

@@ -1,5 +1,5 @@
 // Command kns-stage-delay evaluates kwok's own stage code (sigs.k8s.io/kwok
-// pkg/utils/lifecycle, the code kwok's pod controller runs) on pods, to hold the e2e
+// pkg/utils/lifecycle, the code kwok's pod controller runs, on the stages for pods) on pods, to hold the e2e
 // tests' kwok stages to what they model (tests/test_stage_vs_wait.py, docs/testing.md).
 //
 // Usage: kns-stage-delay STAGES.yaml < requests
@@ -46,9 +46,16 @@ func main() {
 	if err != nil {
 		fail("load %s: %v", os.Args[1], err)
 	}
-	stages := config.FilterWithType[*internalversion.Stage](objects)
+	// kwok's pod controller plays the stages whose resourceRef is the Pod (its podRef).
+	podRef := internalversion.StageResourceRef{APIGroup: "v1", Kind: "Pod"}
+	var stages []*internalversion.Stage
+	for _, stage := range config.FilterWithType[*internalversion.Stage](objects) {
+		if stage.Spec.ResourceRef == podRef {
+			stages = append(stages, stage)
+		}
+	}
 	if len(stages) == 0 {
-		fail("%s has no kwok Stage", os.Args[1])
+		fail("%s has no kwok Stage for pods", os.Args[1])
 	}
 	lc, err := lifecycle.NewLifecycle(stages)
 	if err != nil {
