@@ -36,8 +36,7 @@ echo "soak: $((runs - failed)) of $runs runs passed (logs in $out/)" >&2
 # patched one in the plugin cache stays as it is.
 unpatched_home=$PWD/build/unpatched-pulumi-home
 mkdir -p "$unpatched_home"
-if PULUMI_HOME=$unpatched_home KNS_PROVIDER_PATCH=none KNS_PLUGIN_INSTALL_TIMEOUT=${KNS_PLUGIN_INSTALL_TIMEOUT:-20} \
-  bash scripts/toolchain.sh >/dev/null 2>"$out/unpatched-toolchain.log" &&
+if PULUMI_HOME=$unpatched_home KNS_PROVIDER_PATCH=none KNS_PLUGIN_INSTALL=off bash scripts/toolchain.sh >/dev/null 2>"$out/unpatched-toolchain.log" &&
   KNS_UNPATCHED_PULUMI_HOME=$unpatched_home .venv/bin/python -m pytest -q -p no:cacheprovider -m control \
     tests/test_faults_engine.py >"$out/control.log" 2>&1; then
   echo "soak: control passed: the unpatched provider panics on the fault: $(tail -n 1 "$out/control.log")" >&2

@@ -29,7 +29,9 @@
 # KNS_PROVIDER_PATCH=<file>|none (default scripts/patches/pulumi-kubernetes-provider.patch)
 # is the patch the pinned provider needs (docs/operations.md, "The provider patch"); `none`
 # when it needs none, which is what allows `pulumi plugin install` (given
-# KNS_PLUGIN_INSTALL_TIMEOUT seconds, default 120, before the build is taken instead).
+# KNS_PLUGIN_INSTALL_TIMEOUT seconds, default 120, before the build is taken instead;
+# KNS_PLUGIN_INSTALL=off builds it without trying, as scripts/soak-faults.sh does for the
+# stock provider of its control).
 #
 # KNS_PYTHON_HOST=auto|upstream|minimal (default auto) picks the Python language host:
 #   upstream - github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3 at the
@@ -246,7 +248,7 @@ if provider_installed; then
   provider_from=cache
 elif [[ -x $provider_cache ]]; then
   provider_from=built
-elif [[ $PROVIDER_PATCH_REV == none ]]; then
+elif [[ $PROVIDER_PATCH_REV == none && ${KNS_PLUGIN_INSTALL:-on} != off ]]; then
   provider_from=install
 else
   provider_from=build

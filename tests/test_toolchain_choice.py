@@ -321,6 +321,15 @@ def test_a_download_site_that_does_not_answer_is_given_up_on(world):
     assert world.plugin_installs() and world.went_to_go()
 
 
+def test_with_plugin_install_off_the_stock_provider_is_built_without_trying_the_download(world):
+    """What scripts/soak-faults.sh's control asks for: the unpatched provider, built."""
+    world.cli("v3.260.1")
+    done = world.run(KNS_PROVIDER_PATCH="none", KNS_PLUGIN_INSTALL="off")
+    assert done.returncode != 0, "the stub go cannot build"
+    assert not world.plugin_installs() and world.went_to_go()
+    assert "pulumi plugin install" not in done.stderr
+
+
 def test_a_provider_that_needs_the_patch_is_built_not_installed_with_pulumi_plugin_install(world):
     cli = world.cli("v3.260.1")
     assert plan(world) == (f"pulumi CLI v3.260.1 on PATH ({cli}); "
