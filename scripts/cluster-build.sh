@@ -60,6 +60,15 @@ karpenter_crds=(kwok/charts/crds/karpenter.sh_nodepools.yaml kwok/charts/crds/ka
   kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml)
 k8s_components=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 
+# One build at a time per cache (as scripts/toolchain.sh): a second caller (another test
+# lane) waits for the first, then finds what it built, instead of building it beside it.
+mkdir -p "$tools_root"
+exec 9>"$tools_root/.cluster-build.lock"
+if ! flock -n 9; then
+  log "waiting for another scripts/cluster-build.sh to finish (lock $tools_root/.cluster-build.lock) ..."
+  flock 9
+fi
+
 missing=()
 for c in "${k8s_components[@]}" etcd kwok; do
   [[ -x $bin_dir/$c ]] || missing+=("$c")
