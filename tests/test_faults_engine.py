@@ -421,9 +421,10 @@ def cut_off_creates(case: Case, quotas: list[str], env: dict[str, str]) -> CutOf
     controllers.pause()
     try:
         with open(case.stack.root / "up.log", "w") as out:
-            process = subprocess.Popen(["pulumi", "up", "--yes", "--skip-preview", "--non-interactive", "--event-log",
-                                        str(events)], cwd=case.stack.root, env=env, stdout=out,
-                                       stderr=subprocess.STDOUT, start_new_session=True)
+            # --stack: the selected stack is recorded in the Pulumi home, which the control changes.
+            process = subprocess.Popen(["pulumi", "up", "--stack", "local", "--yes", "--skip-preview",
+                                        "--non-interactive", "--event-log", str(events)], cwd=case.stack.root, env=env,
+                                       stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             case.cluster.wait(lambda: len(case.cluster.get("resourcequotas", "--all-namespaces", "-l",
                                                              f"{LABEL}=kns-{case.name}")["items"]) == len(quotas)
