@@ -231,6 +231,25 @@ def summarise(got: dict) -> None:
     got["spread"]["all"] = [min(every), max(every)]
 
 
+def doc_rows(payload: dict) -> list[str]:
+    """docs/benchmarks.md section 13's table rows, from a results file (tests/test_bench_docs.py
+    holds the page to bench/results/targeted_up.json)."""
+    rows = []
+    for got in payload["results"]:
+        for step in (*STEPS, "all"):
+            if step == "all":
+                seconds = {arm: statistics.median([s for each in STEPS for s in got[arm][each]])
+                           for arm in ("targeted", "baseline")}
+            else:
+                seconds = {arm: statistics.median(got[arm][step]) for arm in ("targeted", "baseline")}
+            low, high = got["spread"][step]
+            pairs = ", ".join(f"{r:.2f}" for r in (got["pair_ratios"][step] if step != "all" else []))
+            rows.append(f"| {got['entries']:,} | {got['entry_stacks'] or '-'} | {step} | {seconds['targeted']:.1f} | "
+                        f"{seconds['baseline']:.1f} | {pairs or '-'} | **{got['median_ratio'][step]:.2f}** | "
+                        f"{low:.2f} to {high:.2f} |")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("sizes", nargs="*", type=int, default=[100, 300, 1000])

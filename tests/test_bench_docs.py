@@ -1,0 +1,48 @@
+"""The benchmark numbers the docs quote are the results file's (issue 44): docs/benchmarks.md
+section 13 and docs/cli.md's table of `./kns up` costs are made from
+bench/results/targeted_up.json, the committed results of bench/targeted_up.py."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+
+from kns_testing.program import ROOT
+
+RESULTS = ROOT / "bench" / "results" / "targeted_up.json"
+
+
+def targeted_up():
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        return importlib.import_module("targeted_up")
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+
+
+def test_section_13_shows_the_committed_results():
+    payload = json.loads(RESULTS.read_text())
+    assert payload["status"] == "complete"
+    rows = targeted_up().doc_rows(payload)
+    section = (ROOT / "docs" / "benchmarks.md").read_text().split("## 13.")[1].split("\n## ")[0]
+    shown = [line for line in section.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert shown == rows
+    # like with like: both arms ran the same command and changed the same objects
+    for result in payload["results"]:
+        for step in ("add", "change", "remove"):
+            pairs = [[run for run in result["runs"] if run["round"] == r and run["step"] == step]
+                     for r in range(payload["rounds"])]
+            assert all(len(pair) == 2 and pair[0]["changes"] == pair[1]["changes"] for pair in pairs), step
+            assert {pair[0]["arm"] for pair in pairs} == {"targeted", "baseline"}  # the first arm alternates
+        assert all(run["said"][0].startswith("kns up:") for run in result["runs"])
+
+
+def test_cli_md_quotes_the_same_medians():
+    payload = json.loads(RESULTS.read_text())
+    text = (ROOT / "docs" / "cli.md").read_text()
+    for result in payload["results"]:
+        low, high = result["spread"]["all"]
+        row = (f"| {result['entries']:,} | {result['entry_stacks']} | {result['median_ratio']['all']:.2f} | "
+               f"{low:.2f} to {high:.2f} |")
+        assert row in text, row
