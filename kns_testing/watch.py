@@ -5,9 +5,13 @@ A watch that ended unnoticed (the API server's watch timeout, a restarted or sto
 server) would make every later "never happened" check pass. So this one lists the kind,
 then watches from the list's resourceVersion through the API itself (`kubectl get --raw
 ...?watch=1`), and when the stream ends it resumes from the last resourceVersion it saw
-(bookmarks included), retrying while the server is away. A resume the server refuses (410
-Gone: the history it needs was compacted, so events may be lost) or a server that stays
-away fails the test at its next look at the watch, with kubectl's own messages.
+(bookmarks included), retrying while the server is away. A restarted API server cannot
+serve that resourceVersion from its new watch cache (410 Expired, though nothing of the
+kind may have changed: the version is the whole cluster's): the watch then lists again and
+resumes from the list when the list proves that no object of its kind changed since the
+last version it saw (none newer, none gone). If something did change in that gap, or the
+server stays away, the watch fails the test at its next look, with the server's messages:
+what it recorded is then incomplete.
 """
 
 from __future__ import annotations
@@ -64,22 +68,60 @@ class Watch:
         self._stopped = threading.Event()
         self._process: Optional[subprocess.Popen] = None
         self._path = resource_path(self._env, kind)
-        listed = self._kubectl_json(self._path)
-        kind_name, api_version = listed.get("kind", "").removesuffix("List"), listed.get("apiVersion", "")
+        self._known: dict[str, dict] = {}  # uid -> the last version seen of each live object
+        listed = self._list()
         for obj in listed.get("items") or []:
-            obj.setdefault("kind", kind_name)
-            obj.setdefault("apiVersion", api_version)
-            self.events.append(("ADDED", obj))
+            self._append("ADDED", obj)
         self._version = listed["metadata"]["resourceVersion"]
         self._reader = threading.Thread(target=self._follow, daemon=True)
         self._reader.start()
 
-    def _kubectl_json(self, path: str) -> dict:
-        done = subprocess.run(["kubectl", "get", "--raw", path], env=self._env, capture_output=True, text=True,
+    def _list(self) -> dict:
+        done = subprocess.run(["kubectl", "get", "--raw", self._path], env=self._env, capture_output=True, text=True,
                               timeout=120)
         if done.returncode != 0:
             raise WatchFailed(f"cannot list {self.kind}: {done.stderr.strip()}")
-        return json.loads(done.stdout)
+        listed = json.loads(done.stdout)
+        kind_name, api_version = listed.get("kind", "").removesuffix("List"), listed.get("apiVersion", "")
+        for obj in listed.get("items") or []:
+            obj.setdefault("kind", kind_name)
+            obj.setdefault("apiVersion", api_version)
+        return listed
+
+    def _append(self, kind: str, obj: dict) -> None:
+        uid = (obj.get("metadata") or {}).get("uid")
+        if uid:
+            if kind == "DELETED":
+                self._known.pop(uid, None)
+            else:
+                self._known[uid] = obj
+        with self._lock:
+            self.events.append((kind, obj))
+
+    def _relist(self, expired: str) -> bool:
+        """After a 410: list again; resume from the list if nothing of the kind changed
+        since the last version seen (True), else fail the watch (False)."""
+        try:
+            listed = self._list()
+        except WatchFailed as error:
+            self.resumes.append(f"relist after {expired}: {error}")
+            return True  # the server is away again: the next resume tries again
+        seen = int(self._version)
+        items = listed.get("items") or []
+        changed = [f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}" for o in items
+                   if int(o["metadata"]["resourceVersion"]) > seen]
+        live = {o["metadata"].get("uid") for o in items}
+        gone = [f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}" for uid, o in self._known.items()
+                if uid not in live]
+        if changed or gone:
+            self._fail(f"the watch of {self.kind} could not resume from resourceVersion {self._version} ({expired}), "
+                       f"and in that gap {', '.join(changed)} changed and {', '.join(gone) or 'nothing'} went: "
+                       f"what happened to them then is unknown")
+            return False
+        self.resumes.append(f"{expired}: relisted at {listed['metadata']['resourceVersion']}, nothing changed since "
+                            f"{self._version}")
+        self._version = listed["metadata"]["resourceVersion"]
+        return True
 
     def _follow(self) -> None:
         away_since: Optional[float] = None
@@ -125,13 +167,15 @@ class Watch:
     def _record(self, event: dict) -> bool:
         kind, obj = event.get("type"), event.get("object") or {}
         if kind == "ERROR":
-            self._fail(f"the watch of {self.kind} cannot resume from resourceVersion {self._version}: "
-                       f"{obj.get('code')} {obj.get('reason')}: {obj.get('message')}")
+            expired = f"{obj.get('code')} {obj.get('reason')}: {obj.get('message')}"
+            if obj.get("code") != 410 or not self._relist(expired):
+                if not self.failure:
+                    self._fail(f"the watch of {self.kind} cannot resume from resourceVersion {self._version}: "
+                               f"{expired}")
             return False
         self._version = (obj.get("metadata") or {}).get("resourceVersion") or self._version
         if kind != "BOOKMARK":
-            with self._lock:
-                self.events.append((kind, obj))
+            self._append(kind, obj)
         return True
 
     def _fail(self, message: str) -> None:

@@ -29,8 +29,14 @@ if path == "/apis/batch":
     print(json.dumps({"preferredVersion": {"groupVersion": "batch/v1"}}))
     sys.exit(0)
 if "watch=1" not in path:
-    print(json.dumps({"kind": "JobList", "apiVersion": "batch/v1", "metadata": {"resourceVersion": "10"},
-                      "items": [{"metadata": {"name": "before", "namespace": "a", "resourceVersion": "9"}}]}))
+    lists = json.loads(os.environ.get("FAKE_LISTS", "[]")) or [
+        {"resourceVersion": "10", "items": [{"metadata": {"name": "before", "namespace": "a", "uid": "u-before",
+                                                          "resourceVersion": "9"}}]}]
+    call = len(list(state.glob("list-*")))
+    (state / f"list-{call}").touch()
+    answer = lists[min(call, len(lists) - 1)]
+    print(json.dumps({"kind": "JobList", "apiVersion": "batch/v1", "metadata": {"resourceVersion": answer["resourceVersion"]},
+                      "items": answer["items"]}))
     sys.exit(0)
 script = json.loads(os.environ["FAKE_SCRIPT"])
 turn = len(list(state.glob("turn-*")))
@@ -48,17 +54,23 @@ sys.exit(step.get("exit", 0))
 
 
 def job(name: str, version: str) -> dict:
-    return {"kind": "Job", "metadata": {"name": name, "namespace": "a", "resourceVersion": version}}
+    return {"kind": "Job", "metadata": {"name": name, "namespace": "a", "uid": f"u-{name}", "resourceVersion": version}}
 
 
-def start(tmp_path: Path, script: list[dict]) -> tuple[Watch, Path]:
+BEFORE = {"metadata": {"name": "before", "namespace": "a", "uid": "u-before", "resourceVersion": "9"}}
+GONE = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired",
+                                    "message": "too old resource version: 12 (40)"}}
+
+
+def start(tmp_path: Path, script: list[dict], lists: list[dict] | None = None) -> tuple[Watch, Path]:
     bin_dir, state = tmp_path / "bin", tmp_path / "state"
     bin_dir.mkdir()
     state.mkdir()
     kubectl = bin_dir / "kubectl"
     kubectl.write_text(FAKE.replace("PYTHON", sys.executable))
     kubectl.chmod(kubectl.stat().st_mode | stat.S_IEXEC)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_STATE": str(state), "FAKE_SCRIPT": json.dumps(script)}
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_STATE": str(state), "FAKE_SCRIPT": json.dumps(script),
+           "FAKE_LISTS": json.dumps(lists or [])}
     return Watch(SimpleNamespace(env=env), "jobs.batch", sleep=lambda _: None), state
 
 
@@ -95,14 +107,33 @@ def test_a_watch_resumes_where_its_stream_ended_and_loses_nothing(tmp_path):
     assert "http2: client connection lost" in watch.resumes[1] and "refused" in watch.resumes[2]
 
 
-def test_a_watch_the_server_cannot_resume_fails_the_test(tmp_path):
-    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired",
-                                       "message": "too old resource version: 12 (40)"}}
+def test_a_restarted_server_s_410_is_resumed_from_a_list_that_proves_nothing_changed(tmp_path):
+    """A restarted API server's watch cache starts at the cluster's current version, so it
+    refuses an older one though nothing of the kind changed: the list proves it."""
+    lists = [{"resourceVersion": "10", "items": [BEFORE]},
+             {"resourceVersion": "40", "items": [BEFORE, job("one", "12")]}]
+    script = [{"events": [{"type": "ADDED", "object": job("one", "12")}], "exit": 0},
+              {"events": [GONE]},
+              {"events": [{"type": "ADDED", "object": job("two", "41")}], "hold": True}]
+    watch, state = start(tmp_path, script, lists)
+    wait_for(lambda: "two" in watch.names(lambda obj: True))
+    watch.stop()
+    assert [q.split("resourceVersion=")[1] for q in watch_queries(state)[:3]] == ["10", "12", "40"]
+    assert any("relisted at 40, nothing changed since 12" in reason for reason in watch.resumes)
+
+
+@pytest.mark.parametrize("relisted,what", [
+    ([BEFORE, job("one", "30")], "a/one changed"),   # changed while the watch could not follow
+    ([BEFORE], "a/one went"),                        # deleted then
+])
+def test_a_watch_that_cannot_resume_without_a_gap_fails_the_test(tmp_path, relisted, what):
+    lists = [{"resourceVersion": "10", "items": [BEFORE]}, {"resourceVersion": "40", "items": relisted}]
     watch, _ = start(tmp_path, [{"events": [{"type": "ADDED", "object": job("one", "12")}], "exit": 0},
-                                {"events": [gone], "hold": True}])
+                                {"events": [GONE], "hold": True}], lists)
     wait_for(lambda: watch.failure is not None)
-    with pytest.raises(WatchFailed, match="cannot resume from resourceVersion 12: 410 Expired"):
+    with pytest.raises(WatchFailed, match="could not resume from resourceVersion 12 .*410 Expired"):
         watch.names(lambda obj: True)
+    assert what in watch.failure, watch.failure
     with pytest.raises(WatchFailed):
         watch.of("a", "one")
     with pytest.raises(WatchFailed):
