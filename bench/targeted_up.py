@@ -231,17 +231,19 @@ def summarise(got: dict) -> None:
     got["spread"]["all"] = [min(every), max(every)]
 
 
+def median_seconds(got: dict, step: str) -> dict[str, float]:
+    """Each arm's median seconds of one step, or of every step ("all")."""
+    return {arm: statistics.median([s for each in (STEPS if step == "all" else (step,)) for s in got[arm][each]])
+            for arm in ("targeted", "baseline")}
+
+
 def doc_rows(payload: dict) -> list[str]:
     """docs/benchmarks.md section 13's table rows, from a results file (tests/test_bench_docs.py
     holds the page to bench/results/targeted_up.json)."""
     rows = []
     for got in payload["results"]:
         for step in (*STEPS, "all"):
-            if step == "all":
-                seconds = {arm: statistics.median([s for each in STEPS for s in got[arm][each]])
-                           for arm in ("targeted", "baseline")}
-            else:
-                seconds = {arm: statistics.median(got[arm][step]) for arm in ("targeted", "baseline")}
+            seconds = median_seconds(got, step)
             low, high = got["spread"][step]
             pairs = ", ".join(f"{r:.2f}" for r in (got["pair_ratios"][step] if step != "all" else []))
             rows.append(f"| {got['entries']:,} | {got['entry_stacks'] or '-'} | {step} | {seconds['targeted']:.1f} | "
@@ -264,9 +266,7 @@ def main() -> None:
             got = measure(size, bin_dir, Path(tmp), options.rounds, options.per_stack)
         summarise(got)
         for step in (*STEPS, "all"):
-            seconds = {arm: statistics.median(got[arm][step] if step != "all" else
-                                              [s for each in STEPS for s in got[arm][each]])
-                       for arm in ("targeted", "baseline")}
+            seconds = median_seconds(got, step)
             low, high = got["spread"][step]
             rows.append([size, got["entry_stacks"] or "-", step, f"{seconds['targeted']:.1f}",
                          f"{seconds['baseline']:.1f}", f"{got['median_ratio'][step]:.2f}", f"{low:.2f}-{high:.2f}"])
