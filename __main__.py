@@ -16,6 +16,7 @@ import signal
 if "PULUMI_CONFIG" in os.environ:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
+from datetime import datetime, timezone  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any
 
@@ -25,6 +26,7 @@ from pulumi.runtime import config as runtime_config
 from components.cluster import KnsCluster, KnsClusterArgs, cluster_provider, own_declared_fields
 from components.multikueue import MultiKueue, MultiKueueArgs, WorkerConnection
 from components.platform import PlatformArgs, register_platform, register_queues
+from components.reservation import Reservation, ReservationArgs
 from components.source_positions import innermost_frame_only
 from components.worker import KnsWorker, KnsWorkerArgs
 from components.workload import KnsWorkload, KnsWorkloadArgs, RemoteSide
@@ -32,7 +34,7 @@ from config import fingerprint, source
 from config.errors import ConfigError
 from config.loader import check_stack_config
 from config.models import Cluster
-from plan import kueue_install, multikueue, queues, stacks
+from plan import kueue_install, multikueue, queues, reservations, stacks
 from plan.outputs import ENTRY_OUTPUTS, stack_outputs
 from plan.planner import plan_checked
 from plan.targeting import plans_to_register
@@ -65,6 +67,11 @@ try:
 except ConfigError as exc:
     raise pulumi.RunError(str(exc)) from None
 cfg = checked.config
+for warning in cfg.warnings:
+    pulumi.log.warn(warning)
+# The fields a reservation's switch owns start as the calendar says now (plan/reservations.py).
+now = datetime.now(timezone.utc)
+reserved = {r.name: r for r in reservations.plan_reservations(cfg, plans, now)}
 # The state keeps no call stacks, only where each resource was made (components/source_positions.py).
 innermost_frame_only()
 site = bool(cfg.workers)
@@ -111,6 +118,8 @@ if this.index is None:
          for w in cfg.workers],
         *multikueue.connection_objects(cfg), depends_on=[kueue] if kueue else []), on_cluster)] if site else []
     queue_dependencies = register_queues(manager, kueue, connection, on_cluster)
+    for name, planned in reserved.items():
+        Reservation(f"reservation-{name}", ReservationArgs(planned.objects, queue_dependencies), on_cluster)
 else:
     for worker in cfg.workers:
         worker_sides[worker.name] = (cluster_provider(worker.name, Cluster(
@@ -120,7 +129,13 @@ else:
 for plan in registered:
     local_queue = queues.local_queue_manifest(plan) if plan.entry.queue is not None else None
     remote = [RemoteSide(name, *worker_sides[name]) for name in multikueue.entry_workers(cfg, plan)]
-    KnsWorkload(plan.entry.name, KnsWorkloadArgs(plan, local_queue, queue_dependencies, remote), on_cluster)
+    reserved_objects = []
+    if plan.entry.reservation is not None:
+        planned = reserved[plan.entry.reservation]
+        reserved_objects = reservations.entry_objects(cfg, planned, next(
+            e for e in planned.entries if e.entry == plan.entry.name), now)
+    KnsWorkload(plan.entry.name, KnsWorkloadArgs(plan, local_queue, queue_dependencies, remote, reserved_objects),
+                on_cluster)
 
 outputs = stack_outputs(cfg, held)
 if this.index is None:

@@ -13,6 +13,7 @@ from plan.model import WorkloadPlan
 from plan.queues import local_queue_resource_name
 
 from .namespace import JobNamespace, JobNamespaceArgs
+from .reservation import register as register_reserved
 
 # What Kueue owns in a queued Job once it exists: the program creates it suspended (and
 # Kueue's webhook keeps it so), then Kueue's controller sets `spec.suspend` false when the
@@ -26,7 +27,8 @@ KUEUE_OWNED_JOB_FIELDS = ["spec.suspend"]
 
 def controller_owned_fields(plan: WorkloadPlan, kind: str) -> list[str]:
     """The `ignore_changes` of one workload object: the fields a controller owns."""
-    return list(KUEUE_OWNED_JOB_FIELDS) if kind == "Job" and plan.entry.queue is not None else []
+    queued = plan.entry.queue is not None or plan.entry.reservation is not None
+    return list(KUEUE_OWNED_JOB_FIELDS) if kind == "Job" and queued else []
 
 
 def replaced_by_deletion(kind: str) -> bool:
@@ -69,6 +71,9 @@ class KnsWorkloadArgs:
     # the same namespace and queue, so each gets the namespace, its guard rails, the
     # LocalQueue and the workers' Service; the Job or CronJob stays on the manager.
     remote: list[RemoteSide] = field(default_factory=list)
+    # An entry that uses a reservation (docs/reservations.md): the LocalQueue `kns-res` and
+    # the switch's RoleBinding in its namespace (plan/reservations.py entry_objects).
+    reservation_objects: list[dict[str, Any]] = field(default_factory=list)
 
 
 class KnsWorkload(pulumi.ComponentResource):
@@ -85,6 +90,9 @@ class KnsWorkload(pulumi.ComponentResource):
         self.local_queue = self._queue_and_service(name, args.local_queue, self.job_namespace, args.queue_dependencies,
                                                    pulumi.ResourceOptions(parent=self), guards)
         self.service = guards[-1] if plan.service is not None else None
+        for manifest in args.reservation_objects:
+            guards.append(register_reserved(f"{name}-reservation", manifest, pulumi.ResourceOptions(
+                parent=self, depends_on=[self.job_namespace.namespace, *args.queue_dependencies])))
         self.remote_namespaces = []
         for side in args.remote:
             on_worker = pulumi.ResourceOptions(parent=self, providers=[side.provider])

@@ -10,6 +10,7 @@ own to (plan/planner.py), so one message lists both; `parse_config` raises them.
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 import glob
 import os
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from .models import (
     Workload,
 )
 from .prescale import Primers
+from .reservations import Reservation, check_entry_references, check_reservations
 from .rules import JOB_FILE_KEYS
 from .source import KNOWN_KEYS, NAMESPACE, SECRET_KEYS, StackFile, render_path, restore_order
 
@@ -74,6 +76,11 @@ class PlatformConfig:
     worker_servers: dict[str, str] = field(default_factory=dict)
     # `kns:state` (docs/entry-stacks.md): None, one stack holds everything.
     state: Optional[StateLayout] = None
+    # `kns:reservations` (docs/reservations.md).
+    reservations: list[Reservation] = field(default_factory=list)
+    # What is allowed but likely not meant (a one-off window already over); shown by
+    # `./kns validate`, `./kns explain` and the program.
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def workloads(self) -> list[Workload]:
@@ -117,6 +124,7 @@ def check_config(
     secret_keys: frozenset[str] = frozenset(SECRET_KEYS),
     environ: Mapping[str, str] | None = None,
     sealed: frozenset[str] = frozenset(),
+    now: Optional[datetime] = None,
 ) -> Checked:
     """Validate raw config values (keys without the `kns:` prefix, values decoded) and
     check them across sections. Raises `ConfigError` only when there is no config to
@@ -183,6 +191,9 @@ def check_config(
     queue_names = {q.name for q in queues}
     raw_priorities = _list(raw, "priorities", problems)
     priorities, broken_priorities = _named_items(raw_priorities, "priorities", Priority, problems)
+
+    raw_reservations = _list(raw, "reservations", problems)
+    reservations, broken_reservations = _named_items(raw_reservations, "reservations", Reservation, problems)
 
     paths: dict[str, str] = {}
     entries: list[tuple[str, Any, type[Workload]]] = []
@@ -256,6 +267,9 @@ def check_config(
     jobs = checks.assign_priorities(jobs, explicit, priorities, paths, problems, priority_sources)  # type: ignore[assignment]
     schedules = checks.assign_priorities(schedules, explicit, priorities, paths, problems,  # type: ignore[assignment]
                                          priority_sources)
+    check_entry_references(jobs + schedules, profiles, reservations, paths, problems, broken_reservations)
+    jobs = _on_reserved_pools(jobs, reservations)  # type: ignore[assignment]
+    schedules = _on_reserved_pools(schedules, reservations)  # type: ignore[assignment]
     prioritized = {e.name for e in jobs + schedules if e.priority is not None}
     priority_sources = {name: why for name, why in priority_sources.items() if name in prioritized}
     checks.check_workloads(jobs + schedules, pools, credentials, paths, problems, broken_pools)
@@ -270,6 +284,8 @@ def check_config(
         checks.check_dynamic_labels(jobs + schedules, cluster.name, stack, paths, problems)
 
     primers = checks.derive_primers(schedules, paths, problems)
+    warnings = check_reservations(reservations, {p.name: p for p in pools}, queueing, queues, jobs + schedules,
+                                  [p.name for p in priorities], pool_worker, problems, now)
 
     if cluster is None or packing is None or kns is None:
         problems.raise_if_any()
@@ -296,8 +312,17 @@ def check_config(
         pool_worker=pool_worker,
         worker_servers=worker_servers,
         state=state,
+        reservations=reservations,
+        warnings=warnings,
     )
     return Checked(config, problems)
+
+
+def _on_reserved_pools(entries: list[Workload], reservations: list[Reservation]) -> list[Workload]:
+    """An entry that uses a reservation and names no pool runs on the reservation's."""
+    pools = {r.name: r.pool for r in reservations}
+    return [e.model_copy(update={"pool": pools[e.reservation]})
+            if e.reservation in pools and e.pool is None and e.pod_spec is None else e for e in entries]
 
 
 def _workers(raw: Mapping[str, Any], pools: list[NodePool], broken_pools: set[str],
@@ -389,6 +414,7 @@ def check_stack_config(
     secret_keys: frozenset[str],
     environ: Mapping[str, str] | None = None,
     sealed: frozenset[str] = frozenset(),
+    now: Optional[datetime] = None,
 ) -> Checked:
     """`check_config` of the config as delivered (`raw`, keys without `kns:`, values
     decoded) in the key order authored in Pulumi.<stack>.yaml, with the problems of that
@@ -404,7 +430,7 @@ def check_stack_config(
             "(the engine passes mappings with sorted keys); keep kns:profiles in that file",
         )])
     checked = check_config(raw, project_dir=project_dir, stack=stack, secret_keys=secret_keys, environ=environ,
-                           sealed=sealed)
+                           sealed=sealed, now=now)
     # A value the stack file's text makes ambiguous is reported once, as that: what the
     # checks then say of it depends on which YAML reader delivered it.
     places = {p.path for p in stack_file.problems}

@@ -602,6 +602,8 @@ class Profile(Model):
     queue: Optional[DnsLabel] = None
     # For the queued entries it covers (kns:priorities; docs/queueing.md).
     priority: Optional[DnsLabel] = None
+    # For the entries it covers that may use it (kns:reservations; docs/reservations.md).
+    reservation: Optional[DnsLabel] = None
 
 
 # ---- 6. workloads -----------------------------------------------------------------------
@@ -667,7 +669,7 @@ class TopologyAsk(Model):
 
 
 # What an entry of `type: namespace` (no workload) cannot set, beside the container fields.
-WORKLOAD_ONLY_FIELDS = ("pod_spec", "json_overrides", "credentials", "queue", "priority", "workers", "leader_port",
+WORKLOAD_ONLY_FIELDS = ("pod_spec", "json_overrides", "credentials", "queue", "priority", "reservation", "workers", "leader_port",
                         "restart_workers", "topology")
 
 CONTAINER_FIELDS = (
@@ -725,6 +727,8 @@ class Workload(Model):
     queue: Optional[DnsLabel] = None
     # A kns:priorities name: Kueue's admission order and preemption (docs/queueing.md).
     priority: Optional[DnsLabel] = None
+    # A kns:reservations name: the entry's Jobs run in its windows (docs/reservations.md).
+    reservation: Optional[DnsLabel] = None
     # A distributed entry (docs/distributed.md): N workers of one Indexed Job.
     workers: Annotated[int, Field(strict=True, ge=1, le=rules.WORKERS_MAX)] = 1
     leader_port: Optional[Annotated[int, Field(strict=True, ge=1, le=65535)]] = None

@@ -46,6 +46,12 @@ LABEL_CLUSTER = "kns.io/cluster"
 # Queueing (docs/queueing.md): the LocalQueue in each queued entry's namespace, and the
 # label that sends a Job to it.
 LOCAL_QUEUE = "kns"
+# Reservations (docs/reservations.md): the LocalQueue in the namespace of each entry that
+# uses one, its reservation's ClusterQueue (`kns-res-<name>`), and the label that names
+# the reservation on its objects.
+RESERVATION_LOCAL_QUEUE = "kns-res"
+RESERVATION_QUEUE_PREFIX = "kns-res-"
+LABEL_RESERVATION = "kns.io/reservation"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # The label that gives a queued Job's Workload its WorkloadPriorityClass (kns:priorities).
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"

@@ -157,6 +157,8 @@ def apply_profile(entry: Workload, profile: Profile) -> tuple[Workload, list[tup
     if entry.priority is None and profile.priority is not None and update.get("queue", entry.queue) is not None:
         # A profile's priority is for the queued entries it covers; others have no use for it.
         update["priority"] = profile.priority
+    if entry.reservation is None and getattr(profile, "reservation", None) is not None and entry.type != "namespace":
+        update["reservation"] = profile.reservation
     if entry.pod_spec is not None:
         # GPUs asked for inside a raw pod spec place the pod like `gpus` does.
         try:

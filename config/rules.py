@@ -256,3 +256,23 @@ ENTRY_STACK_NAME = Rule("is the name of an entry stack (<stack>.entries-<n>), wh
 ENTRY_STACK_UNKNOWN = Rule("is not an entry stack of this stack")
 ENTRY_STACKS_UNSPLIT = Rule("cannot be removed once entries live in entry stacks: the platform stack's provider "
                             "is not theirs; keep kns:state.entryStacks (1 keeps every entry in one entry stack)")
+
+
+# ---- reservations: kns:reservations (docs/reservations.md) ------------------------------
+
+RESERVATION_DURATION = Rule('is not a duration of hours and minutes ("3h", "90m", "1h30m") more than 0',
+                            pattern=r"^([0-9]+h)?([0-9]+m)?$")
+RESERVATIONS_NEED_QUEUEING = Rule("a reservation is built on Kueue (a ClusterQueue that lends its capacity between "
+                                  "windows): set kns:queueing.enabled: true")
+RESERVATION_HOLDS_ONE = Rule("holds either nodes (whole nodes of the pool) or resources (cpu, memory, gpus, ...), "
+                             "one of the two")
+RESERVATION_WHEN_ONE = Rule("is either recurring (schedule, timeZone, duration) or one window (start, end)")
+RESERVATION_OFFSET = Rule("needs an offset (RFC 3339, e.g. 2026-12-01T09:00:00+01:00)")
+RESERVATION_WHOLE_MINUTE = Rule("is not on a whole minute: a window's switch fires on minutes, as cron does")
+RESERVATION_REQUEUE_NEEDS_QUEUE = Rule("uses a reservation whose atEnd is requeue: what still runs at the window's end "
+                                       "is requeued on the entry's own queue, so give it a queue (or atEnd: finish)")
+RESERVATION_NOT_FOR_NAMESPACE = Rule("a namespace entry runs no Job of its own to hold a window for")
+# The WorkloadPriorityClass of the holder that empties a reservation at its warm-up
+# (plan/reservations.py): below every priority an entry may have.
+RESERVATION_HOLDER_PRIORITY = "kns-reservation-holder"
+RESERVATION_HOLDER_VALUE = PRIORITY_VALUE_MIN

@@ -20,7 +20,7 @@ from .errors import ConfigError, Problem
 
 NAMESPACE = "kns"
 OBJECT_KEYS = ("cluster", "packingScheduler", "knsScheduler", "profiles", "credentials", "queueing", "state")
-LIST_KEYS = ("nodePools", "jobs", "schedules", "jobFiles", "queues", "priorities", "workers")
+LIST_KEYS = ("nodePools", "jobs", "schedules", "jobFiles", "queues", "priorities", "workers", "reservations")
 STRING_KEYS = ("keycloakClientSecret",)
 SECRET_KEYS = ("keycloakClientSecret", "credentials")
 KNOWN_KEYS = OBJECT_KEYS + LIST_KEYS + STRING_KEYS

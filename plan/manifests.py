@@ -267,7 +267,7 @@ def _job_spec(entry: Workload, template: dict[str, Any]) -> dict[str, Any]:
             spec.pop("backoffLimit", None)
             spec["backoffLimitPerIndex"] = (DEFAULT_BACKOFF_PER_INDEX if entry.backoff_limit is None
                                             else entry.backoff_limit)
-    if entry.queue is not None:
+    if entry.queue is not None or entry.reservation is not None:
         spec["suspend"] = True  # Kueue unsuspends the Job when its queue admits it
     spec["template"] = template
     return spec
@@ -276,9 +276,13 @@ def _job_spec(entry: Workload, template: dict[str, Any]) -> dict[str, Any]:
 def _queue_label(entry: Workload) -> dict[str, str]:
     """What sends a queued entry's Jobs to the LocalQueue of its namespace, and gives their
     Workloads the entry's priority (docs/queueing.md)."""
-    if entry.queue is None:
+    if entry.reservation is not None:
+        # Its reservation's queue, held between windows (docs/reservations.md).
+        labels = {names.QUEUE_LABEL: names.RESERVATION_LOCAL_QUEUE}
+    elif entry.queue is None:
         return {}
-    labels = {names.QUEUE_LABEL: names.LOCAL_QUEUE}
+    else:
+        labels = {names.QUEUE_LABEL: names.LOCAL_QUEUE}
     if entry.priority is not None:
         labels[names.PRIORITY_LABEL] = entry.priority
     return labels

@@ -29,7 +29,7 @@ from config.models import Queue
 from config.quantity import kind_for_resource, render
 
 from .model import WorkloadPlan
-from .queues import (API_VERSION, cluster_queue_manifest, flavor_manifest, priority_class_manifest, queued_pools,
+from .queues import (API_VERSION, holder_priority_manifest, cluster_queue_manifest, flavor_manifest, priority_class_manifest, queued_pools,
                      topology_manifest, weight)
 
 # The namespace Kueue reads MultiKueueCluster Secrets from, and where the manager's identity
@@ -209,6 +209,8 @@ def queue_objects(cfg: PlatformConfig) -> QueueObjects:
     priorities = [priority_class_manifest(p, cluster) for p in cfg.priorities]
     pools = queued_pools(cfg)
     if not cfg.workers:
+        if cfg.reservations:
+            priorities.append(holder_priority_manifest(cluster))
         return QueueObjects(([flavor_manifest(p, cluster) for p in pools],
                              [cluster_queue_manifest(q, cluster) for q in cfg.queues],
                              [topology_manifest(p, cluster) for p in pools if p.topology is not None], priorities))

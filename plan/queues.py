@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Optional
 
-from config import names, queues as queue_rules, resolve
+from config import names, queues as queue_rules, resolve, rules
 from config.errors import Problem
 from config.loader import PlatformConfig
 from config.models import NodePool, Priority, Queue
@@ -80,6 +80,14 @@ def priority_class_manifest(priority: Priority, cluster: str) -> dict[str, Any]:
     return manifest
 
 
+def holder_priority_manifest(cluster: str) -> dict[str, Any]:
+    """The WorkloadPriorityClass of the reservations' holders (docs/reservations.md): below
+    every priority an entry may have, so the reservation's own entries preempt them."""
+    return {"apiVersion": API_VERSION, "kind": "WorkloadPriorityClass",
+            "metadata": _metadata(rules.RESERVATION_HOLDER_PRIORITY, cluster), "value": rules.RESERVATION_HOLDER_VALUE,
+            "description": "holds a reservation's capacity from its warm-up (docs/reservations.md)"}
+
+
 def cluster_queue_manifest(queue: Queue, cluster: str) -> dict[str, Any]:
     """One resource group covering every resource the quota names, a flavor per pool in the
     quota's order (a resource the pool leaves out is 0 there), for the platform's
@@ -126,8 +134,8 @@ def local_queue_manifest(plan: WorkloadPlan) -> dict[str, Any]:
 
 
 def queued_pools(cfg: PlatformConfig) -> list[NodePool]:
-    """Every pool some queue names, once, in config order: one ResourceFlavor each."""
-    named = {pool for queue in cfg.queues for pool in queue.quota}
+    """Every pool some queue or reservation names, once, in config order: one ResourceFlavor each."""
+    named = {pool for queue in cfg.queues for pool in queue.quota} | {r.pool for r in cfg.reservations}
     return [pool for pool in cfg.node_pools if pool.name in named]
 
 

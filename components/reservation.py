@@ -1,0 +1,53 @@
+"""A reservation (`kns:queueing:Reservation`, docs/reservations.md): its namespace,
+ClusterQueue, holder LocalQueue, switch CronJob with its ConfigMap, ServiceAccount and
+RBAC, as plan/reservations.py makes them. The fields the switch owns are left to it
+(`ignore_changes`), so `pulumi up` inside a window neither shows them nor closes it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import pulumi
+from pulumi_kubernetes import _utilities
+
+from plan.reservations import SWITCHED
+
+TYPE = "kns:queueing:Reservation"
+
+
+def type_token(manifest: dict[str, Any]) -> str:
+    """`kubernetes:core/v1:Namespace`, `kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue`."""
+    version = manifest["apiVersion"]
+    return f"kubernetes:{'core/v1' if version == 'v1' else version}:{manifest['kind']}"
+
+
+def resource_name(prefix: str, manifest: dict[str, Any]) -> str:
+    """`<prefix>-<kind>-<name>`: a reservation's children apart from every other reservation's."""
+    return f"{prefix}-{manifest['kind'].lower()}-{manifest['metadata']['name']}"
+
+
+def register(prefix: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    """One object as the provider's resource of its type, the switched fields ignored."""
+    return pulumi.CustomResource(type_token(manifest), resource_name(prefix, manifest), dict(manifest),
+                                 pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+                                     version=_utilities.get_version(),
+                                     ignore_changes=SWITCHED.get(manifest["kind"], []))))
+
+
+@dataclass
+class ReservationArgs:
+    objects: list[dict[str, Any]]
+    # Kueue (its CRDs) and the queues' flavors, which the ClusterQueue names.
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
+
+
+class Reservation(pulumi.ComponentResource):
+    def __init__(self, name: str, args: ReservationArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(TYPE, name, None, opts)
+        namespace, *rest = args.objects
+        self.namespace = register(name, namespace, pulumi.ResourceOptions(parent=self))
+        after = pulumi.ResourceOptions(parent=self, depends_on=[self.namespace, *args.depends_on])
+        self.children = [register(name, manifest, after) for manifest in rest]
+        self.register_outputs({"namespace": namespace["metadata"]["name"],
+                               "clusterQueue": next(m["metadata"]["name"] for m in rest if m["kind"] == "ClusterQueue")})

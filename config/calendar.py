@@ -1,0 +1,187 @@
+"""Reservation windows on the calendar (issue 45, contract section 15): pure functions, no
+Pulumi, no cluster.
+
+A reservation is either recurring (a Kubernetes cron expression of each window's start,
+in a time zone, with a duration) or one window (`start`/`end`, RFC 3339 with an offset).
+Its windows are computed the way the CronJob controller computes fire times
+(config/kcron.py, robfig's rules: a start in a spring-forward gap does not happen that day,
+one in the repeated autumn hour happens twice), so the switches the program emits as
+CronJobs fire exactly at the windows listed here.
+
+What the checks need: the windows in a horizon (366 days), whether one window runs into
+the next of the same reservation, and, per pool, the first moment at which reservations
+together hold more than the pool has (a sweep over window edges, not a sum).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Iterable, Mapping, Optional, Sequence
+
+from . import kcron
+
+HORIZON = timedelta(days=366)
+# A duration as users write it: hours and minutes ("3h", "90m", "1h30m"), more than 0.
+DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?$")
+
+
+class CalendarError(ValueError):
+    """A window definition the calendar cannot compute (the message is user-facing)."""
+
+
+def duration(text: str) -> timedelta:
+    match = DURATION.fullmatch(text or "")
+    if not match or not any(match.groups()):
+        raise CalendarError(f'"{text}" is not a duration of hours and minutes ("3h", "90m", "1h30m")')
+    value = timedelta(hours=int(match.group(1) or 0), minutes=int(match.group(2) or 0))
+    if value <= timedelta(0):
+        raise CalendarError(f'"{text}" is not more than 0')
+    return value
+
+
+@dataclass(frozen=True)
+class Window:
+    start: datetime
+    end: datetime
+
+    def overlaps(self, other: "Window") -> bool:
+        return self.start < other.end and other.start < self.end
+
+
+@dataclass(frozen=True)
+class Calendar:
+    """When a reservation holds its capacity: recurring (`schedule`, `zone`, `length`) or one
+    window (`once`)."""
+
+    schedule: Optional[str] = None
+    zone: str = "Etc/UTC"
+    length: Optional[timedelta] = None
+    once: Optional[Window] = None
+
+    def windows(self, since: datetime, until: datetime) -> list[Window]:
+        """Every window that is open at some moment in [since, until), in start order. A
+        recurring window that started before `since` and is still open is included."""
+        if self.once is not None:
+            return [self.once] if self.once.overlaps(Window(since, until)) else []
+        assert self.schedule is not None and self.length is not None
+        fields = kcron.parse(self.schedule)
+        found: list[Window] = []
+        t = since - self.length
+        while True:
+            start = kcron.next_fire(fields, t, self.zone)
+            if start is None or start >= until:
+                return found
+            # A duration is elapsed time: a window over a clock change is as long as any other.
+            begin = start.astimezone(timezone.utc)
+            window = Window(begin, begin + self.length)
+            if window.end > since:
+                found.append(window)
+            t = start
+
+    def runs_into_next(self, since: datetime, horizon: timedelta = HORIZON) -> Optional[tuple[Window, Window]]:
+        """The first window that has not ended when the next one starts (recurring only)."""
+        found = self.windows(since, since + horizon)
+        for first, second in zip(found, found[1:]):
+            if second.start < first.end:
+                return first, second
+        return None
+
+    def state(self, now: datetime) -> Optional[Window]:
+        """The window open at `now`, if any (the switches derive everything from this)."""
+        return next((w for w in self.windows(now, now + timedelta(seconds=1)) if w.start <= now < w.end), None)
+
+
+@dataclass(frozen=True)
+class Held:
+    """What one reservation holds of its pool, per resource (plain numbers in the pool's
+    units: cores, bytes, devices, nodes)."""
+
+    name: str
+    calendar: Calendar
+    amounts: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class Overbooked:
+    """Reservations `first` and `second` of one pool together hold more of `resource` than
+    the pool has, first in `window` (the moment `second`'s window opens on `first`'s)."""
+
+    first: str
+    second: str
+    resource: str
+    held: float
+    capacity: float
+    window: Window
+
+
+def overbooked(capacity: Mapping[str, float], held: Sequence[Held], since: datetime,
+               horizon: timedelta = HORIZON) -> Optional[Overbooked]:
+    """The first moment in [since, since + horizon) at which the reservations of one pool
+    together hold more of a resource than `capacity` (the pool's size, less what is
+    otherwise promised, such as its queues' quotas): a sweep over every window's edges, so
+    reservations whose windows never meet may share the same capacity."""
+    until = since + horizon
+    edges: list[tuple[datetime, int, Held, Window]] = []
+    for item in held:
+        for window in item.calendar.windows(since, until):
+            # Ends sort before starts at the same instant: back-to-back windows do not overlap.
+            edges.append((window.start, 1, item, window))
+            edges.append((window.end, 0, item, window))
+    edges.sort(key=lambda edge: (edge[0], edge[1], edge[2].name))
+    open_now: dict[str, tuple[Held, Window]] = {}
+    for _, opening, item, window in edges:
+        if not opening:
+            open_now.pop(item.name, None)
+            continue
+        open_now[item.name] = (item, window)
+        for resource, limit in capacity.items():
+            total = sum(other.amounts.get(resource, 0) for other, _ in open_now.values())
+            if total > limit:
+                others = [name for name in open_now if name != item.name]
+                first = others[0] if others else item.name
+                return Overbooked(first, item.name, resource, total, limit, window)
+    return None
+
+
+CLOSED, WARM, OPEN = "closed", "warm-up", "open"
+
+
+def phase_at(calendar: Calendar, lead: timedelta, now: datetime) -> tuple[str, Optional[Window]]:
+    """Where `now` falls: in a window's warm-up (`lead` before its start), in the window, or
+    between windows; and that window (None between windows). What the switch does follows
+    from this alone (plan/reservation_switch.py), so any run, on time or late, agrees."""
+    for window in calendar.windows(now, now + lead + timedelta(seconds=1)):
+        if window.start <= now < window.end:
+            return OPEN, window
+        if window.start - lead <= now < window.start:
+            return WARM, window
+    return CLOSED, None
+
+
+def next_edge(calendar: Calendar, lead: timedelta, now: datetime) -> Optional[datetime]:
+    """The first moment after `now` at which `phase_at` changes: a warm-up, a start or an end."""
+    edges = []
+    for window in calendar.windows(now, now + HORIZON):
+        edges += [window.start - lead, window.start, window.end]
+    later = [edge for edge in edges if edge > now]
+    return min(later) if later else None
+
+
+def next_windows(calendar: Calendar, now: datetime, count: int = 3) -> list[Window]:
+    """The window open now (if any) and the next ones, `count` in all."""
+    found = calendar.windows(now, now + HORIZON)
+    return found[:count]
+
+
+def describe(window: Window, zone: Optional[str] = None) -> str:
+    """A window as the checks and `./kns explain` show it, in the reservation's zone (a
+    one-off window: in the offset its start was written with)."""
+    tz = kcron.zone(zone) if zone else window.start.tzinfo
+    start, end = window.start.astimezone(tz), window.end.astimezone(tz)
+    return f"{start.isoformat(timespec='minutes')} to {end.isoformat(timespec='minutes')}"
+
+
+def utc(moments: Iterable[datetime]) -> list[str]:
+    return [m.astimezone(timezone.utc).isoformat() for m in moments]

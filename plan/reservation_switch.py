@@ -1,0 +1,262 @@
+"""The switch of one reservation (docs/reservations.md, "The switch"): what its CronJob's
+pod runs at each edge of a window. Standard library only, beside config/calendar.py and
+config/kcron.py, which the pod gets from the same ConfigMap (plan/reservations.py).
+
+Every run derives the state from the calendar and the clock, never from the run before:
+a run on time, late (the controller manager was down) or twice leaves the objects as
+`calendar.phase_at` says. It then sets its own CronJob to fire at the next edge.
+
+| phase | its LocalQueues | its ClusterQueue's cohort | holder Job |
+|---|---|---|---|
+| between windows | Hold (atEnd finish) or HoldAndDrain (requeue) | the pool's: lent | none |
+| warm-up | open | the pool's until the holder is admitted, then its own | present |
+| window | open | its own: lent to no one | none |
+
+Writes are server-side applies with a field manager of the switch's own, so the fields it
+switches are its, and the program's `pulumi up` leaves them alone (`ignore_changes`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import sys
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, Optional
+
+from config import calendar
+
+FIELD_MANAGER = "kns-reservation-switch"
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
+BATCH = "/apis/batch/v1"
+# How often the warm-up run looks at the holder's Workload, and how long it waits for the
+# drained Jobs to be suspended before it moves them to their own queue.
+POLL_SECONDS = 2.0
+DRAIN_WAIT_SECONDS = 120.0
+# An edge this close is waited for in the run rather than left to the CronJob's next minute.
+EDGE_WAIT_SECONDS = 90
+
+
+class ApiError(RuntimeError):
+    pass
+
+
+class Api:
+    """The API server through the pod's own service account token."""
+
+    def __init__(self, server: str, token: str, ca_file: Optional[str]):
+        self.server = server.rstrip("/")
+        self.token = token
+        self.context = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
+
+    @classmethod
+    def in_pod(cls, environ: dict[str, str]) -> "Api":
+        folder = environ.get("KNS_SERVICE_ACCOUNT_DIR", SERVICE_ACCOUNT_DIR)
+        with open(os.path.join(folder, "token"), encoding="utf-8") as handle:
+            token = handle.read().strip()
+        host, port = environ["KUBERNETES_SERVICE_HOST"], environ.get("KUBERNETES_SERVICE_PORT", "443")
+        host = f"[{host}]" if ":" in host else host
+        return cls(f"https://{host}:{port}", token, os.path.join(folder, "ca.crt"))
+
+    def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
+             missing_ok: bool = False) -> Optional[dict]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.server + path, data=data, method=method, headers={
+            "Authorization": f"Bearer {self.token}", "Accept": "application/json", "Content-Type": content_type})
+        try:
+            with urllib.request.urlopen(request, context=self.context, timeout=30) as response:
+                return json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as error:
+            if missing_ok and error.code == 404:
+                return None
+            if method == "POST" and error.code == 409:
+                return None  # created by an earlier run: the same object
+            raise ApiError(f"{method} {path}: {error.code} {error.read().decode(errors='replace')[:400]}") from None
+
+    def apply(self, path: str, body: dict) -> None:
+        self.call("PATCH", f"{path}?fieldManager={FIELD_MANAGER}&force=true", body, "application/apply-patch+yaml")
+
+
+def cluster_queue_path(name: str) -> str:
+    return f"{KUEUE}/clusterqueues/{name}"
+
+
+def local_queue_path(namespace: str, name: str) -> str:
+    return f"{KUEUE}/namespaces/{namespace}/localqueues/{name}"
+
+
+def job_path(namespace: str, name: str = "") -> str:
+    return f"{BATCH}/namespaces/{namespace}/jobs" + (f"/{name}" if name else "")
+
+
+def reservation_calendar(spec: dict) -> calendar.Calendar:
+    cal = spec["calendar"]
+    if "schedule" in cal:
+        return calendar.Calendar(schedule=cal["schedule"], zone=cal["zone"], length=timedelta(seconds=cal["seconds"]))
+    return calendar.Calendar(once=calendar.Window(datetime.fromisoformat(cal["start"]),
+                                                  datetime.fromisoformat(cal["end"])))
+
+
+def edge_schedule(moment: datetime) -> str:
+    """A cron expression (UTC) that fires at `moment`'s minute: the CronJob's next fire."""
+    utc = moment.astimezone(timezone.utc)
+    return f"{utc.minute} {utc.hour} {utc.day} {utc.month} *"
+
+
+def conditions(obj: dict) -> dict[str, dict]:
+    return {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def holder_settled(api: Api, spec: dict) -> bool:
+    """Whether the holder's Workload has had its quota (admitted now, or preempted by the
+    reservation's own entries after it was): what it holds is then free of borrowers."""
+    listed = api.call("GET", f"{KUEUE}/namespaces/{spec['namespace']}/workloads") or {}
+    for workload in listed.get("items") or []:
+        owners = {ref.get("name") for ref in workload["metadata"].get("ownerReferences") or []}
+        if spec["holder"]["metadata"]["name"] not in owners:
+            continue
+        found = conditions(workload)
+        if found.get("QuotaReserved", {}).get("status") == "True":
+            return True
+        if found.get("Preempted", {}).get("status") == "True":
+            return True
+    return False
+
+
+def set_cohort(api: Api, spec: dict, cohort: str) -> None:
+    api.apply(cluster_queue_path(spec["clusterQueue"]), {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+        "metadata": {"name": spec["clusterQueue"]}, "spec": {"cohortName": cohort}})
+
+
+def set_local_queues(api: Api, spec: dict, policy: str) -> None:
+    for queue in spec["localQueues"]:
+        api.apply(local_queue_path(queue["namespace"], queue["name"]), {
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            "metadata": {"name": queue["name"], "namespace": queue["namespace"]}, "spec": {"stopPolicy": policy}})
+
+
+def ensure_holder(api: Api, spec: dict) -> None:
+    holder = spec["holder"]
+    path = job_path(spec["namespace"], holder["metadata"]["name"])
+    current = api.call("GET", path, missing_ok=True)
+    if current is not None and conditions(current).get("Complete", conditions(current).get("Failed", {})).get(
+            "status") == "True":
+        remove_holder(api, spec)
+        current = None
+    if current is None:
+        api.call("POST", job_path(spec["namespace"]), holder)
+
+
+def remove_holder(api: Api, spec: dict) -> None:
+    api.call("DELETE", job_path(spec["namespace"], spec["holder"]["metadata"]["name"]),
+             {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}, missing_ok=True)
+
+
+def requeue_drained(api: Api, spec: dict, sleep: Callable[[float], None], clock: Callable[[], float]) -> list[str]:
+    """The entries' Jobs the end of a window evicted (Kueue's LocalQueueStopped), moved to
+    their own queue once suspended. Jobs still waiting for a window are not touched."""
+    moved: list[str] = []
+    deadline = clock() + DRAIN_WAIT_SECONDS
+    while True:
+        pending = 0
+        for queue in spec["localQueues"]:
+            own = queue.get("ownQueue")
+            if own is None:
+                continue
+            listed = api.call("GET", f"{KUEUE}/namespaces/{queue['namespace']}/workloads") or {}
+            for workload in listed.get("items") or []:
+                if workload["spec"].get("queueName") != queue["name"]:
+                    continue
+                evicted = conditions(workload).get("Evicted", {})
+                if evicted.get("status") != "True" or evicted.get("reason") != "LocalQueueStopped":
+                    continue
+                for ref in workload["metadata"].get("ownerReferences") or []:
+                    if ref.get("kind") != "Job":
+                        continue
+                    job = api.call("GET", job_path(queue["namespace"], ref["name"]), missing_ok=True)
+                    if job is None:
+                        continue
+                    if not job["spec"].get("suspend"):
+                        pending += 1
+                        continue
+                    api.call("PATCH", job_path(queue["namespace"], ref["name"]),
+                             {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": own}}},
+                             "application/merge-patch+json")
+                    moved.append(f"{queue['namespace']}/{ref['name']}")
+        if not pending or clock() >= deadline:
+            return moved
+        sleep(POLL_SECONDS)
+
+
+def switch(api: Api, spec: dict, now: datetime, sleep: Callable[[float], None] = time.sleep,
+           clock: Callable[[], float] = time.time) -> dict[str, Any]:
+    """Leave the reservation's objects as the calendar says at `now`, and set the CronJob
+    to fire at the next edge; return what was done. An edge within the minute (the run
+    started early by the node's clock, or two edges a minute apart) is waited for here:
+    the CronJob fires on minutes, and its next fire must be a later one."""
+    cal = reservation_calendar(spec)
+    lead = timedelta(seconds=spec["leadSeconds"])
+    while True:
+        done = apply_phase(api, spec, cal, lead, now, sleep, clock)
+        current = datetime.fromtimestamp(clock(), timezone.utc)
+        upcoming = calendar.next_edge(cal, lead, current)
+        if upcoming is None or upcoming - current >= timedelta(seconds=EDGE_WAIT_SECONDS):
+            break
+        sleep((upcoming - current).total_seconds() + 1)
+        now = datetime.fromtimestamp(clock(), timezone.utc)
+    if upcoming is not None:
+        schedule = edge_schedule(upcoming)
+        api.apply(f"{BATCH}/namespaces/{spec['namespace']}/cronjobs/{spec['cronJob']}", {
+            "apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": spec["cronJob"], "namespace": spec["namespace"]}, "spec": {"schedule": schedule}})
+        done["next"] = [upcoming.isoformat(), schedule]
+    return done
+
+
+def apply_phase(api: Api, spec: dict, cal: calendar.Calendar, lead: timedelta, now: datetime,
+                sleep: Callable[[float], None], clock: Callable[[], float]) -> dict[str, Any]:
+    phase, window = calendar.phase_at(cal, lead, now)
+    done: dict[str, Any] = {"phase": phase, "window": None if window is None else
+                            [window.start.isoformat(), window.end.isoformat()]}
+    if phase == calendar.CLOSED:
+        set_local_queues(api, spec, "HoldAndDrain" if spec["atEnd"] == "requeue" else "Hold")
+        set_cohort(api, spec, spec["lendTo"])
+        remove_holder(api, spec)
+        if spec["atEnd"] == "requeue":
+            done["requeued"] = requeue_drained(api, spec, sleep, clock)
+    elif phase == calendar.WARM:
+        assert window is not None
+        set_local_queues(api, spec, "None")
+        ensure_holder(api, spec)
+        # Lent until the holder has reclaimed what others borrowed (Kueue reclaims only
+        # within a cohort), then held apart.
+        while not holder_settled(api, spec) and datetime.fromtimestamp(clock(), timezone.utc) < window.start:
+            sleep(POLL_SECONDS)
+        set_cohort(api, spec, spec["privateCohort"])
+    else:
+        set_local_queues(api, spec, "None")
+        set_cohort(api, spec, spec["privateCohort"])
+        remove_holder(api, spec)
+    return done
+
+
+def main(environ: dict[str, str]) -> int:
+    spec = json.loads(environ["KNS_RESERVATION"])
+    now = datetime.now(timezone.utc)
+    try:
+        done = switch(Api.in_pod(environ), spec, now)
+    except ApiError as error:
+        print(f"kns-switch {spec['name']}: {error}", file=sys.stderr)
+        return 1
+    print(f"kns-switch {spec['name']} at {now.isoformat()}: {json.dumps(done, sort_keys=True)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(dict(os.environ)))

@@ -1,0 +1,340 @@
+"""What a reservation becomes (pure; docs/reservations.md, "What the program creates").
+
+Per reservation, on the cluster its queues admit on:
+- a namespace of its own (`<prefix>res-<name>`) holding its switch and its holder;
+- a ClusterQueue `kns-res-<name>` on the pool's ResourceFlavor: nominal quota = what it
+  holds, borrowing nothing; between windows in the cohort of the pool's queues, which
+  borrow it; inside a window in a cohort of its own, lent to no one. Preemption: its own
+  entries before the holder (LowerPriority), and back what others borrowed (Any);
+- the holder: a Job the switch creates at warm-up, with the lowest priority, whose pods
+  ask for what the reservation holds, so Kueue reclaims it from borrowers and, on an
+  autoscaled pool, Karpenter brings its nodes up;
+- in each entry's namespace a LocalQueue `kns-res` to the ClusterQueue, held between
+  windows, and a RoleBinding that lets the switch switch it;
+- the switch: a CronJob firing at the next edge (the switch sets its schedule each run),
+  its ServiceAccount and RBAC limited by resourceNames, and a ConfigMap with its code.
+
+The fields the switch owns (the ClusterQueue's cohort, the LocalQueues' stopPolicy, the
+CronJob's schedule) are set here to what the calendar says when the program runs, so an
+object created inside a window starts in it; `SWITCHED` lists them for `ignore_changes`,
+and the switch writes them with a field manager of its own: `pulumi up` never sets them
+back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from importlib import resources
+from pathlib import Path
+from typing import Any, Optional
+
+from config import calendar, names, queues as queue_rules, rules
+from config.loader import PlatformConfig
+from config.models import NodePool
+from config.quantity import kind_for_resource, render
+from config.reservations import Reservation, gpu_resource, holdings, lending_cohort, pool_capacity
+
+from . import queues, reservation_switch
+from .model import WorkloadPlan
+from .schedulers import RESTRICTED_CONTAINER, RESTRICTED_POD
+
+SWITCH = "switch"
+HOLDER = "holder"
+SWITCH_IMAGE = "python:3.11.13-slim-bookworm"
+HOLDER_IMAGE = "registry.k8s.io/pause:3.10"
+CODE_DIR = "/kns"
+# The fields the switch owns, per kind (docs/reservations.md, "Why pulumi up leaves a window alone").
+SWITCHED = {"ClusterQueue": ["spec.cohortName"], "LocalQueue": ["spec.stopPolicy"], "CronJob": ["spec.schedule"]}
+# What a reservation does not hold but its entries ask for is bounded by its nodes, not by
+# Kueue: a quota no pool reaches, never lent.
+UNBOUNDED = {"memory": "1Ei", "ephemeral-storage": "1Ei"}
+UNBOUNDED_COUNT = "1M"
+SOURCE = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class EntryQueue:
+    """An entry of the reservation: its namespace, and its own LocalQueue (`atEnd: requeue`)."""
+
+    entry: str
+    namespace: str
+    own_queue: Optional[str]
+
+
+@dataclass
+class ReservationPlan:
+    reservation: Reservation
+    pool: NodePool
+    namespace: str
+    cluster_queue: str
+    lend_to: str
+    private_cohort: str
+    entries: list[EntryQueue] = field(default_factory=list)
+    # Platform objects in registration order.
+    objects: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.reservation.name
+
+
+def namespace_name(cfg: PlatformConfig, name: str) -> str:
+    return names.namespace_name(cfg.cluster.namespace_prefix, f"res-{name}")
+
+
+def cluster_queue_name(name: str) -> str:
+    return names.RESERVATION_QUEUE_PREFIX + name
+
+
+def _metadata(cfg: PlatformConfig, item: Reservation, name: str, namespace: Optional[str] = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {names.LABEL_CLUSTER: cfg.cluster.name,
+                                                     names.LABEL_RESERVATION: item.name, **names.MANAGED_BY}}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return meta
+
+
+def plan_reservations(cfg: PlatformConfig, plans: list[WorkloadPlan], now: datetime) -> list[ReservationPlan]:
+    """Every reservation's objects, with the switched fields as the calendar says at `now`."""
+    out = []
+    for item in cfg.reservations:
+        pool = cfg.pool(item.pool)
+        cohort, _ = lending_cohort(item.pool, cfg.queues)
+        plan = ReservationPlan(item, pool, namespace_name(cfg, item.name), cluster_queue_name(item.name),
+                               lend_to=cohort or cluster_queue_name(item.name),
+                               private_cohort=cluster_queue_name(item.name))
+        plan.entries = [EntryQueue(p.entry.name, p.namespace,
+                                   names.LOCAL_QUEUE if item.at_end == "requeue" and p.entry.queue else None)
+                        for p in plans if p.entry.reservation == item.name]
+        phase, _ = calendar.phase_at(item.calendar(), timedelta(minutes=item.warm_up_minutes), now)
+        plan.objects = _objects(cfg, plan, phase, now)
+        out.append(plan)
+    return out
+
+
+def _objects(cfg: PlatformConfig, plan: ReservationPlan, phase: str, now: datetime) -> list[dict[str, Any]]:
+    item, ns = plan.reservation, plan.namespace
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": _metadata(cfg, item, ns)}
+    namespace["metadata"]["labels"].update({f"pod-security.kubernetes.io/{m}": "restricted"
+                                            for m in ("enforce", "audit", "warn")})
+    holder_queue = {"apiVersion": queues.API_VERSION, "kind": "LocalQueue", "metadata": _metadata(cfg, item, HOLDER, ns),
+                    "spec": {"clusterQueue": plan.cluster_queue}}
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(cfg, item, SWITCH, ns)}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _metadata(cfg, item, SWITCH, ns),
+            "rules": [
+                # A create cannot be limited by name: the namespace holds nothing else.
+                {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create"]},
+                {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "delete"], "resourceNames": [HOLDER]},
+                {"apiGroups": ["batch"], "resources": ["cronjobs"], "verbs": ["get", "patch"],
+                 "resourceNames": [SWITCH]},
+                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["list"]},
+            ]}
+    subject = [{"kind": "ServiceAccount", "name": SWITCH, "namespace": ns}]
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": _metadata(cfg, item, SWITCH, ns), "subjects": subject,
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SWITCH}}
+    queue_role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                  "metadata": _metadata(cfg, item, f"{plan.cluster_queue}-switch"),
+                  "rules": [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["get", "patch"],
+                             "resourceNames": [plan.cluster_queue]}]}
+    queue_binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                     "metadata": _metadata(cfg, item, f"{plan.cluster_queue}-switch"), "subjects": subject,
+                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                 "name": f"{plan.cluster_queue}-switch"}}
+    code = code_config_map(cfg, plan)
+    return [namespace, cluster_queue_manifest(cfg, plan, phase), holder_queue, account, role, binding, queue_role,
+            queue_binding, entries_role(cfg, plan), code, cronjob_manifest(cfg, plan, now)]
+
+
+def entries_role(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:
+    """What the switch may do in an entry's namespace (bound there by `entry_objects`):
+    switch the reservation's LocalQueue; with `atEnd: requeue`, move the Jobs the end of a
+    window evicted to the entry's own queue (their names are the controller's: not
+    limited by name, only by namespace)."""
+    item = plan.reservation
+    found = [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues"], "verbs": ["get", "patch"],
+              "resourceNames": [names.RESERVATION_LOCAL_QUEUE]}]
+    if item.at_end == "requeue":
+        found += [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["list"]},
+                  {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "patch"]}]
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": _metadata(cfg, item, f"{plan.cluster_queue}-entries"), "rules": found}
+
+
+def covered(cfg: PlatformConfig, plan: ReservationPlan) -> list[str]:
+    """What the ClusterQueue covers: what it holds, cpu and memory, and whatever the pool's
+    queues cover (the same Jobs must fit it), but `pods`."""
+    held = holdings(plan.reservation, plan.pool)
+    out = list(held)
+    others = [q.quota for q in cfg.queues if plan.pool.name in q.quota]
+    for resource in ["cpu", "memory", *(r for quota in others for r in queue_rules.covered_resources(quota))]:
+        if resource not in out and resource != queues.PODS:
+            out.append(resource)
+    return out
+
+
+def cluster_queue_manifest(cfg: PlatformConfig, plan: ReservationPlan, phase: str) -> dict[str, Any]:
+    held = holdings(plan.reservation, plan.pool)
+    capacity = pool_capacity(plan.pool)
+    resources = []
+    for resource in covered(cfg, plan):
+        if resource in held:
+            resources.append({"name": resource, "nominalQuota": render(held[resource], kind_for_resource(resource)),
+                              "borrowingLimit": "0"})
+            continue
+        bound = (render(capacity[resource], kind_for_resource(resource)) if resource in capacity
+                 else UNBOUNDED.get(resource, UNBOUNDED_COUNT))
+        resources.append({"name": resource, "nominalQuota": bound, "borrowingLimit": "0", "lendingLimit": "0"})
+    cohort = plan.private_cohort if phase == calendar.OPEN else plan.lend_to
+    return {"apiVersion": queues.API_VERSION, "kind": "ClusterQueue",
+            "metadata": _metadata(cfg, plan.reservation, plan.cluster_queue),
+            "spec": {"namespaceSelector": {"matchLabels": {names.LABEL_CLUSTER: cfg.cluster.name}},
+                     "cohortName": cohort,
+                     "resourceGroups": [{"coveredResources": [r["name"] for r in resources],
+                                         "flavors": [{"name": plan.pool.name, "resources": resources}]}],
+                     "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}}}
+
+
+def holder_pods(plan: ReservationPlan) -> tuple[int, dict[str, str]]:
+    """How many pods the holder runs and what each asks: a node's GPUs each where the pool
+    has GPUs (so they spread over the nodes Karpenter brings up), else one pod; their sum
+    never more than the reservation holds."""
+    held = holdings(plan.reservation, plan.pool)
+    count = 1
+    if plan.pool.gpu is not None and gpu_resource(plan.pool) in held:
+        count = max(1, math.ceil(held[gpu_resource(plan.pool)] / plan.pool.gpu.per_node))
+    each: dict[str, str] = {}
+    for resource, amount in held.items():
+        kind = kind_for_resource(resource)
+        unit = Decimal("0.001") if resource == "cpu" else Decimal(1)
+        share = (amount / count / unit).to_integral_value(rounding="ROUND_FLOOR") * unit
+        if share > 0:
+            each[resource] = render(share, kind)
+    return count, each
+
+
+def holder_manifest(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:
+    count, each = holder_pods(plan)
+    requests = {"cpu": "10m", "memory": "16Mi", **each}
+    labels = {names.QUEUE_LABEL: HOLDER, names.PRIORITY_LABEL: rules.RESERVATION_HOLDER_PRIORITY,
+              names.LABEL_CLUSTER: cfg.cluster.name, names.LABEL_RESERVATION: plan.name}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": HOLDER, "namespace": plan.namespace, "labels": labels},
+            "spec": {"parallelism": count, "completions": count, "backoffLimit": 0, "suspend": True,
+                     "template": {"metadata": {"labels": labels}, "spec": {
+                         "restartPolicy": "Never", "automountServiceAccountToken": False,
+                         "terminationGracePeriodSeconds": 0, "securityContext": RESTRICTED_POD,
+                         "containers": [{"name": "hold", "image": HOLDER_IMAGE,
+                                         "resources": {"requests": requests, "limits": requests},
+                                         "securityContext": RESTRICTED_CONTAINER}]}}}}
+
+
+def switch_spec(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:
+    """What the switch is told (its one environment variable, plan/reservation_switch.py)."""
+    item = plan.reservation
+    cal = item.calendar()
+    if cal.once is not None:
+        when: dict[str, Any] = {"start": cal.once.start.isoformat(), "end": cal.once.end.isoformat()}
+    else:
+        assert cal.length is not None
+        when = {"schedule": cal.schedule, "zone": cal.zone, "seconds": int(cal.length.total_seconds())}
+    return {"name": item.name, "namespace": plan.namespace, "clusterQueue": plan.cluster_queue,
+            "lendTo": plan.lend_to, "privateCohort": plan.private_cohort, "atEnd": item.at_end,
+            "leadSeconds": item.warm_up_minutes * 60, "calendar": when, "cronJob": SWITCH,
+            "localQueues": [{"namespace": e.namespace, "name": names.RESERVATION_LOCAL_QUEUE, "ownQueue": e.own_queue}
+                            for e in plan.entries],
+            "holder": holder_manifest(cfg, plan)}
+
+
+def _code_files(zones: list[str]) -> tuple[dict[str, str], dict[str, bytes], list[dict[str, str]]]:
+    """The switch's code as ConfigMap data, binary data and the items that lay it out under
+    CODE_DIR: the script, config/calendar.py and config/kcron.py as they are here, and the
+    zones it computes in from the pinned tz database (the image's own is not read)."""
+    text = {"switch.py": (SOURCE / "plan" / "reservation_switch.py").read_text(),
+            "config.__init__.py": "",
+            "config.calendar.py": (SOURCE / "config" / "calendar.py").read_text(),
+            "config.kcron.py": (SOURCE / "config" / "kcron.py").read_text(),
+            "tzdata.__init__.py": "", "tzdata.zoneinfo.__init__.py": "",
+            "tzdata.zones": "".join(f"{z}\n" for z in zones)}
+    binary: dict[str, bytes] = {}
+    packages = set()
+    for zone in zones:
+        parts = zone.split("/")
+        binary["tzdata.zoneinfo." + ".".join(parts)] = resources.files("tzdata.zoneinfo").joinpath(*parts).read_bytes()
+        for depth in range(1, len(parts)):
+            packages.add("tzdata.zoneinfo." + ".".join(parts[:depth]) + ".__init__.py")
+    text.update({key: "" for key in sorted(packages)})
+    paths = {"switch.py": "switch.py", "config.__init__.py": "config/__init__.py",
+             "config.calendar.py": "config/calendar.py", "config.kcron.py": "config/kcron.py",
+             "tzdata.zones": "tzdata/zones"}
+    items = []
+    for key in [*text, *binary]:
+        if key in paths:
+            path = paths[key]
+        elif key.endswith(".__init__.py"):
+            path = key[:-len(".__init__.py")].replace(".", "/") + "/__init__.py"
+        else:
+            head, rest = key.split(".zoneinfo.", 1)
+            path = f"{head}/zoneinfo/" + rest.replace(".", "/")
+        items.append({"key": key, "path": path})
+    return text, binary, items
+
+
+def code_config_map(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:
+    import base64
+    zones = sorted({"Etc/UTC", plan.reservation.time_zone})
+    text, binary, _ = _code_files(zones)
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _metadata(cfg, plan.reservation, SWITCH, plan.namespace),
+            "data": text, "binaryData": {k: base64.b64encode(v).decode() for k, v in binary.items()}}
+
+
+def cronjob_manifest(cfg: PlatformConfig, plan: ReservationPlan, now: datetime) -> dict[str, Any]:
+    item = plan.reservation
+    zones = sorted({"Etc/UTC", item.time_zone})
+    _, _, items = _code_files(zones)
+    upcoming = calendar.next_edge(item.calendar(), timedelta(minutes=item.warm_up_minutes), now)
+    # A reservation whose last window is over: the switch has nothing left to switch.
+    schedule = reservation_switch.edge_schedule(upcoming) if upcoming is not None else "0 0 1 1 *"
+    labels = {names.LABEL_CLUSTER: cfg.cluster.name, names.LABEL_RESERVATION: item.name}
+    container = {
+        "name": SWITCH, "image": SWITCH_IMAGE, "command": ["python3", "-B", f"{CODE_DIR}/switch.py"],
+        "env": [{"name": "KNS_RESERVATION", "value": json.dumps(switch_spec(cfg, plan), sort_keys=True)},
+                # Zones from the files the ConfigMap carries, never the image's.
+                {"name": "PYTHONTZPATH", "value": ""}],
+        "volumeMounts": [{"name": "code", "mountPath": CODE_DIR, "readOnly": True}],
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi", "ephemeral-storage": "16Mi"},
+                      "limits": {"cpu": "500m", "memory": "128Mi", "ephemeral-storage": "64Mi"}},
+        "securityContext": RESTRICTED_CONTAINER,
+    }
+    return {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": _metadata(cfg, item, SWITCH, plan.namespace),
+            "spec": {"schedule": schedule, "timeZone": "Etc/UTC", "concurrencyPolicy": "Forbid",
+                     "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 3,
+                     "jobTemplate": {"metadata": {"labels": labels}, "spec": {
+                         "backoffLimit": 4, "activeDeadlineSeconds": item.warm_up_minutes * 60 + 900,
+                         "ttlSecondsAfterFinished": 7 * 86400,
+                         "template": {"metadata": {"labels": labels}, "spec": {
+                             "serviceAccountName": SWITCH, "restartPolicy": "Never",
+                             "securityContext": RESTRICTED_POD, "containers": [container],
+                             "volumes": [{"name": "code", "configMap": {"name": SWITCH, "items": items}}]}}}}}}
+
+
+def entry_objects(cfg: PlatformConfig, plan: ReservationPlan, entry: EntryQueue, now: datetime) -> list[dict[str, Any]]:
+    """In an entry's namespace: the LocalQueue its Jobs go to (held between windows, as
+    the calendar says at `now`), and the binding that lets the switch switch it."""
+    item = plan.reservation
+    phase, _ = calendar.phase_at(item.calendar(), timedelta(minutes=item.warm_up_minutes), now)
+    closed = "HoldAndDrain" if item.at_end == "requeue" else "Hold"
+    queue = {"apiVersion": queues.API_VERSION, "kind": "LocalQueue",
+             "metadata": _metadata(cfg, item, names.RESERVATION_LOCAL_QUEUE, entry.namespace),
+             "spec": {"clusterQueue": plan.cluster_queue,
+                      "stopPolicy": closed if phase == calendar.CLOSED else "None"}}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": _metadata(cfg, item, "kns-reservation-switch", entry.namespace),
+               "subjects": [{"kind": "ServiceAccount", "name": SWITCH, "namespace": plan.namespace}],
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                           "name": f"{plan.cluster_queue}-entries"}}
+    return [queue, binding]
