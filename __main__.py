@@ -26,7 +26,7 @@ from pulumi.runtime import config as runtime_config
 from components.cluster import KnsCluster, KnsClusterArgs, cluster_provider, own_declared_fields
 from components.multikueue import MultiKueue, MultiKueueArgs, WorkerConnection
 from components.platform import PlatformArgs, register_platform, register_queues
-from components.reservation import Reservation, ReservationArgs
+from components.reservation import Reservation, ReservationArgs, ReservedPool
 from components.source_positions import innermost_frame_only
 from components.worker import KnsWorker, KnsWorkerArgs
 from components.workload import KnsWorkload, KnsWorkloadArgs, RemoteSide
@@ -69,9 +69,7 @@ except ConfigError as exc:
 cfg = checked.config
 for warning in cfg.warnings:
     pulumi.log.warn(warning)
-# The fields a reservation's switch owns start as the calendar says now (plan/reservations.py).
-now = datetime.now(timezone.utc)
-reserved = {r.name: r for r in reservations.plan_reservations(cfg, plans, now)}
+reserved = {r.name: r for r in reservations.plan_reservations(cfg, plans)}
 # The state keeps no call stacks, only where each resource was made (components/source_positions.py).
 innermost_frame_only()
 site = bool(cfg.workers)
@@ -118,8 +116,12 @@ if this.index is None:
          for w in cfg.workers],
         *multikueue.connection_objects(cfg), depends_on=[kueue] if kueue else []), on_cluster)] if site else []
     queue_dependencies = register_queues(manager, kueue, connection, on_cluster)
+    # A pool's reserved capacity from now on (plan/reservations.py pool_cohorts).
+    pools_set_aside = [ReservedPool(cohort["metadata"]["name"], cohort, queue_dependencies, on_cluster)
+                       for cohort in reservations.pool_cohorts(cfg, datetime.now(timezone.utc))]
     for name, planned in reserved.items():
-        Reservation(f"reservation-{name}", ReservationArgs(planned.objects, queue_dependencies), on_cluster)
+        Reservation(f"reservation-{name}", ReservationArgs(planned.objects, [*queue_dependencies, *pools_set_aside]),
+                    on_cluster)
 else:
     for worker in cfg.workers:
         worker_sides[worker.name] = (cluster_provider(worker.name, Cluster(
@@ -133,7 +135,7 @@ for plan in registered:
     if plan.entry.reservation is not None:
         planned = reserved[plan.entry.reservation]
         reserved_objects = reservations.entry_objects(cfg, planned, next(
-            e for e in planned.entries if e.entry == plan.entry.name), now)
+            e for e in planned.entries if e.entry == plan.entry.name))
     KnsWorkload(plan.entry.name, KnsWorkloadArgs(plan, local_queue, queue_dependencies, remote, reserved_objects),
                 on_cluster)
 

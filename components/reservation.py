@@ -1,6 +1,7 @@
 """A reservation (`kns:queueing:Reservation`, docs/reservations.md): its namespace,
 ClusterQueue, holder LocalQueue, switch CronJob with its ConfigMap, ServiceAccount and
-RBAC, as plan/reservations.py makes them. The fields the switch owns are left to it
+RBAC; and per reserved pool its Cohort (`kns:queueing:ReservedPool`); as
+plan/reservations.py makes them. The fields the switch owns are left to it
 (`ignore_changes`), so `pulumi up` inside a window neither shows them nor closes it."""
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from typing import Any, Optional
 import pulumi
 from pulumi_kubernetes import _utilities
 
-from plan.reservations import SWITCHED
+from plan.reservations import REPLACED, SWITCHED
 
 TYPE = "kns:queueing:Reservation"
+POOL_TYPE = "kns:queueing:ReservedPool"
 
 
 def type_token(manifest: dict[str, Any]) -> str:
@@ -32,7 +34,10 @@ def register(prefix: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions
     return pulumi.CustomResource(type_token(manifest), resource_name(prefix, manifest), dict(manifest),
                                  pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
                                      version=_utilities.get_version(),
-                                     ignore_changes=SWITCHED.get(manifest["kind"], []))))
+                                     ignore_changes=SWITCHED.get(manifest["kind"], []),
+                                     # A new switch starts over (plan/reservations.py, BOOTSTRAP).
+                                     replace_on_changes=REPLACED.get(manifest["kind"], []),
+                                     delete_before_replace=manifest["kind"] in REPLACED)))
 
 
 @dataclass
@@ -40,6 +45,16 @@ class ReservationArgs:
     objects: list[dict[str, Any]]
     # Kueue (its CRDs) and the queues' flavors, which the ClusterQueue names.
     depends_on: list[pulumi.Resource] = field(default_factory=list)
+
+
+class ReservedPool(pulumi.ComponentResource):
+    """The Cohort that sets a pool's reserved capacity aside (`kns:queueing:ReservedPool`)."""
+
+    def __init__(self, name: str, cohort: dict[str, Any], depends_on: list[pulumi.Resource],
+                 opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(POOL_TYPE, name, None, opts)
+        self.cohort = register(name, cohort, pulumi.ResourceOptions(parent=self, depends_on=depends_on))
+        self.register_outputs({"cohort": cohort["metadata"]["name"]})
 
 
 class Reservation(pulumi.ComponentResource):

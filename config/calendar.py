@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Mapping, Optional, Sequence
 
-from . import kcron
+from . import kcron, rules
 
 HORIZON = timedelta(days=366)
 # A duration as users write it: hours and minutes ("3h", "90m", "1h30m"), more than 0.
-DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?$")
+DURATION = re.compile(rules.RESERVATION_DURATION.pattern)
 
 
 class CalendarError(ValueError):
@@ -34,10 +34,10 @@ class CalendarError(ValueError):
 def duration(text: str) -> timedelta:
     match = DURATION.fullmatch(text or "")
     if not match or not any(match.groups()):
-        raise CalendarError(f'"{text}" is not a duration of hours and minutes ("3h", "90m", "1h30m")')
+        raise CalendarError(rules.RESERVATION_DURATION.message)
     value = timedelta(hours=int(match.group(1) or 0), minutes=int(match.group(2) or 0))
     if value <= timedelta(0):
-        raise CalendarError(f'"{text}" is not more than 0')
+        raise CalendarError(rules.RESERVATION_DURATION.message)
     return value
 
 
@@ -160,13 +160,31 @@ def phase_at(calendar: Calendar, lead: timedelta, now: datetime) -> tuple[str, O
     return CLOSED, None
 
 
-def next_edge(calendar: Calendar, lead: timedelta, now: datetime) -> Optional[datetime]:
-    """The first moment after `now` at which `phase_at` changes: a warm-up, a start or an end."""
+def next_edge(calendar: Calendar, lead: timedelta, now: datetime, starts: bool = True) -> Optional[datetime]:
+    """The first moment after `now` at which `phase_at` changes: a warm-up, a start (unless
+    `starts` is false: where a start changes nothing) or an end."""
     edges = []
     for window in calendar.windows(now, now + HORIZON):
-        edges += [window.start - lead, window.start, window.end]
+        edges += [window.start - lead, window.end] + ([window.start] if starts else [])
     later = [edge for edge in edges if edge > now]
     return min(later) if later else None
+
+
+def peak(held: Sequence[Held], since: datetime, horizon: timedelta = HORIZON) -> dict[str, float]:
+    """The most the reservations hold together at any moment in [since, since + horizon),
+    per resource (a sweep over their windows' edges): what a pool sets aside for them."""
+    edges: list[tuple[datetime, int, Held]] = []
+    for item in held:
+        for window in item.calendar.windows(since, since + horizon):
+            edges += [(window.start, 1, item), (window.end, 0, item)]
+    edges.sort(key=lambda edge: (edge[0], edge[1], edge[2].name))
+    now_held: dict[str, float] = {}
+    out: dict[str, float] = {}
+    for _, opening, item in edges:
+        for resource, amount in item.amounts.items():
+            now_held[resource] = now_held.get(resource, 0.0) + (amount if opening else -amount)
+            out[resource] = max(out.get(resource, 0.0), now_held[resource])
+    return out
 
 
 def next_windows(calendar: Calendar, now: datetime, count: int = 3) -> list[Window]:

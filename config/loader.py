@@ -268,8 +268,9 @@ def check_config(
     schedules = checks.assign_priorities(schedules, explicit, priorities, paths, problems,  # type: ignore[assignment]
                                          priority_sources)
     check_entry_references(jobs + schedules, profiles, reservations, paths, problems, broken_reservations)
-    jobs = _on_reserved_pools(jobs, reservations)  # type: ignore[assignment]
-    schedules = _on_reserved_pools(schedules, reservations)  # type: ignore[assignment]
+    pool_names = {p.name for p in pools}
+    jobs = _on_reserved_pools(jobs, reservations, pool_names)  # type: ignore[assignment]
+    schedules = _on_reserved_pools(schedules, reservations, pool_names)  # type: ignore[assignment]
     prioritized = {e.name for e in jobs + schedules if e.priority is not None}
     priority_sources = {name: why for name, why in priority_sources.items() if name in prioritized}
     checks.check_workloads(jobs + schedules, pools, credentials, paths, problems, broken_pools)
@@ -318,9 +319,11 @@ def check_config(
     return Checked(config, problems)
 
 
-def _on_reserved_pools(entries: list[Workload], reservations: list[Reservation]) -> list[Workload]:
-    """An entry that uses a reservation and names no pool runs on the reservation's."""
-    pools = {r.name: r.pool for r in reservations}
+def _on_reserved_pools(entries: list[Workload], reservations: list[Reservation],
+                       pool_names: set[str]) -> list[Workload]:
+    """An entry that uses a reservation and names no pool runs on the reservation's (one
+    that exists: the reservation's own problem says so otherwise)."""
+    pools = {r.name: r.pool for r in reservations if r.pool in pool_names}
     return [e.model_copy(update={"pool": pools[e.reservation]})
             if e.reservation in pools and e.pool is None and e.pod_spec is None else e for e in entries]
 

@@ -33,19 +33,35 @@ def _held_resources(value: object) -> object:
 HeldResources = Annotated[dict[str, str], BeforeValidator(_held_resources)]
 
 
+def _moment(value: object) -> object:
+    """`start`/`end`: RFC 3339 text (or a timestamp a YAML reader made of it). What is not
+    one is refused without repeating it: a value in the wrong place may be a secret."""
+    if value is None or isinstance(value, datetime):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"must be an RFC 3339 date and time as text, not {type(value).__name__}")
+    try:
+        return datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise ValueError("is not an RFC 3339 date and time (e.g. 2026-12-01T09:00:00+01:00)") from None
+
+
+Moment = Annotated[Optional[datetime], BeforeValidator(_moment)]
+
+
 class Reservation(Model):
     """One `kns:reservations` entry: capacity of one pool held for windows on the calendar."""
 
     name: DnsLabel
     pool: str
-    nodes: Optional[int] = Field(default=None, ge=1, strict=True)
+    nodes: Optional[int] = Field(default=None, ge=1)
     resources: Optional[HeldResources] = None
     schedule: Optional[CronExpr] = None
     time_zone: TimeZone = "Etc/UTC"
     duration: Optional[str] = None
-    start: Optional[datetime] = None
-    end: Optional[datetime] = None
-    warm_up_minutes: int = Field(default=0, ge=0, le=24 * 60, strict=True)
+    start: Moment = None
+    end: Moment = None
+    warm_up_minutes: int = Field(default=0, ge=0, le=24 * 60)
     users: list[str] = Field(default_factory=list)
     groups: list[str] = Field(default_factory=list)
     entries: list[str] = Field(default_factory=list)
@@ -186,10 +202,10 @@ def check_reservations(reservations: Sequence[Reservation], pools: Mapping[str, 
                                          "a reservation's ClusterQueue would meet it")
         for i, name in enumerate(item.entries):
             if name not in entry_names:
-                problems.add(f"{path}.entries[{i}]", f'no entry named "{name}"')
+                problems.add(f"{path}.entries[{i}]", "names no entry of kns:jobs, kns:schedules or the job files")
         pool = pools.get(item.pool)
         if pool is None:
-            problems.add(f"{path}.pool", f'no node pool named "{item.pool}" (pools: {", ".join(sorted(pools)) or "none"})')
+            problems.add(f"{path}.pool", f'names no node pool (pools: {", ".join(sorted(pools)) or "none"})')
         elif pool_worker:
             problems.add(path, "a site with kns:workers (MultiKueue) cannot hold reservations yet: a reservation "
                                "holds a pool of the one cluster whose Kueue admits its entries")
@@ -306,4 +322,4 @@ def check_entry_references(entries: Sequence[Workload], profiles: Sequence[tuple
 
 
 def _unknown(name: str, by_name: Mapping[str, Reservation]) -> str:
-    return f'no reservation named "{name}" (reservations: {", ".join(sorted(by_name)) or "none are defined"})'
+    return f'names no reservation (reservations: {", ".join(sorted(by_name)) or "none are defined"})'

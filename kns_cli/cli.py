@@ -226,6 +226,8 @@ def run_validate(args: argparse.Namespace) -> int:
     print(_summary(cfg, plans))
     for line in unchecked:
         print(f"  not checked offline: {line}")
+    for warning in cfg.warnings:
+        print(f"  warning: {warning}")
     return 0
 
 

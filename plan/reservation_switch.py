@@ -4,16 +4,18 @@ config/kcron.py, which the pod gets from the same ConfigMap (plan/reservations.p
 
 Every run derives the state from the calendar and the clock, never from the run before:
 a run on time, late (the controller manager was down) or twice leaves the objects as
-`calendar.phase_at` says. It then sets its own CronJob to fire at the next edge.
+`calendar.phase_at` says. It then sets its own CronJob to fire at the next edge (a
+warm-up or an end: a start changes nothing).
 
-| phase | its LocalQueues | its ClusterQueue's cohort | holder Job |
-|---|---|---|---|
-| between windows | Hold (atEnd finish) or HoldAndDrain (requeue) | the pool's: lent | none |
-| warm-up | open | the pool's until the holder is admitted, then its own | present |
-| window | open | its own: lent to no one | none |
+| phase | the entries' LocalQueues `kns-res` | holder Job |
+|---|---|---|
+| between windows | Hold (atEnd finish) or HoldAndDrain (requeue) | none |
+| warm-up and window | open (stopPolicy None) | present |
 
-Writes are server-side applies with a field manager of the switch's own, so the fields it
-switches are its, and the program's `pulumi up` leaves them alone (`ignore_changes`).
+At the end of a window with `atEnd: requeue`, the Jobs HoldAndDrain evicted are moved to
+their entry's own queue. Writes to the LocalQueues and the CronJob are server-side applies
+with a field manager of the switch's own, so the fields it switches are its, and the
+program's `pulumi up` leaves them alone (`ignore_changes`).
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ FIELD_MANAGER = "kns-reservation-switch"
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 BATCH = "/apis/batch/v1"
-# How often the warm-up run looks at the holder's Workload, and how long it waits for the
-# drained Jobs to be suspended before it moves them to their own queue.
+# How often, and how long, the end-of-window run waits for the Jobs HoldAndDrain evicted
+# to be suspended before it moves them to their own queue.
 POLL_SECONDS = 2.0
 DRAIN_WAIT_SECONDS = 120.0
 # An edge this close is waited for in the run rather than left to the CronJob's next minute.
@@ -82,10 +84,6 @@ class Api:
         self.call("PATCH", f"{path}?fieldManager={FIELD_MANAGER}&force=true", body, "application/apply-patch+yaml")
 
 
-def cluster_queue_path(name: str) -> str:
-    return f"{KUEUE}/clusterqueues/{name}"
-
-
 def local_queue_path(namespace: str, name: str) -> str:
     return f"{KUEUE}/namespaces/{namespace}/localqueues/{name}"
 
@@ -110,28 +108,6 @@ def edge_schedule(moment: datetime) -> str:
 
 def conditions(obj: dict) -> dict[str, dict]:
     return {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
-
-
-def holder_settled(api: Api, spec: dict) -> bool:
-    """Whether the holder's Workload has had its quota (admitted now, or preempted by the
-    reservation's own entries after it was): what it holds is then free of borrowers."""
-    listed = api.call("GET", f"{KUEUE}/namespaces/{spec['namespace']}/workloads") or {}
-    for workload in listed.get("items") or []:
-        owners = {ref.get("name") for ref in workload["metadata"].get("ownerReferences") or []}
-        if spec["holder"]["metadata"]["name"] not in owners:
-            continue
-        found = conditions(workload)
-        if found.get("QuotaReserved", {}).get("status") == "True":
-            return True
-        if found.get("Preempted", {}).get("status") == "True":
-            return True
-    return False
-
-
-def set_cohort(api: Api, spec: dict, cohort: str) -> None:
-    api.apply(cluster_queue_path(spec["clusterQueue"]), {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-        "metadata": {"name": spec["clusterQueue"]}, "spec": {"cohortName": cohort}})
 
 
 def set_local_queues(api: Api, spec: dict, policy: str) -> None:
@@ -180,8 +156,8 @@ def requeue_drained(api: Api, spec: dict, sleep: Callable[[float], None], clock:
                     if ref.get("kind") != "Job":
                         continue
                     job = api.call("GET", job_path(queue["namespace"], ref["name"]), missing_ok=True)
-                    if job is None:
-                        continue
+                    if job is None or job["metadata"].get("labels", {}).get("kueue.x-k8s.io/queue-name") == own:
+                        continue  # gone, or moved already (Kueue has not updated its Workload yet)
                     if not job["spec"].get("suspend"):
                         pending += 1
                         continue
@@ -205,16 +181,20 @@ def switch(api: Api, spec: dict, now: datetime, sleep: Callable[[float], None] =
     while True:
         done = apply_phase(api, spec, cal, lead, now, sleep, clock)
         current = datetime.fromtimestamp(clock(), timezone.utc)
-        upcoming = calendar.next_edge(cal, lead, current)
+        upcoming = calendar.next_edge(cal, lead, current, starts=False)
         if upcoming is None or upcoming - current >= timedelta(seconds=EDGE_WAIT_SECONDS):
             break
         sleep((upcoming - current).total_seconds() + 1)
         now = datetime.fromtimestamp(clock(), timezone.utc)
-    if upcoming is not None:
+    path = f"{BATCH}/namespaces/{spec['namespace']}/cronjobs/{spec['cronJob']}"
+    meta = {"name": spec["cronJob"], "namespace": spec["namespace"]}
+    if upcoming is None:
+        # The last window is over: nothing is left to switch (a new calendar replaces the CronJob).
+        api.apply(path, {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta, "spec": {"suspend": True}})
+        done["next"] = None
+    else:
         schedule = edge_schedule(upcoming)
-        api.apply(f"{BATCH}/namespaces/{spec['namespace']}/cronjobs/{spec['cronJob']}", {
-            "apiVersion": "batch/v1", "kind": "CronJob",
-            "metadata": {"name": spec["cronJob"], "namespace": spec["namespace"]}, "spec": {"schedule": schedule}})
+        api.apply(path, {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta, "spec": {"schedule": schedule}})
         done["next"] = [upcoming.isoformat(), schedule]
     return done
 
@@ -226,23 +206,12 @@ def apply_phase(api: Api, spec: dict, cal: calendar.Calendar, lead: timedelta, n
                             [window.start.isoformat(), window.end.isoformat()]}
     if phase == calendar.CLOSED:
         set_local_queues(api, spec, "HoldAndDrain" if spec["atEnd"] == "requeue" else "Hold")
-        set_cohort(api, spec, spec["lendTo"])
         remove_holder(api, spec)
         if spec["atEnd"] == "requeue":
             done["requeued"] = requeue_drained(api, spec, sleep, clock)
-    elif phase == calendar.WARM:
-        assert window is not None
-        set_local_queues(api, spec, "None")
-        ensure_holder(api, spec)
-        # Lent until the holder has reclaimed what others borrowed (Kueue reclaims only
-        # within a cohort), then held apart.
-        while not holder_settled(api, spec) and datetime.fromtimestamp(clock(), timezone.utc) < window.start:
-            sleep(POLL_SECONDS)
-        set_cohort(api, spec, spec["privateCohort"])
     else:
         set_local_queues(api, spec, "None")
-        set_cohort(api, spec, spec["privateCohort"])
-        remove_holder(api, spec)
+        ensure_holder(api, spec)
     return done
 
 

@@ -1,24 +1,32 @@
 """What a reservation becomes (pure; docs/reservations.md, "What the program creates").
 
+Per pool that reservations hold part of, a Kueue Cohort `kns-res-<pool>` whose quota is
+the most the pool's reservations hold at once (a sweep over their windows), child of the
+cohort of the pool's queues: between windows those queues borrow it.
+
 Per reservation, on the cluster its queues admit on:
 - a namespace of its own (`<prefix>res-<name>`) holding its switch and its holder;
-- a ClusterQueue `kns-res-<name>` on the pool's ResourceFlavor: nominal quota = what it
-  holds, borrowing nothing; between windows in the cohort of the pool's queues, which
-  borrow it; inside a window in a cohort of its own, lent to no one. Preemption: its own
-  entries before the holder (LowerPriority), and back what others borrowed (Any);
-- the holder: a Job the switch creates at warm-up, with the lowest priority, whose pods
-  ask for what the reservation holds, so Kueue reclaims it from borrowers and, on an
-  autoscaled pool, Karpenter brings its nodes up;
+- a ClusterQueue `kns-res-<name>` in the pool's Cohort: no quota of its own, borrowing
+  at most what the reservation holds. Its preemption takes back what the pool's queues
+  borrowed (reclaimWithinCohort Any: Kueue's hierarchical reclaim, its workloads have
+  the advantage of the subtree whose quota they use), and lets its entries preempt the
+  holder (withinClusterQueue LowerPriority);
+- the holder: a Job the switch creates at warm-up and deletes at the window's end, with
+  the lowest priority, admitted partially (as many of its pods as fit), so it reclaims
+  what borrowers have of the reservation, brings an autoscaled pool's nodes up, and holds
+  whatever the reservation's own entries leave until the end;
 - in each entry's namespace a LocalQueue `kns-res` to the ClusterQueue, held between
   windows, and a RoleBinding that lets the switch switch it;
-- the switch: a CronJob firing at the next edge (the switch sets its schedule each run),
-  its ServiceAccount and RBAC limited by resourceNames, and a ConfigMap with its code.
+- the switch: a CronJob, its ServiceAccount and RBAC limited by resourceNames, and a
+  ConfigMap with its code (plan/reservation_switch.py).
 
-The fields the switch owns (the ClusterQueue's cohort, the LocalQueues' stopPolicy, the
-CronJob's schedule) are set here to what the calendar says when the program runs, so an
-object created inside a window starts in it; `SWITCHED` lists them for `ignore_changes`,
-and the switch writes them with a field manager of its own: `pulumi up` never sets them
-back.
+The fields the switch owns (the LocalQueues' stopPolicy, the CronJob's schedule) start as
+between windows, and the CronJob starts firing every minute (BOOTSTRAP): its first run,
+within a minute of its creation, puts everything where the calendar says and sets the
+schedule to the next edge. `SWITCHED` lists them for `ignore_changes`, and the switch
+writes them with a field manager of its own: `pulumi up` never sets them back. A change to
+what the switch is told (the calendar, the entries) replaces the CronJob (`REPLACED`),
+which so starts over at BOOTSTRAP.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from importlib import resources
 from pathlib import Path
@@ -38,7 +46,7 @@ from config.models import NodePool
 from config.quantity import kind_for_resource, render
 from config.reservations import Reservation, gpu_resource, holdings, lending_cohort, pool_capacity
 
-from . import queues, reservation_switch
+from . import queues
 from .model import WorkloadPlan
 from .schedulers import RESTRICTED_CONTAINER, RESTRICTED_POD
 
@@ -48,12 +56,17 @@ SWITCH_IMAGE = "python:3.11.13-slim-bookworm"
 HOLDER_IMAGE = "registry.k8s.io/pause:3.10"
 CODE_DIR = "/kns"
 # The fields the switch owns, per kind (docs/reservations.md, "Why pulumi up leaves a window alone").
-SWITCHED = {"ClusterQueue": ["spec.cohortName"], "LocalQueue": ["spec.stopPolicy"], "CronJob": ["spec.schedule"]}
+SWITCHED = {"LocalQueue": ["spec.stopPolicy"], "CronJob": ["spec.schedule", "spec.suspend"]}
+REPLACED = {"CronJob": ["spec.jobTemplate"]}
+BOOTSTRAP = "* * * * *"
 # What a reservation does not hold but its entries ask for is bounded by its nodes, not by
 # Kueue: a quota no pool reaches, never lent.
 UNBOUNDED = {"memory": "1Ei", "ephemeral-storage": "1Ei"}
 UNBOUNDED_COUNT = "1M"
 SOURCE = Path(__file__).resolve().parent.parent
+# Kueue's partial admission of a Job (beta, on by default since Kueue 0.5).
+MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
+HOLDER_PODS_MAX = 1000
 
 
 @dataclass
@@ -71,8 +84,7 @@ class ReservationPlan:
     pool: NodePool
     namespace: str
     cluster_queue: str
-    lend_to: str
-    private_cohort: str
+    pool_cohort: str
     entries: list[EntryQueue] = field(default_factory=list)
     # Platform objects in registration order.
     objects: list[dict[str, Any]] = field(default_factory=list)
@@ -98,25 +110,50 @@ def _metadata(cfg: PlatformConfig, item: Reservation, name: str, namespace: Opti
     return meta
 
 
-def plan_reservations(cfg: PlatformConfig, plans: list[WorkloadPlan], now: datetime) -> list[ReservationPlan]:
-    """Every reservation's objects, with the switched fields as the calendar says at `now`."""
+def plan_reservations(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> list[ReservationPlan]:
+    """Every reservation's objects."""
     out = []
     for item in cfg.reservations:
-        pool = cfg.pool(item.pool)
-        cohort, _ = lending_cohort(item.pool, cfg.queues)
-        plan = ReservationPlan(item, pool, namespace_name(cfg, item.name), cluster_queue_name(item.name),
-                               lend_to=cohort or cluster_queue_name(item.name),
-                               private_cohort=cluster_queue_name(item.name))
+        plan = ReservationPlan(item, cfg.pool(item.pool), namespace_name(cfg, item.name),
+                               cluster_queue_name(item.name), pool_cohort_name(item.pool))
         plan.entries = [EntryQueue(p.entry.name, p.namespace,
                                    names.LOCAL_QUEUE if item.at_end == "requeue" and p.entry.queue else None)
                         for p in plans if p.entry.reservation == item.name]
-        phase, _ = calendar.phase_at(item.calendar(), timedelta(minutes=item.warm_up_minutes), now)
-        plan.objects = _objects(cfg, plan, phase, now)
+        plan.objects = _objects(cfg, plan)
         out.append(plan)
     return out
 
 
-def _objects(cfg: PlatformConfig, plan: ReservationPlan, phase: str, now: datetime) -> list[dict[str, Any]]:
+def pool_cohort_name(pool: str) -> str:
+    return names.RESERVATION_QUEUE_PREFIX + "pool-" + pool
+
+
+def pool_cohorts(cfg: PlatformConfig, now: datetime) -> list[dict[str, Any]]:
+    """Per pool reservations hold part of: the Cohort that sets aside the most they hold at
+    once from `now` on, lent to the pool's queues' cohort between windows."""
+    out = []
+    for pool_name in dict.fromkeys(r.pool for r in cfg.reservations):
+        pool = cfg.pool(pool_name)
+        mine = [r for r in cfg.reservations if r.pool == pool_name]
+        most = calendar.peak([calendar.Held(r.name, r.calendar(), {k: float(v) for k, v in holdings(r, pool).items()})
+                              for r in mine], now)
+        held = list(dict.fromkeys(k for r in mine for k in holdings(r, pool)))
+        resources = [{"name": k, "nominalQuota": render(Decimal(str(most.get(k, 0))), kind_for_resource(k))}
+                     for k in held]
+        spec: dict[str, Any] = {"resourceGroups": [{"coveredResources": held,
+                                                    "flavors": [{"name": pool_name, "resources": resources}]}]}
+        cohort, _ = lending_cohort(pool_name, cfg.queues)
+        if cohort is not None:
+            spec["parentName"] = cohort
+        out.append({"apiVersion": queues.API_VERSION, "kind": "Cohort",
+                    "metadata": {"name": pool_cohort_name(pool_name),
+                                 "labels": {names.LABEL_CLUSTER: cfg.cluster.name, names.LABEL_POOL: pool_name,
+                                            **names.MANAGED_BY}},
+                    "spec": spec})
+    return out
+
+
+def _objects(cfg: PlatformConfig, plan: ReservationPlan) -> list[dict[str, Any]]:
     item, ns = plan.reservation, plan.namespace
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": _metadata(cfg, item, ns)}
     namespace["metadata"]["labels"].update({f"pod-security.kubernetes.io/{m}": "restricted"
@@ -131,23 +168,13 @@ def _objects(cfg: PlatformConfig, plan: ReservationPlan, phase: str, now: dateti
                 {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "delete"], "resourceNames": [HOLDER]},
                 {"apiGroups": ["batch"], "resources": ["cronjobs"], "verbs": ["get", "patch"],
                  "resourceNames": [SWITCH]},
-                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["list"]},
             ]}
-    subject = [{"kind": "ServiceAccount", "name": SWITCH, "namespace": ns}]
     binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-               "metadata": _metadata(cfg, item, SWITCH, ns), "subjects": subject,
+               "metadata": _metadata(cfg, item, SWITCH, ns),
+               "subjects": [{"kind": "ServiceAccount", "name": SWITCH, "namespace": ns}],
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SWITCH}}
-    queue_role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                  "metadata": _metadata(cfg, item, f"{plan.cluster_queue}-switch"),
-                  "rules": [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["get", "patch"],
-                             "resourceNames": [plan.cluster_queue]}]}
-    queue_binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                     "metadata": _metadata(cfg, item, f"{plan.cluster_queue}-switch"), "subjects": subject,
-                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                 "name": f"{plan.cluster_queue}-switch"}}
-    code = code_config_map(cfg, plan)
-    return [namespace, cluster_queue_manifest(cfg, plan, phase), holder_queue, account, role, binding, queue_role,
-            queue_binding, entries_role(cfg, plan), code, cronjob_manifest(cfg, plan, now)]
+    return [namespace, cluster_queue_manifest(cfg, plan), holder_queue, account, role, binding,
+            entries_role(cfg, plan), code_config_map(cfg, plan), cronjob_manifest(cfg, plan)]
 
 
 def entries_role(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:
@@ -177,43 +204,44 @@ def covered(cfg: PlatformConfig, plan: ReservationPlan) -> list[str]:
     return out
 
 
-def cluster_queue_manifest(cfg: PlatformConfig, plan: ReservationPlan, phase: str) -> dict[str, Any]:
+def cluster_queue_manifest(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:
+    """No quota of its own for what it holds: it borrows that from the pool's Cohort, at
+    most its holdings. What it does not hold its entries may use without bound here (the
+    reservation's nodes bound it), never lent."""
     held = holdings(plan.reservation, plan.pool)
     capacity = pool_capacity(plan.pool)
     resources = []
     for resource in covered(cfg, plan):
+        kind = kind_for_resource(resource)
         if resource in held:
-            resources.append({"name": resource, "nominalQuota": render(held[resource], kind_for_resource(resource)),
-                              "borrowingLimit": "0"})
+            resources.append({"name": resource, "nominalQuota": "0", "borrowingLimit": render(held[resource], kind)})
             continue
-        bound = (render(capacity[resource], kind_for_resource(resource)) if resource in capacity
-                 else UNBOUNDED.get(resource, UNBOUNDED_COUNT))
+        bound = render(capacity[resource], kind) if resource in capacity else UNBOUNDED.get(resource, UNBOUNDED_COUNT)
         resources.append({"name": resource, "nominalQuota": bound, "borrowingLimit": "0", "lendingLimit": "0"})
-    cohort = plan.private_cohort if phase == calendar.OPEN else plan.lend_to
     return {"apiVersion": queues.API_VERSION, "kind": "ClusterQueue",
             "metadata": _metadata(cfg, plan.reservation, plan.cluster_queue),
             "spec": {"namespaceSelector": {"matchLabels": {names.LABEL_CLUSTER: cfg.cluster.name}},
-                     "cohortName": cohort,
+                     "cohortName": plan.pool_cohort,
                      "resourceGroups": [{"coveredResources": [r["name"] for r in resources],
                                          "flavors": [{"name": plan.pool.name, "resources": resources}]}],
                      "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}}}
 
 
 def holder_pods(plan: ReservationPlan) -> tuple[int, dict[str, str]]:
-    """How many pods the holder runs and what each asks: a node's GPUs each where the pool
-    has GPUs (so they spread over the nodes Karpenter brings up), else one pod; their sum
-    never more than the reservation holds."""
+    """How many pods the holder runs and what each asks: one GPU each where it holds GPUs,
+    else one CPU each (at most HOLDER_PODS_MAX), what else it holds shared among them. Kueue
+    admits the holder partially (as many pods as fit, `job-min-parallelism` 1), so it takes
+    exactly what the reservation's own entries leave, and gives it up pod by pod."""
     held = holdings(plan.reservation, plan.pool)
-    count = 1
-    if plan.pool.gpu is not None and gpu_resource(plan.pool) in held:
-        count = max(1, math.ceil(held[gpu_resource(plan.pool)] / plan.pool.gpu.per_node))
+    gpu = gpu_resource(plan.pool)
+    unit = held.get(gpu) or held.get("cpu") or Decimal(1)
+    count = int(max(1, min(HOLDER_PODS_MAX, math.floor(unit))))
     each: dict[str, str] = {}
     for resource, amount in held.items():
-        kind = kind_for_resource(resource)
-        unit = Decimal("0.001") if resource == "cpu" else Decimal(1)
-        share = (amount / count / unit).to_integral_value(rounding="ROUND_FLOOR") * unit
+        step = Decimal("0.001") if resource == "cpu" else Decimal(1)
+        share = (amount / count / step).to_integral_value(rounding="ROUND_FLOOR") * step
         if share > 0:
-            each[resource] = render(share, kind)
+            each[resource] = render(share, kind_for_resource(resource))
     return count, each
 
 
@@ -223,8 +251,9 @@ def holder_manifest(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any
     labels = {names.QUEUE_LABEL: HOLDER, names.PRIORITY_LABEL: rules.RESERVATION_HOLDER_PRIORITY,
               names.LABEL_CLUSTER: cfg.cluster.name, names.LABEL_RESERVATION: plan.name}
     return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": HOLDER, "namespace": plan.namespace, "labels": labels},
-            "spec": {"parallelism": count, "completions": count, "backoffLimit": 0, "suspend": True,
+            "metadata": {"name": HOLDER, "namespace": plan.namespace, "labels": labels,
+                         "annotations": {MIN_PARALLELISM: "1"}},
+            "spec": {"parallelism": count, "backoffLimit": 0, "suspend": True,
                      "template": {"metadata": {"labels": labels}, "spec": {
                          "restartPolicy": "Never", "automountServiceAccountToken": False,
                          "terminationGracePeriodSeconds": 0, "securityContext": RESTRICTED_POD,
@@ -242,8 +271,7 @@ def switch_spec(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:
     else:
         assert cal.length is not None
         when = {"schedule": cal.schedule, "zone": cal.zone, "seconds": int(cal.length.total_seconds())}
-    return {"name": item.name, "namespace": plan.namespace, "clusterQueue": plan.cluster_queue,
-            "lendTo": plan.lend_to, "privateCohort": plan.private_cohort, "atEnd": item.at_end,
+    return {"name": item.name, "namespace": plan.namespace, "atEnd": item.at_end,
             "leadSeconds": item.warm_up_minutes * 60, "calendar": when, "cronJob": SWITCH,
             "localQueues": [{"namespace": e.namespace, "name": names.RESERVATION_LOCAL_QUEUE, "ownQueue": e.own_queue}
                             for e in plan.entries],
@@ -258,6 +286,7 @@ def _code_files(zones: list[str]) -> tuple[dict[str, str], dict[str, bytes], lis
             "config.__init__.py": "",
             "config.calendar.py": (SOURCE / "config" / "calendar.py").read_text(),
             "config.kcron.py": (SOURCE / "config" / "kcron.py").read_text(),
+            "config.rules.py": (SOURCE / "config" / "rules.py").read_text(),
             "tzdata.__init__.py": "", "tzdata.zoneinfo.__init__.py": "",
             "tzdata.zones": "".join(f"{z}\n" for z in zones)}
     binary: dict[str, bytes] = {}
@@ -270,6 +299,7 @@ def _code_files(zones: list[str]) -> tuple[dict[str, str], dict[str, bytes], lis
     text.update({key: "" for key in sorted(packages)})
     paths = {"switch.py": "switch.py", "config.__init__.py": "config/__init__.py",
              "config.calendar.py": "config/calendar.py", "config.kcron.py": "config/kcron.py",
+             "config.rules.py": "config/rules.py",
              "tzdata.zones": "tzdata/zones"}
     items = []
     for key in [*text, *binary]:
@@ -292,13 +322,10 @@ def code_config_map(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any
             "data": text, "binaryData": {k: base64.b64encode(v).decode() for k, v in binary.items()}}
 
 
-def cronjob_manifest(cfg: PlatformConfig, plan: ReservationPlan, now: datetime) -> dict[str, Any]:
+def cronjob_manifest(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:
     item = plan.reservation
     zones = sorted({"Etc/UTC", item.time_zone})
     _, _, items = _code_files(zones)
-    upcoming = calendar.next_edge(item.calendar(), timedelta(minutes=item.warm_up_minutes), now)
-    # A reservation whose last window is over: the switch has nothing left to switch.
-    schedule = reservation_switch.edge_schedule(upcoming) if upcoming is not None else "0 0 1 1 *"
     labels = {names.LABEL_CLUSTER: cfg.cluster.name, names.LABEL_RESERVATION: item.name}
     container = {
         "name": SWITCH, "image": SWITCH_IMAGE, "command": ["python3", "-B", f"{CODE_DIR}/switch.py"],
@@ -311,7 +338,7 @@ def cronjob_manifest(cfg: PlatformConfig, plan: ReservationPlan, now: datetime) 
         "securityContext": RESTRICTED_CONTAINER,
     }
     return {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": _metadata(cfg, item, SWITCH, plan.namespace),
-            "spec": {"schedule": schedule, "timeZone": "Etc/UTC", "concurrencyPolicy": "Forbid",
+            "spec": {"schedule": BOOTSTRAP, "timeZone": "Etc/UTC", "concurrencyPolicy": "Forbid",
                      "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 3,
                      "jobTemplate": {"metadata": {"labels": labels}, "spec": {
                          "backoffLimit": 4, "activeDeadlineSeconds": item.warm_up_minutes * 60 + 900,
@@ -322,16 +349,15 @@ def cronjob_manifest(cfg: PlatformConfig, plan: ReservationPlan, now: datetime) 
                              "volumes": [{"name": "code", "configMap": {"name": SWITCH, "items": items}}]}}}}}}
 
 
-def entry_objects(cfg: PlatformConfig, plan: ReservationPlan, entry: EntryQueue, now: datetime) -> list[dict[str, Any]]:
-    """In an entry's namespace: the LocalQueue its Jobs go to (held between windows, as
-    the calendar says at `now`), and the binding that lets the switch switch it."""
+def entry_objects(cfg: PlatformConfig, plan: ReservationPlan, entry: EntryQueue) -> list[dict[str, Any]]:
+    """In an entry's namespace: the LocalQueue its Jobs go to (held, until the switch says
+    otherwise), and the binding that lets the switch switch it."""
     item = plan.reservation
-    phase, _ = calendar.phase_at(item.calendar(), timedelta(minutes=item.warm_up_minutes), now)
     closed = "HoldAndDrain" if item.at_end == "requeue" else "Hold"
     queue = {"apiVersion": queues.API_VERSION, "kind": "LocalQueue",
              "metadata": _metadata(cfg, item, names.RESERVATION_LOCAL_QUEUE, entry.namespace),
              "spec": {"clusterQueue": plan.cluster_queue,
-                      "stopPolicy": closed if phase == calendar.CLOSED else "None"}}
+                      "stopPolicy": closed}}
     binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                "metadata": _metadata(cfg, item, "kns-reservation-switch", entry.namespace),
                "subjects": [{"kind": "ServiceAccount", "name": SWITCH, "namespace": plan.namespace}],

@@ -7,7 +7,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from config.calendar import Calendar, CalendarError, Held, Window, duration, overbooked
+from config.calendar import (CLOSED, OPEN, WARM, Calendar, CalendarError, Held, Window, duration, next_edge,
+                             overbooked, peak, phase_at)
 
 UTC = timezone.utc
 SINCE = datetime(2026, 3, 20, tzinfo=UTC)
@@ -75,20 +76,33 @@ def test_reservations_that_meet_on_a_pool_overbook_it_back_to_back_ones_do_not()
     assert (found.first, found.second, found.held) == ("gpu-course", "challenge", 38)
 
 
-def test_the_reservation_checks_name_both_and_the_first_window():
-    from config.errors import Problems
-    from config.models import NodePool, Queueing
-    from config.reservations import Reservation, check_reservations
-    pool = NodePool.model_validate({"name": "a100", "role": "gpu", "nodes": ["g1", "g2", "g3", "g4"],
-                                    "gpu": {"vendor": "nvidia", "perNode": 8}})
-    course = Reservation.model_validate({"name": "course", "pool": "a100", "nodes": 3, "schedule": "0 9 * * 2",
-                                         "timeZone": "Europe/Paris", "duration": "3h"})
-    challenge = Reservation.model_validate({"name": "challenge", "pool": "a100", "resources": {"nvidia.com/gpu": "16"},
-                                            "start": "2026-03-31T10:00:00+02:00", "end": "2026-04-02T00:00:00+02:00"})
-    problems = Problems()
-    warnings = check_reservations([course, challenge], {"a100": pool}, Queueing(enabled=True), [], problems, now=SINCE)
-    assert warnings == []
-    (problem,) = problems.items
-    assert problem.path == "kns:reservations[challenge]"
-    assert problem.message == ('with reservation "course" it holds 40 nvidia.com/gpu of pool a100 at once, which has '
-                               '32: first in the window 2026-03-31T10:00+02:00 to 2026-04-02T00:00+02:00')
+def test_the_phase_follows_warm_up_window_and_end_and_the_next_edge_is_the_next_change():
+    lead = timedelta(minutes=30)
+    start, end = datetime(2026, 3, 24, 8, 0, tzinfo=UTC), datetime(2026, 3, 24, 11, 0, tzinfo=UTC)
+    cases = [(start - lead - timedelta(seconds=1), CLOSED, start - lead), (start - lead, WARM, start),
+             (start - timedelta(seconds=1), WARM, start), (start, OPEN, end), (end - timedelta(seconds=1), OPEN, end),
+             (end, CLOSED, datetime(2026, 3, 31, 7, 0, tzinfo=UTC) - lead)]
+    for now, phase, edge in cases:
+        found, window = phase_at(course(), lead, now)
+        assert found == phase, now
+        assert (window is None) == (phase == CLOSED)
+        assert next_edge(course(), lead, now) == edge, now
+    # Where a start changes nothing (the switch), the next edge after the warm-up is the end.
+    assert next_edge(course(), lead, start - lead, starts=False) == end
+
+
+def test_a_duration_is_elapsed_time_across_a_clock_change():
+    night = Calendar(schedule="30 1 * * *", zone="Europe/Paris", length=duration("2h"))
+    (window,) = night.windows(datetime(2026, 3, 29, 0, 0, tzinfo=UTC), datetime(2026, 3, 29, 3, 0, tzinfo=UTC))
+    assert window.end - window.start == timedelta(hours=2)
+
+
+def test_the_peak_is_what_is_held_at_once_not_the_sum():
+    a = Held("course", course(), {"gpus": 8})
+    b = Held("lab", course("0 12 * * 2", "2h"), {"gpus": 8})  # after the course: the same 8 GPUs
+    assert peak([a, b], SINCE) == {"gpus": 8}
+    c = Held("clash", course("0 11 * * 2", "2h"), {"gpus": 4, "cpu": 16})
+    assert peak([a, b, c], SINCE) == {"gpus": 12, "cpu": 16}
+    over = Held("over", Calendar(once=Window(datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC))),
+                {"gpus": 64})
+    assert peak([over], SINCE) == {}  # ended before the sweep begins: holds nothing

@@ -11,6 +11,9 @@ up`, the server's timestamps in them, and Kueue's Workload conditions.
 from __future__ import annotations
 
 import re
+import threading
+import time
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -22,10 +25,14 @@ from kns_cli import stack as kns_stack
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
 from kns_testing.kueue import program_configuration, start_kueue
 from kns_testing.pace import slack
+from kns_testing.reservations import SwitchKubelet
 from kns_testing.program import ROOT, engine_project
 from tests.test_e2e import Stack, Watch, server_time, up_with_schedules_ahead
 
-NODES = [("sys-node-1", 8, 0), ("cpu-node-1", 16, 0), ("cpu-node-2", 16, 0), ("solo-node-1", 16, 0),
+# Pool resv of the reservations' stack (tests/test_e2e_reservations.py's scenario, run here
+# on the same control plane and Kueue): three nodes of 4 GPUs.
+RESV_NODES = [("resv-node-1", 16, 4), ("resv-node-2", 16, 4), ("resv-node-3", 16, 4)]
+NODES = [*RESV_NODES, ("sys-node-1", 8, 0), ("cpu-node-1", 16, 0), ("cpu-node-2", 16, 0), ("solo-node-1", 16, 0),
          ("small-node-1", 8, 0), ("gang-node-1", 16, 0), ("tight-node-1", 8, 0), ("prio-node-1", 16, 0),
          ("flat-node-1", 16, 0)]
 # kns:queueing.waitForPodsReady of the stack under test. The stack runs Kueue as a process
@@ -189,13 +196,15 @@ def reports(stack):
     return up_with_schedules_ahead(stack, WARM_UP, set_schedules)
 
 
-def test_the_queue_objects_are_accepted_and_a_second_up_changes_nothing(stack, kueue, reports):
+def test_the_queue_objects_are_accepted_and_a_second_up_changes_nothing(stack, kueue, reports, course):
     stack.pulumi("up", "--yes", "--expect-no-changes")
-    flavors = {f["metadata"]["name"]: f for f in kueue.get("resourceflavors.kueue.x-k8s.io")["items"]}
+    mine = ("-l", "kns.io/cluster=kns-local")  # the reservations' stack shares the cluster
+    flavors = {f["metadata"]["name"]: f for f in kueue.get("resourceflavors.kueue.x-k8s.io", *mine)["items"]}
     assert set(flavors) == {"compute", "solo", "small", "rack", "gang", "tight", "prio", "flat"}
-    queues = {q["metadata"]["name"]: q for q in kueue.get("clusterqueues.kueue.x-k8s.io")["items"]}
+    queues = {q["metadata"]["name"]: q for q in kueue.get("clusterqueues.kueue.x-k8s.io", *mine)["items"]}
     assert set(queues) == {"solo", "few", "team-a", "team-b", "racks", "pair", "tight", "prio", "noprio"}
-    classes = {c["metadata"]["name"]: c["value"] for c in kueue.get("workloadpriorityclasses.kueue.x-k8s.io")["items"]}
+    classes = {c["metadata"]["name"]: c["value"]
+               for c in kueue.get("workloadpriorityclasses.kueue.x-k8s.io", *mine)["items"]}
     assert classes == {"batch": 100, "report": 1000}
     for queue in queues.values():  # Kueue found every flavor and took the queue into service
         assert condition(queue, "Active")["status"] == "True", queue["status"]
@@ -517,9 +526,228 @@ def test_without_preemption_the_report_waits_and_starts_late_as_explain_predicte
     print(f"measured: report-flat started {late:.0f}s late")
 
 
+# ---- reservations (docs/reservations.md) -------------------------------------------------
+# A second stack on the same control plane and Kueue: pool resv (RESV_NODES, 12 GPUs), a
+# queue with 4 GPUs of it in cohort resv-labs, and two reservations of one node (4 GPUs)
+# each with the same window: course (for entry resv-lab, 2 GPUs, atEnd requeue) and maint
+# (no one: a maintenance window). Twelve 1-GPU batch Jobs fill the pool between windows,
+# eight of them on what the reservations lend. kwok runs no container: the switch pods'
+# own command runs here with their own service account (kns_testing/reservations.py).
+
+RESV_LEAD = 2  # warmUpMinutes
+RESV_MINUTES = 4  # the window
+RESV_BATCH = 12
+RESV_NAMESPACES = {"course": "kns-res-course", "maint": "kns-res-maint"}
+
+
+def minute_after(moment: datetime) -> datetime:
+    return (moment + timedelta(minutes=1)).replace(second=0, microsecond=0)
+
+
+def reservation_config(cluster: Cluster, start: datetime) -> dict:
+    end = start + timedelta(minutes=RESV_MINUTES)
+    window = {"start": start.isoformat(), "end": end.isoformat(), "warmUpMinutes": RESV_LEAD}
+    gpu_job = {"image": "busybox:1.37", "gpus": 1, "cpu": 1, "memory": 1024}
+    return {
+        "kns:cluster": {"name": "kns-resv", "kubeconfig": str(cluster.kubeconfig)},
+        "kns:nodePools": [{"name": "resv", "role": "gpu", "nodes": [n for n, _, _ in RESV_NODES],
+                           "gpu": {"perNode": 4},
+                           "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]}],
+        "kns:packingScheduler": {"enabled": False},
+        "kns:queueing": {"enabled": True, "install": False},
+        "kns:queues": [{"name": "resv-batch", "cohort": "resv-labs",
+                        "quota": {"resv": {"cpu": 32, "memory": "128Gi", "nvidia.com/gpu": 4}}}],
+        "kns:reservations": [
+            {"name": "course", "pool": "resv", "nodes": 1, **window, "entries": ["resv-lab"], "atEnd": "requeue"},
+            {"name": "maint", "pool": "resv", "nodes": 1, **window}],
+        "kns:jobs": [{"name": "resv-lab", "user": "ann", **gpu_job, "gpus": 2, "queue": "resv-batch",
+                      "reservation": "course"},
+                     *({"name": f"resv-batch-{i}", "user": "bob", **gpu_job, "queue": "resv-batch"}
+                       for i in range(1, RESV_BATCH + 1))],
+    }
+
+
+@dataclass
+class Course:
+    stack: Stack
+    switches: dict[str, SwitchKubelet]
+    start: datetime
+    end: datetime
+    lead: timedelta
+    during: dict = field(default_factory=dict)  # what the window's actor saw and did
+
+
+def _inside_the_window(course: Course, cluster: Cluster) -> None:
+    """What happens while the window is open, in time: a new batch Job, and a no-change
+    `pulumi up`; both recorded for the tests."""
+    wait_until = course.start + timedelta(seconds=5)
+    while datetime.now(timezone.utc) < wait_until:
+        time.sleep(1)
+    late = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+        "name": "late-batch", "namespace": "kns-resv-batch-1", "labels": {"kueue.x-k8s.io/queue-name": "kns"}},
+        "spec": {"suspend": True, "template": {"spec": {
+            "restartPolicy": "Never", "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+            "containers": [{"name": "c", "image": "busybox:1.37", "resources": {
+                "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
+                "limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}}}]}}}}
+    cluster.apply(late)
+    course.during["late_created"] = datetime.now(timezone.utc)
+    done = course.stack.pulumi("up", "--yes", "--expect-no-changes", check=False)
+    course.during["up"] = done
+    course.during["up_finished"] = datetime.now(timezone.utc)
+    course.during["stop_policy"] = cluster.get("localqueue.kueue.x-k8s.io", "kns-res", "-n", "kns-resv-lab")[
+        "spec"].get("stopPolicy")
+
+
+@pytest.fixture(scope="module")
+def course(kueue, watches, tmp_path_factory):
+    """The reservations' stack, applied twice: first with the window a month ahead, then
+    moved to start RESV_LEAD + 2 minutes after the server's clock (the switch's CronJob
+    is replaced and starts over). Requested by the module's first test, so the window
+    passes while the other tests run."""
+    switches = {name: SwitchKubelet(kueue, namespace) for name, namespace in RESV_NAMESPACES.items()}
+    now = datetime.now(timezone.utc)
+    live = project(tmp_path_factory, kueue, "reservations", reservation_config(kueue, minute_after(now + timedelta(days=30))))
+    live.up()
+    start = minute_after(datetime.now(timezone.utc) + timedelta(minutes=RESV_LEAD + 1))
+    moved = reservation_config(kueue, start)["kns:reservations"]
+    live.edit(lambda config: config.update({"kns:reservations": moved}))
+    live.up()
+    scenario = Course(live, switches, start, start + timedelta(minutes=RESV_MINUTES), timedelta(minutes=RESV_LEAD))
+    actor = threading.Thread(target=_inside_the_window, args=(scenario, kueue), daemon=True)
+    actor.start()
+    yield scenario
+    actor.join(timeout=900)
+    for switch in switches.values():
+        switch.stop()
+    live.pulumi("destroy", "--yes", check=False)
+
+
+def stamp(value: str) -> datetime:
+    return server_time(value)
+
+
+def admitted_at(obj: dict) -> datetime | None:
+    found = condition(obj, "Admitted")
+    return stamp(found["lastTransitionTime"]) if found and found["status"] == "True" else None
+
+
+def wait_past(moment: datetime, cluster: Cluster) -> None:
+    """Until the server's clock is past `moment` (the window's edges are the server's)."""
+    cluster.wait(lambda: datetime.now(timezone.utc) > moment, (moment - datetime.now(timezone.utc)).total_seconds()
+                 + slack(), every=2, message=f"past {moment.isoformat()}")
+
+
+def switch_runs(course: Course, name: str, phase: str) -> list:
+    return [run for run in course.switches[name].runs if f'"phase": "{phase}"' in run.stdout]
+
+
+def test_a_reservation_entry_waits_for_its_window_and_runs_from_warm_up(course, kueue, watches):
+    warm_up = course.start - course.lead
+    wait_past(course.start, kueue)
+    # The warm-up switch ran on time by the calendar (the CronJob fired at the edge's minute).
+    kueue.wait(lambda: switch_runs(course, "course", "warm-up"), slack(), message="course's warm-up switch ran")
+    for name in RESV_NAMESPACES:
+        assert not course.switches[name].errors, course.switches[name].errors
+        assert all(run.returncode == 0 for run in course.switches[name].runs), [
+            (r.pod, r.stderr[-2000:]) for r in course.switches[name].runs if r.returncode]
+    lab = workload_of(watches, "kns-resv-lab")
+    assert lab, "resv-lab's Job has a Workload"
+    times = [t for w in lab if (t := admitted_at(w)) is not None]
+    assert times and min(times) >= warm_up - timedelta(seconds=1), (times, warm_up)  # never before its warm-up
+    pod = kueue.wait(lambda: first_pod(watches, "resv-lab"), slack(), message="resv-lab's pod")
+    running = [obj for _, obj in watches["pods"].all() if obj["metadata"]["name"] == pod["metadata"]["name"]
+               and obj.get("status", {}).get("phase") == "Running"]
+    assert running, "resv-lab's pod ran"
+    assert stamp(running[0]["status"]["startTime"]) < course.start, "resv-lab's pod started before the window"
+
+
+def test_at_warm_up_kueue_reclaims_what_the_batch_jobs_borrowed_of_the_reservations(course, kueue, watches):
+    warm_up = course.start - course.lead
+    wait_past(course.start, kueue)
+    preempted = {}
+    for i in range(1, RESV_BATCH + 1):
+        for workload in workload_of(watches, f"kns-resv-batch-{i}"):
+            found = condition(workload, "Preempted")
+            if found and found["status"] == "True":
+                preempted[i] = (found["reason"], stamp(found["lastTransitionTime"]))
+    # Eight borrowed the two reservations' 8 GPUs: all eight reclaimed, at warm-up.
+    assert len(preempted) == 8, preempted
+    assert {reason for reason, _ in preempted.values()} == {"InCohortReclamation"}, preempted
+    assert all(warm_up - timedelta(seconds=1) <= at < course.start for _, at in preempted.values()), preempted
+    # The maintenance window's part of the pool is held empty by its holder from warm-up.
+    holder = kueue.wait(lambda: [w for w in workload_of(watches, "kns-res-maint") if admitted_at(w)], slack(),
+                        message="maint's holder admitted")
+    assert admitted_at(holder[0]) < course.start
+    assert holder[0]["status"]["admission"]["podSetAssignments"][0]["count"] == 4
+
+
+def test_inside_the_window_a_new_batch_job_waits_and_a_no_change_up_keeps_it_open(course, kueue, watches):
+    wait_past(course.end, kueue)
+    assert "up" in course.during, "the window's actor ran"
+    done = course.during["up"]
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert course.during["up_finished"] < course.end, "the no-change up ran inside the window"
+    assert course.during["stop_policy"] == "None"  # still open after it
+    late = [w for _, w in watches["workloads.kueue.x-k8s.io"].all() if w["metadata"]["namespace"] == "kns-resv-batch-1"
+            and any(ref["name"] == "late-batch" for ref in w["metadata"].get("ownerReferences", []))]
+    assert late, "the late batch Job has a Workload"
+    times = [t for w in late if (t := admitted_at(w)) is not None]
+    assert not times or min(times) >= course.end, times  # not on the reservations' capacity
+
+
+def test_at_the_end_requeue_evicts_the_entry_onto_its_own_queue_and_the_batch_jobs_return(course, kueue, watches):
+    wait_past(course.end, kueue)
+    kueue.wait(lambda: switch_runs(course, "course", "closed") and any(
+        run.started >= course.end.timestamp() for run in switch_runs(course, "course", "closed")), slack(),
+        message="course's end switch ran")
+    job = kueue.get("job", "resv-lab", "-n", "kns-resv-lab")
+    kueue.wait(lambda: kueue.get("job", "resv-lab", "-n", "kns-resv-lab")["metadata"]["labels"].get(
+        "kueue.x-k8s.io/queue-name") == "kns", slack(), message="resv-lab moved to its own queue")
+    evicted = [condition(w, "Evicted") for w in workload_of(watches, "kns-resv-lab")]
+    reasons = {(c["reason"]) for c in evicted if c and c["status"] == "True"}
+    assert "LocalQueueStopped" in reasons, reasons
+    assert kueue.get("job", "resv-lab", "-n", "kns-resv-lab")["metadata"]["uid"] == job["metadata"]["uid"]
+    # The Jobs reclaimed at warm-up are admitted again after the end: the same Jobs.
+    for i in range(1, RESV_BATCH + 1):
+        namespace = f"kns-resv-batch-{i}"
+        uids = {ref["uid"] for w in workload_of(watches, namespace) for ref in w["metadata"]["ownerReferences"]
+                if ref["name"] == f"resv-batch-{i}"}
+        assert len(uids) == 1, (namespace, uids)
+    readmitted = lambda: sum(  # noqa: E731
+        any((t := admitted_at(w)) is not None and t >= course.end for w in workload_of(watches, f"kns-resv-batch-{i}"))
+        for i in range(1, RESV_BATCH + 1))
+    kueue.wait(lambda: readmitted() >= 4, slack(), message="reclaimed batch Jobs admitted again after the window")
+
+
+def test_a_switch_run_late_leaves_what_the_calendar_says(course, kueue, watches):
+    wait_past(course.end, kueue)
+    kueue.kubectl("create", "job", "switch-late", "--from=cronjob/switch", "-n", "kns-res-maint")
+    runs = kueue.wait(lambda: [r for r in course.switches["maint"].runs if r.job == "switch-late"], slack(),
+                      message="the late switch ran")
+    assert runs[0].returncode == 0, runs[0].stderr[-3000:]
+    assert '"phase": "closed"' in runs[0].stdout
+    assert kueue.kubectl("get", "job", "holder", "-n", "kns-res-maint", check=False).returncode != 0
+    schedule = kueue.get("cronjob", "switch", "-n", "kns-res-maint")["spec"]["schedule"]
+    assert schedule != "* * * * *", schedule  # it set its next edge (none left: the last run's)
+
+
+def test_the_switch_may_touch_only_its_own_objects(course, kueue):
+    who = "system:serviceaccount:kns-res-course:switch"
+    assert kueue.can(who, "patch", "localqueues.kueue.x-k8s.io/kns-res", "kns-resv-lab")
+    assert not kueue.can(who, "patch", "localqueues.kueue.x-k8s.io/kns", "kns-resv-lab")
+    assert not kueue.can(who, "patch", "localqueues.kueue.x-k8s.io/kns-res", "kns-resv-batch-1")
+    assert kueue.can(who, "delete", "jobs.batch/holder", "kns-res-course")
+    assert not kueue.can(who, "delete", "jobs.batch/other", "kns-res-course")
+    assert not kueue.can(who, "patch", "cronjobs.batch/switch", "kns-res-maint")
+    assert not kueue.can(who, "patch", "clusterqueues.kueue.x-k8s.io/resv-batch")
+
+
+
 def test_destroy_removes_queues_flavors_and_local_queues(stack, kueue):
     stack.pulumi("destroy", "--yes")
-    assert kueue.get("workloadpriorityclasses.kueue.x-k8s.io")["items"] == []
+    mine = ("-l", "kns.io/cluster=kns-local")  # the reservations' stack shares the cluster
+    assert kueue.get("workloadpriorityclasses.kueue.x-k8s.io", *mine)["items"] == []
     for kind in ("clusterqueues", "resourceflavors"):
-        assert kueue.get(f"{kind}.kueue.x-k8s.io")["items"] == []
-    assert kueue.get("localqueues.kueue.x-k8s.io", "--all-namespaces")["items"] == []
+        assert kueue.get(f"{kind}.kueue.x-k8s.io", *mine)["items"] == []
+    assert kueue.get("localqueues.kueue.x-k8s.io", "--all-namespaces", *mine)["items"] == []

@@ -43,7 +43,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 from pydantic_core import core_schema
 
-from config import loader, models, names, quantity, rules, source
+from config import loader, models, names, quantity, reservations, rules, source
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 JOB_FILE = "job-file.schema.json"
@@ -139,8 +139,18 @@ def _before_validators() -> dict[Callable, dict[str, Any]]:
         "description": "What the queue holds on this pool: resource name (`cpu`, `memory`, `nvidia.com/gpu`, "
         "`pods`, ...) to quantity; memory as a YAML number is MiB. See docs/queueing.md.",
     }
+    held = resources | {
+        "propertyNames": {"pattern": f"^(gpus|{rules.QUEUE_RESOURCE.pattern[2:-2]})$",
+                          "patternErrorMessage": rules.QUEUE_RESOURCE.message + ", or gpus"},
+        "description": "What the reservation holds of its pool: `gpus` (the pool's GPUs), `cpu`, `memory` or any "
+        "resource a queue can hold, to quantity; memory as a YAML number is MiB. See docs/reservations.md.",
+    }
     return {_func(models.Cpu): cpu, _func(models.Bytes): size, _func(models.ResourceMap): resources,
-            _func(models.Limits): limits, _func(models.QueueResources): queue, models._extra_resources: resources}
+            _func(models.Limits): limits, _func(models.QueueResources): queue, models._extra_resources: resources,
+            _func(reservations.HeldResources): held,
+            _func(reservations.Moment): {"type": ["string", "null"], "format": "date-time",
+                                         "description": "RFC 3339 with an offset, on a whole minute "
+                                         "(2026-12-01T09:00:00+01:00)."}}
 
 
 def _after_validators() -> dict[Callable, Callable[[dict[str, Any]], dict[str, Any]]]:
@@ -333,6 +343,8 @@ MODEL_HELP = {
     "Worker": "A worker cluster of a MultiKueue site: how Pulumi reaches it (`context` or a secret "
     "`kubeconfig`), the URL the manager's Kueue dials (`apiServer`), and its node pools. See "
     "docs/multicluster.md.",
+    "Reservation": "A reservation: part of one node pool held for windows on the calendar (recurring, or "
+    "one window), lent to the pool's queues between windows. See docs/reservations.md.",
     "Schedule": "An entry of `kns:schedules` (or of `schedules:` in a job file): a CronJob in its "
     "own namespace. See docs/workloads.md and docs/prescaling.md.",
 }
@@ -441,6 +453,11 @@ def _rules(cls: type[BaseModel]) -> list[dict[str, Any]]:
             {"if": _present(cls, "gpu_resource", {"type": "string", "minLength": 1}),
              "then": _needs(cls, "gpus", {"exclusiveMinimum": 0}, rules.GPU_RESOURCE_NEEDS_GPUS.message)},
         ]
+    if issubclass(cls, reservations.Reservation):
+        found += [{"oneOf": [{"required": ["nodes"]}, {"required": ["resources"]}],
+                   "errorMessage": rules.RESERVATION_HOLDS_ONE.message},
+                  {"oneOf": [{"required": ["schedule"]}, {"required": ["start"]}],
+                   "errorMessage": rules.RESERVATION_WHEN_ONE.message}]
     if issubclass(cls, models.Queue):
         found += [{"if": {"not": _present(cls, "cohort", NOT_NULL)},
                    "then": _null(cls, limit, rules.LIMITS_NEED_COHORT.message)}
@@ -453,6 +470,9 @@ def _rules(cls: type[BaseModel]) -> list[dict[str, Any]]:
 
 def _narrow_fields(cls: type[BaseModel], properties: dict[str, Any]) -> None:
     """Per-field rules that model validators (not field types) check."""
+    if issubclass(cls, reservations.Reservation):
+        properties["duration"] |= {"pattern": rules.RESERVATION_DURATION.pattern,
+                                   "patternErrorMessage": rules.RESERVATION_DURATION.message}
     if issubclass(cls, models.Cluster):
         longest = 63 - names.MAX_ENTRY_NAME
         properties["namespacePrefix"] |= {
@@ -678,6 +698,9 @@ def _config_keys() -> dict[str, dict[str, Any]]:
                        "description": "Priorities: Kueue WorkloadPriorityClasses that order queued Jobs and let "
                        "higher ones preempt lower ones. See docs/queueing.md."},
         "state": _or_null(_ref("StateLayout")) | {"description": MODEL_HELP["StateLayout"]},
+        "reservations": {"type": ["array", "null"], "items": _ref("Reservation"),
+                         "description": "Reservations: capacity of a pool held for windows on the calendar, lent "
+                         "to the pool's queues between windows. See docs/reservations.md."},
         "workers": {"type": ["array", "null"], "items": _ref("Worker"), "maxItems": rules.SITE_WORKERS_MAX,
                     "description": "Worker clusters of a MultiKueue site: kns:cluster is the manager, which "
                     "dispatches queued Jobs to them. See docs/multicluster.md."},
@@ -710,7 +733,7 @@ def stack_config_schema() -> dict[str, Any]:
     definitions = _definitions([
         models.Cluster, models.NodePool, models.PackingScheduler, models.KnsScheduler,
         models.Profile, models.Job, models.Schedule, models.Queueing, models.Queue, models.Priority, models.Worker,
-        models.StateLayout,
+        models.StateLayout, reservations.Reservation,
     ])
     definitions[SECURE] = _secure_value()
     definitions[CREDENTIALS] = _credential_sets()

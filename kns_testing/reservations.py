@@ -1,0 +1,136 @@
+"""A reservation's switch pods, run for real on a kwok cluster (docs/reservations.md, "The
+switch"; docs/testing.md).
+
+kwok runs no container, so a switch pod that the CronJob controller's Job creates would
+never do anything. `SwitchKubelet` plays the kubelet for those pods only: as each appears
+(a watch started before the stack's `up`), it runs the pod's own command on this host
+with the pod's own environment, the files of the pod's ConfigMap volume at its mount
+path, and a token of the pod's own service account (a TokenRequest), against the local
+API server. The script and its RBAC are the ones the program deployed; nothing of the
+test's own stands in for them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+from urllib.parse import urlparse
+
+import yaml
+
+from .watch import Watch
+
+
+@dataclass
+class SwitchRun:
+    pod: str
+    job: str
+    scheduled: Optional[str]  # the Job's scheduled time (the CronJob controller's annotation)
+    started: float
+    finished: float
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_pod(cluster, pod: dict, workdir: Path) -> subprocess.CompletedProcess:
+    """Run a pod's single container as its kubelet would, with the pod's service account."""
+    spec, namespace = pod["spec"], pod["metadata"]["namespace"]
+    container = spec["containers"][0]
+    code = workdir / "volume"
+    for volume in spec.get("volumes") or []:
+        source = volume.get("configMap")
+        if source is None:
+            continue
+        mount = next(m["mountPath"] for m in container["volumeMounts"] if m["name"] == volume["name"])
+        config_map = cluster.get("configmap", source["name"], "-n", namespace)
+        files = {**{k: v.encode() for k, v in (config_map.get("data") or {}).items()},
+                 **{k: base64.b64decode(v) for k, v in (config_map.get("binaryData") or {}).items()}}
+        for item in source["items"]:
+            target = code / item["path"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(files[item["key"]])
+    token = cluster.kubectl("create", "token", spec["serviceAccountName"], "-n", namespace).stdout.strip()
+    account = workdir / "serviceaccount"
+    account.mkdir(parents=True, exist_ok=True)
+    (account / "token").write_text(token)
+    kubeconfig = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    server = kubeconfig["clusters"][0]["cluster"]
+    (account / "ca.crt").write_bytes(base64.b64decode(server["certificate-authority-data"]))
+    url = urlparse(server["server"])
+    env = {item["name"]: item.get("value", "") for item in container.get("env") or []}
+    env.update({"KUBERNETES_SERVICE_HOST": url.hostname, "KUBERNETES_SERVICE_PORT": str(url.port or 443),
+                "KNS_SERVICE_ACCOUNT_DIR": str(account), "PATH": os.environ["PATH"]})
+    command = [part.replace(mount, str(code)) for part in [*container.get("command", []), *container.get("args", [])]]
+    return subprocess.run(command, env=env, cwd=workdir, capture_output=True, text=True, timeout=3600)
+
+
+def finish(cluster, pod: dict, returncode: int) -> None:
+    """Report the pod's end as its kubelet would: its phase and its container's exit code,
+    so its Job completes (or fails) and the CronJob fires again."""
+    container = pod["spec"]["containers"][0]
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    status = {"status": {"phase": "Succeeded" if returncode == 0 else "Failed", "containerStatuses": [{
+        "name": container["name"], "image": container["image"], "imageID": "", "ready": False, "restartCount": 0,
+        "state": {"terminated": {"exitCode": returncode, "reason": "Completed" if returncode == 0 else "Error",
+                                 "startedAt": now, "finishedAt": now}}}]}}
+    cluster.kubectl("patch", "pod", pod["metadata"]["name"], "-n", pod["metadata"]["namespace"],
+                    "--subresource=status", "--type=merge", "-p", json.dumps(status))
+
+
+class SwitchKubelet:
+    """Runs every switch pod of namespace `namespace` once, as it appears, in a thread."""
+
+    def __init__(self, cluster, namespace: str, prefix: str = "switch-"):
+        self.cluster = cluster
+        self.namespace = namespace
+        self.prefix = prefix
+        self.pods = Watch(cluster, "pods")
+        self.runs: list[SwitchRun] = []
+        self.errors: list[str] = []
+        self._seen: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            for _, pod in self.pods.all():
+                meta = pod["metadata"]
+                job = meta.get("labels", {}).get("batch.kubernetes.io/job-name", "")
+                if meta["namespace"] != self.namespace or meta["name"] in self._seen or not job.startswith(self.prefix):
+                    continue
+                self._seen.add(meta["name"])
+                scheduled = None
+                try:
+                    owner = self.cluster.get("job", job, "-n", self.namespace)
+                    scheduled = owner["metadata"].get("annotations", {}).get("batch.kubernetes.io/cronjob-scheduled-timestamp")
+                except AssertionError:
+                    pass
+                started = time.time()
+                with tempfile.TemporaryDirectory() as workdir:
+                    try:
+                        done = run_pod(self.cluster, pod, Path(workdir))
+                    except Exception as error:  # recorded: the test reads it
+                        self.errors.append(f"{meta['name']}: {error!r}")
+                        continue
+                self.runs.append(SwitchRun(meta["name"], job, scheduled, started, time.time(), done.returncode,
+                                           done.stdout, done.stderr))
+                finish(self.cluster, pod, done.returncode)
+            self._stop.wait(1.0)
+
+    def runs_after(self, moment: float) -> list[SwitchRun]:
+        return [run for run in self.runs if run.started >= moment]
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+        self.pods.stop()

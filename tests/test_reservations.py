@@ -1,0 +1,289 @@
+"""Reservations (issue 45, contract section 15; docs/reservations.md): what each produces
+under the program's own run (mocks), and every config problem, through both the program
+and `./kns validate`, with nothing registered."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import date, timedelta
+from typing import Any
+
+import pytest
+
+from config import rules
+from kns_cli import cli
+from kns_testing import apiserver
+from kns_testing.program import run_program
+from tests.test_pod_classes import program_text, validate_text, write_project
+
+CQ = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
+LQ = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
+COHORT = "kubernetes:kueue.x-k8s.io/v1beta2:Cohort"
+CRON = "kubernetes:batch/v1:CronJob"
+JOB = "kubernetes:batch/v1:Job"
+WPC = "kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass"
+CLUSTER_ROLE = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
+ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
+
+
+def gpu_job(name: str, **more: Any) -> dict[str, Any]:
+    return {"name": name, "user": "ann", "image": "busybox:1.37", "gpus": 2, "cpu": 4, "memory": 4096, **more}
+
+
+def wednesday() -> date:
+    """A Wednesday two to three weeks ahead: the challenge's first day, always to come."""
+    day = date.today() + timedelta(days=14)
+    return day + timedelta(days=(2 - day.weekday()) % 7)
+
+
+CHALLENGE = wednesday()
+# Pool a100: 8 nodes of 8 GPUs (64). Queue batch holds 16 of them in cohort site; a weekly
+# course holds 2 nodes (16 GPUs) on Tuesday mornings in Paris, a challenge 32 GPUs from a
+# Wednesday to the Friday (never with the course), the maintenance window 4 nodes (32) on
+# Sunday nights: 16 + 32 at most at once, with the queue's 16: 64.
+CONFIG: dict[str, Any] = {
+    "cluster": {"name": "kns-test", "renderDir": "out"},
+    "nodePools": [{"name": "a100", "role": "gpu", "nodes": [f"g{i}" for i in range(1, 9)],
+                   "gpu": {"vendor": "nvidia", "perNode": 8}},
+                  {"name": "cpu", "role": "compute", "nodes": ["c1"]}],
+    "queueing": {"enabled": True, "install": False},
+    "queues": [{"name": "batch", "cohort": "site", "quota": {"a100": {"cpu": 64, "memory": "512Gi",
+                                                                      "nvidia.com/gpu": 16}}}],
+    "reservations": [
+        {"name": "course", "pool": "a100", "nodes": 2, "schedule": "0 9 * * 2", "timeZone": "Europe/Paris",
+         "duration": "3h", "warmUpMinutes": 15, "groups": ["teach"]},
+        {"name": "challenge", "pool": "a100", "resources": {"gpus": 32, "cpu": 128, "memory": "1Ti"},
+         "start": f"{CHALLENGE}T08:00:00+01:00", "end": f"{CHALLENGE + timedelta(days=2)}T20:00:00+01:00",
+         "entries": ["train"],
+         "atEnd": "finish"},
+        {"name": "maint", "pool": "a100", "nodes": 4, "schedule": "0 22 * * 0", "timeZone": "Europe/Paris",
+         "duration": "6h"},
+    ],
+    "jobs": [gpu_job("train", gpus=8, cpu=16, memory=16384, reservation="challenge"),
+             gpu_job("lab", groups=["teach"], reservation="course", queue="batch"),
+             gpu_job("plain", queue="batch")],
+}
+
+
+@pytest.fixture(scope="module")
+def run():
+    return run_program(CONFIG)
+
+
+def test_the_reservations_objects_are_what_the_api_server_accepts(run):
+    assert apiserver.problems(run.resources) == []
+
+
+def test_a_pool_sets_aside_the_most_its_reservations_hold_at_once_lent_to_its_queues_cohort(run):
+    (cohort,) = [r.inputs for r in run.of_type(COHORT)]
+    assert cohort["metadata"]["name"] == "kns-res-pool-a100"
+    assert cohort["spec"]["parentName"] == "site"
+    group = cohort["spec"]["resourceGroups"][0]
+    (flavor,) = group["flavors"]
+    quota = {r["name"]: r["nominalQuota"] for r in flavor["resources"]}
+    # course (16), challenge (32, Wednesday to Friday) and maint (32, Sunday night) never
+    # meet: the most at once is 32 GPUs, not 80.
+    assert quota == {"nvidia.com/gpu": "32", "cpu": "128", "memory": "1Ti"}
+
+
+def test_each_reservation_borrows_at_most_what_it_holds_and_reclaims_what_it_lent(run):
+    queues = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in run.of_type(CQ)}
+    course = queues["kns-res-course"]
+    assert course["cohortName"] == "kns-res-pool-a100"
+    assert course["preemption"] == {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}
+    resources = {r["name"]: r for r in course["resourceGroups"][0]["flavors"][0]["resources"]}
+    assert resources["nvidia.com/gpu"] == {"name": "nvidia.com/gpu", "nominalQuota": "0", "borrowingLimit": "16"}
+    # What it does not hold is never lent, and bounded by its nodes rather than by Kueue.
+    assert resources["cpu"]["lendingLimit"] == "0" and resources["memory"]["lendingLimit"] == "0"
+    challenge = {r["name"]: r for r in queues["kns-res-challenge"]["resourceGroups"][0]["flavors"][0]["resources"]}
+    assert challenge["cpu"] == {"name": "cpu", "nominalQuota": "0", "borrowingLimit": "128"}
+
+
+def test_an_entry_of_a_reservation_goes_to_its_held_local_queue(run):
+    jobs = {r.name: r.inputs for r in run.of_type(JOB)}
+    assert jobs["lab"]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kns-res"
+    assert jobs["lab"]["spec"]["suspend"] is True
+    assert jobs["train"]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kns-res"  # no queue of its own
+    assert jobs["plain"]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kns"
+    local = {(r.inputs["metadata"]["namespace"], r.inputs["metadata"]["name"]): r.inputs["spec"] for r in run.of_type(LQ)}
+    assert local[("kns-lab", "kns-res")] == {"clusterQueue": "kns-res-course", "stopPolicy": "HoldAndDrain"}
+    assert local[("kns-lab", "kns")] == {"clusterQueue": "batch"}  # where atEnd: requeue sends it
+    assert local[("kns-train", "kns-res")] == {"clusterQueue": "kns-res-challenge", "stopPolicy": "Hold"}
+    assert ("kns-plain", "kns-res") not in local
+
+
+def test_the_switch_is_told_the_calendar_and_starts_by_firing_every_minute(run):
+    crons = {r.inputs["metadata"]["namespace"]: r.inputs for r in run.of_type(CRON)
+             if r.inputs["metadata"]["name"] == "switch"}
+    assert set(crons) == {"kns-res-course", "kns-res-challenge", "kns-res-maint"}
+    course = crons["kns-res-course"]
+    assert course["spec"]["schedule"] == "* * * * *" and course["spec"]["timeZone"] == "Etc/UTC"
+    pod = course["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    told = json.loads(next(e["value"] for e in pod["containers"][0]["env"] if e["name"] == "KNS_RESERVATION"))
+    assert told["calendar"] == {"schedule": "0 9 * * 2", "zone": "Europe/Paris", "seconds": 10800}
+    assert told["leadSeconds"] == 900 and told["atEnd"] == "requeue"
+    assert told["localQueues"] == [{"namespace": "kns-lab", "name": "kns-res", "ownQueue": "kns"}]
+    holder = told["holder"]
+    assert holder["spec"]["parallelism"] == 16  # one GPU each, admitted partially
+    assert holder["metadata"]["annotations"] == {"kueue.x-k8s.io/job-min-parallelism": "1"}
+    assert holder["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == rules.RESERVATION_HOLDER_PRIORITY
+    container = holder["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["requests"]["nvidia.com/gpu"] == "1"
+    classes = {r.inputs["metadata"]["name"]: r.inputs["value"] for r in run.of_type(WPC)}
+    assert classes[rules.RESERVATION_HOLDER_PRIORITY] == rules.PRIORITY_VALUE_MIN
+
+
+def test_the_switch_carries_its_code_and_its_zone_from_this_program(run):
+    maps = {r.inputs["metadata"]["namespace"]: r.inputs for r in run.of_type("kubernetes:core/v1:ConfigMap")
+            if r.inputs["metadata"]["name"] == "switch"}
+    code = maps["kns-res-course"]
+    from plan import reservation_switch
+    assert code["data"]["switch.py"] == open(reservation_switch.__file__).read()
+    assert code["data"]["tzdata.zones"] == "Etc/UTC\nEurope/Paris\n"
+    assert set(code["binaryData"]) == {"tzdata.zoneinfo.Etc.UTC", "tzdata.zoneinfo.Europe.Paris"}
+
+
+def test_the_switchs_rbac_names_its_own_objects(run):
+    roles = {(r.inputs["metadata"].get("namespace"), r.inputs["metadata"]["name"]): r.inputs["rules"]
+             for r in [*run.of_type(ROLE), *run.of_type(CLUSTER_ROLE)] if "kns.io/reservation" in
+             r.inputs["metadata"].get("labels", {})}
+    own = roles[("kns-res-course", "switch")]
+    assert {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "delete"],
+            "resourceNames": ["holder"]} in own
+    assert {"apiGroups": ["batch"], "resources": ["cronjobs"], "verbs": ["get", "patch"],
+            "resourceNames": ["switch"]} in own
+    entries = roles[(None, "kns-res-course-entries")]
+    assert entries[0] == {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues"], "verbs": ["get", "patch"],
+                          "resourceNames": ["kns-res"]}
+    assert len(roles[(None, "kns-res-challenge-entries")]) == 1  # finish: moves no Job
+
+
+def test_the_platforms_own_containers_of_a_reservation_are_hardened(run):
+    specs = [r.inputs["spec"]["jobTemplate"]["spec"]["template"]["spec"] for r in run.of_type(CRON)
+             if r.inputs["metadata"]["name"] == "switch"]
+    for cron in [r.inputs for r in run.of_type(CRON) if r.inputs["metadata"]["name"] == "switch"]:
+        told = json.loads(cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"])
+        specs.append(told["holder"]["spec"]["template"]["spec"])
+    for pod in specs:
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for container in pod["containers"]:
+            context = container["securityContext"]
+            assert context["runAsUser"] > 0 and context["allowPrivilegeEscalation"] is False
+            assert context["capabilities"] == {"drop": ["ALL"]} and context["readOnlyRootFilesystem"] is True
+
+
+# ---- bad input: every problem at its path, the program and ./kns validate alike ----------
+
+
+def edit(path: str, value: Any):
+    """A change to CONFIG: `reservations[course].duration` style paths."""
+    def change(config: dict[str, Any]) -> None:
+        section, _, rest = path.partition("[")
+        name, _, key = rest.partition("].")
+        item = next(i for i in config[section] if i["name"] == name)
+        if value is None:
+            item.pop(key, None)
+        else:
+            item[key] = value
+    return change
+
+
+def both(*changes):
+    def change(config: dict[str, Any]) -> None:
+        for one in changes:
+            one(config)
+    return change
+
+
+BAD = {
+    "duration zero": (edit("reservations[course].duration", "0m"),
+                      ["kns:reservations[course].duration: " + rules.RESERVATION_DURATION.message]),
+    "duration negative": (edit("reservations[course].duration", "-3h"),
+                          ["kns:reservations[course].duration: " + rules.RESERVATION_DURATION.message]),
+    "duration beyond the period": (edit("reservations[maint].duration", "170h"), [
+        "kns:reservations[maint].duration: 170h is longer than the time between two windows: the window "]),
+    "start after end": (edit("reservations[challenge].end", f"{CHALLENGE - timedelta(days=1)}T08:00:00+01:00"), [
+        f"kns:reservations[challenge].end: {CHALLENGE - timedelta(days=1)}T08:00:00+01:00 is not after start "
+        f"{CHALLENGE}T08:00:00+01:00"]),
+    "start without offset": (edit("reservations[challenge].start", f"{CHALLENGE}T08:00:00"),
+                             ["kns:reservations[challenge].start: " + rules.RESERVATION_OFFSET.message]),
+    "unknown zone": (edit("reservations[course].timeZone", "Mars/Olympus"), [
+        'kns:reservations[course].timeZone: "Mars/Olympus" is not an IANA time zone']),
+    "unknown pool": (edit("reservations[course].pool", "h100"),
+                     ["kns:reservations[course].pool: names no node pool (pools: a100, cpu)"]),
+    "nodes and resources": (edit("reservations[course].resources", {"gpus": 8}),
+                            ["kns:reservations[course]: " + rules.RESERVATION_HOLDS_ONE.message]),
+    "more nodes than the pool": (edit("reservations[maint].nodes", 9),
+                                 ["kns:reservations[maint].nodes: 9 nodes is more than pool a100 has (8)"]),
+    "nodes on a pool without GPUs": (both(edit("reservations[maint].pool", "cpu"), edit("reservations[maint].nodes", 1)),
+                                     ["kns:reservations[maint].nodes: pool cpu has no GPUs"]),
+    "name of a queue": (edit("reservations[course].name", "batch"), [
+        'kns:reservations[batch].name: "batch" is also the name of a queue']),
+    "requeue without a queue": (edit("jobs[lab].queue", None),
+                                ["kns:jobs[lab].reservation: " + rules.RESERVATION_REQUEUE_NEEDS_QUEUE.message]),
+    "not allowed": (edit("jobs[lab].groups", ["other"]),
+                    ['kns:jobs[lab].reservation: may not use reservation "course": it is for group teach']),
+    "maintenance for no one": (edit("jobs[plain].reservation", "maint"), [
+        'kns:jobs[plain].reservation: may not use reservation "maint": it is for no one (a maintenance window)']),
+    "unknown reservation": (edit("jobs[plain].reservation", "exam"), [
+        "kns:jobs[plain].reservation: names no reservation (reservations: challenge, course, maint)"]),
+    "an entry on another pool": (edit("jobs[train].pool", "cpu"), [
+        'kns:jobs[train].reservation: reservation "challenge" holds pool a100, but the entry runs on pool cpu']),
+    "queueing off": (lambda c: c.update(queueing={"enabled": False}), [
+        "kns:reservations[course]: " + rules.RESERVATIONS_NEED_QUEUEING.message]),
+}
+
+
+def lines_start(tmp_path, capsys, config: dict[str, Any], starts: list[str]) -> None:
+    """Both the program and ./kns validate refuse `config`; each expected line begins one of
+    their problem lines, and the two say the same."""
+    program = program_text(config)
+    validated = validate_text(tmp_path, config, capsys)
+    assert program == validated
+    for start in starts:
+        assert any(line.lstrip("- ").startswith(start) for line in program.splitlines()), (start, program)
+
+
+@pytest.mark.parametrize("case", sorted(BAD), ids=sorted(BAD))
+def test_a_reservation_that_cannot_work_is_refused_at_its_path(tmp_path, capsys, case):
+    change, starts = BAD[case]
+    config = copy.deepcopy(CONFIG)
+    change(config)
+    lines_start(tmp_path, capsys, config, starts)
+
+
+def test_reservations_that_meet_beyond_the_pool_name_both_and_the_first_window(tmp_path, capsys):
+    config = copy.deepcopy(CONFIG)
+    # A second challenge on the Thursday night meets the first: 64 GPUs, and the queue's 16,
+    # on a 64-GPU pool.
+    night = CHALLENGE + timedelta(days=1)
+    config["reservations"].append({"name": "rival", "pool": "a100", "resources": {"gpus": 32},
+                                   "start": f"{night}T00:00:00+01:00", "end": f"{night}T06:00:00+01:00"})
+    lines_start(tmp_path, capsys, config, [
+        'kns:reservations[rival]: with reservation "challenge" it holds 64 GPUs of pool a100 at once, and its '
+        f"queues hold 16 GPUs of it: more than its 64 GPUs, first in the window {night}T00:00+01:00 to "
+        f"{night}T06:00+01:00"])
+
+
+def test_a_value_in_the_wrong_place_is_not_repeated(tmp_path, capsys):
+    secretish = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
+    config = copy.deepcopy(CONFIG)
+    config["reservations"][1]["start"] = secretish
+    config["reservations"][0]["pool"] = secretish
+    config["reservations"][0]["entries"] = [secretish]
+    text = program_text(config)
+    assert secretish not in text and secretish not in validate_text(tmp_path, config, capsys)
+    assert "kns:reservations[challenge].start: is not an RFC 3339 date and time" in text
+
+
+def test_a_one_off_window_already_over_is_a_warning_with_its_date(tmp_path, capsys):
+    config = copy.deepcopy(CONFIG)
+    config["reservations"].append({"name": "past", "pool": "a100", "nodes": 1,
+                                   "start": "2025-06-01T08:00:00Z", "end": "2025-06-02T08:00:00Z"})
+    run_program(config)  # accepted
+    root = write_project(tmp_path / "project", config)
+    assert cli.main(["validate", "--stack", "case", "--project-dir", str(root)]) == 0
+    out, _ = capsys.readouterr()
+    assert "warning: kns:reservations[past]: its window ended on 2025-06-02; it holds nothing" in out
