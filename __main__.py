@@ -120,7 +120,7 @@ if this.index is None:
     pools_set_aside = [ReservedPool(cohort["metadata"]["name"], cohort, queue_dependencies, on_cluster)
                        for cohort in reservations.pool_cohorts(cfg, datetime.now(timezone.utc))]
     for name, planned in reserved.items():
-        Reservation(f"reservation-{name}", ReservationArgs(planned.objects, [*queue_dependencies, *pools_set_aside]),
+        Reservation(reservations.component_name(name), ReservationArgs(planned.objects, [*queue_dependencies, *pools_set_aside]),
                     on_cluster)
 else:
     for worker in cfg.workers:

@@ -12,26 +12,13 @@ from typing import Any, Optional
 import pulumi
 from pulumi_kubernetes import _utilities
 
-from plan.reservations import REPLACED, SWITCHED
-
-TYPE = "kns:queueing:Reservation"
-POOL_TYPE = "kns:queueing:ReservedPool"
-
-
-def type_token(manifest: dict[str, Any]) -> str:
-    """`kubernetes:core/v1:Namespace`, `kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue`."""
-    version = manifest["apiVersion"]
-    return f"kubernetes:{'core/v1' if version == 'v1' else version}:{manifest['kind']}"
-
-
-def resource_name(prefix: str, manifest: dict[str, Any]) -> str:
-    """`<prefix>-<kind>-<name>`: a reservation's children apart from every other reservation's."""
-    return f"{prefix}-{manifest['kind'].lower()}-{manifest['metadata']['name']}"
+from plan.inventory import RESERVATION_TYPE as TYPE, RESERVED_POOL_TYPE as POOL_TYPE
+from plan.reservations import REPLACED, SWITCHED, child_name, type_token
 
 
 def register(prefix: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
     """One object as the provider's resource of its type, the switched fields ignored."""
-    return pulumi.CustomResource(type_token(manifest), resource_name(prefix, manifest), dict(manifest),
+    return pulumi.CustomResource(type_token(manifest), child_name(prefix, manifest), dict(manifest),
                                  pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
                                      version=_utilities.get_version(),
                                      ignore_changes=SWITCHED.get(manifest["kind"], []),

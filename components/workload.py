@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 from plan.inventory import JOB_TYPE, SCHEDULE_TYPE
 from plan.model import WorkloadPlan
 from plan.queues import local_queue_resource_name
+from plan.reservations import entry_prefix
 
 from .namespace import JobNamespace, JobNamespaceArgs
 from .reservation import register as register_reserved
@@ -91,7 +92,7 @@ class KnsWorkload(pulumi.ComponentResource):
                                                    pulumi.ResourceOptions(parent=self), guards)
         self.service = guards[-1] if plan.service is not None else None
         for manifest in args.reservation_objects:
-            guards.append(register_reserved(f"{name}-reservation", manifest, pulumi.ResourceOptions(
+            guards.append(register_reserved(entry_prefix(name), manifest, pulumi.ResourceOptions(
                 parent=self, depends_on=[self.job_namespace.namespace, *args.queue_dependencies])))
         self.remote_namespaces = []
         for side in args.remote:

@@ -113,6 +113,7 @@ class Checked:
             self.config,
             jobs=[j for j in self.config.jobs if not dirty(paths[j.name])],
             schedules=[s for s in self.config.schedules if not dirty(paths[s.name])],
+            reservations=[r for r in self.config.reservations if not dirty(f"kns:reservations[{r.name}]")],
         )
 
 

@@ -296,6 +296,9 @@ def check_entry_references(entries: Sequence[Workload], profiles: Sequence[tuple
         if name is not None and name not in by_name and name not in broken:
             problems.add(f"kns:profiles[{rule}].reservation", _unknown(name, by_name))
     for entry in entries:
+        if entry.name.startswith("res-") and entry.name[4:] in by_name:
+            problems.add(f"{paths[entry.name]}.name", f'its namespace would be reservation "{entry.name[4:]}"\'s '
+                                                      "(<prefix>res-<reservation>): rename the entry")
         name = entry.reservation
         if name is None:
             continue

@@ -24,10 +24,15 @@ from config.errors import Problem
 from config.loader import PlatformConfig
 from config.rules import DERIVED_NAME
 
-from . import kueue_install, multikueue, queues
+from config import names
+
+from . import kueue_install, multikueue, queues, reservations
 from .model import WorkloadPlan
 from .schedulers import KNS_ACCOUNT
 
+# The components of components/reservation.py.
+RESERVATION_TYPE = "kns:queueing:Reservation"
+RESERVED_POOL_TYPE = "kns:queueing:ReservedPool"
 # The component types of an entry, registered under the stack itself.
 JOB_TYPE = "kns:workload:Job"
 SCHEDULE_TYPE = "kns:workload:Schedule"
@@ -231,11 +236,46 @@ def _namespace(plan: WorkloadPlan, top: tuple[str, ...], name: str, owner: str, 
 def registrations(cfg: PlatformConfig, plans: Iterable[WorkloadPlan]) -> list[Registration]:
     """Every resource `__main__.py` registers for `cfg` and `plans`, in its order."""
     objects = multikueue.queue_objects(cfg) if cfg.queueing.enabled else multikueue.QueueObjects()
+    plans = list(plans)
     out = [*_cluster(cfg), *_pools(cfg, None, ()), *_schedulers(cfg), *_queueing(cfg, objects.manager),
-           *_workers(cfg, objects)]
+           *_workers(cfg, objects), *_reservations(cfg, plans)]
     for plan in plans:
         out += _workload(plan, cfg.paths[plan.entry.name], multikueue.entry_workers(cfg, plan))
+        out += _reserved(cfg, plan)
     return out
+
+
+def _reservations(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> Iterator[Registration]:
+    """Each reserved pool's component and Cohort, each reservation's component and objects
+    (components/reservation.py)."""
+    from datetime import datetime, timezone
+    for cohort in reservations.pool_cohorts(cfg, datetime.now(timezone.utc)):
+        name = cohort["metadata"]["name"]
+        owner = f"kns:nodePools[{cohort['metadata']['labels']['kns.io/pool']}]"
+        yield Registration((RESERVED_POOL_TYPE,), name, owner, "name", "reserved pool component")
+        yield Registration((RESERVED_POOL_TYPE, queues.type_token(cohort)), reservations.child_name(name, cohort),
+                           owner, "name", "Cohort of its reservations")
+    for planned in reservations.plan_reservations(cfg, plans):
+        owner, name = f"kns:reservations[{planned.name}]", reservations.component_name(planned.name)
+        yield Registration((RESERVATION_TYPE,), name, owner, "name", "reservation component")
+        for manifest in planned.objects:
+            yield Registration((RESERVATION_TYPE, reservations.type_token(manifest)),
+                               reservations.child_name(name, manifest), owner, "name", manifest["kind"])
+
+
+def _reserved(cfg: PlatformConfig, plan: WorkloadPlan) -> Iterator[Registration]:
+    """The LocalQueue and RoleBinding of its reservation in an entry's namespace."""
+    if plan.entry.reservation is None:
+        return
+    top = (SCHEDULE_TYPE,) if plan.is_schedule else (JOB_TYPE,)
+    prefix = reservations.entry_prefix(plan.entry.name)
+    for kind in ("LocalQueue", "RoleBinding"):
+        manifest = {"kind": kind, "apiVersion": queues.API_VERSION if kind == "LocalQueue" else
+                    "rbac.authorization.k8s.io/v1",
+                    "metadata": {"name": names.RESERVATION_LOCAL_QUEUE if kind == "LocalQueue" else
+                                 reservations.SWITCH_BINDING}}
+        yield Registration(top + (reservations.type_token(manifest),), reservations.child_name(prefix, manifest),
+                           cfg.paths[plan.entry.name], "reservation", f"{kind} of its reservation")
 
 
 def collisions(cfg: PlatformConfig, plans: Iterable[WorkloadPlan], reported: Iterable[str] = ()) -> list[Problem]:

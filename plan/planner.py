@@ -20,7 +20,7 @@ from config.errors import Problem
 from config.loader import POLICY_CONFIG_VARIABLE, Checked, PlatformConfig
 from config.models import Profile, Workload
 
-from . import final, guardrails, inventory, nodepools, queues, wait
+from . import final, guardrails, inventory, nodepools, queues, reservations, wait
 from .manifests import (
     NAMESPACE_RUNNER_RULES,
     POD_RUNNER_RULES,
@@ -188,6 +188,7 @@ def plan_checked(checked: Checked) -> list[WorkloadPlan]:
     cfg = checked.clean()
     plans, problems = plan_all(cfg)
     problems += queues.fit_problems(cfg, plans)
+    problems += reservations.fit_problems(cfg, plans)
     problems += nodepools.fit_problems(plans, cfg.paths, cfg.cluster.name)
     settings, file_problems = guardrails.pack_settings(cfg.policy_config)
     problems += [Problem(POLICY_CONFIG_VARIABLE, f"the policy pack config {m}") for m in file_problems]

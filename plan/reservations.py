@@ -44,7 +44,8 @@ from config import calendar, names, queues as queue_rules, rules
 from config.loader import PlatformConfig
 from config.models import NodePool
 from config.quantity import kind_for_resource, render
-from config.reservations import Reservation, gpu_resource, holdings, lending_cohort, pool_capacity
+from config.errors import Problem
+from config.reservations import Reservation, gpu_resource, holdings, lending_cohort, pool_capacity, show
 
 from . import queues
 from .model import WorkloadPlan
@@ -92,6 +93,31 @@ class ReservationPlan:
     @property
     def name(self) -> str:
         return self.reservation.name
+
+
+# The switch's RoleBinding in each entry's namespace.
+SWITCH_BINDING = "kns-reservation-switch"
+
+
+def component_name(name: str) -> str:
+    """A reservation's component (components/reservation.py)."""
+    return f"reservation-{name}"
+
+
+def entry_prefix(entry: str) -> str:
+    """Before the logical names of a reservation's objects in an entry's component."""
+    return f"{entry}-reservation"
+
+
+def type_token(manifest: dict[str, Any]) -> str:
+    """`kubernetes:core/v1:Namespace`, `kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue`."""
+    version = manifest["apiVersion"]
+    return f"kubernetes:{'core/v1' if version == 'v1' else version}:{manifest['kind']}"
+
+
+def child_name(prefix: str, manifest: dict[str, Any]) -> str:
+    """`<prefix>-<kind>-<name>`: a component's child, apart from every other component's."""
+    return f"{prefix}-{manifest['kind'].lower()}-{manifest['metadata']['name']}"
 
 
 def namespace_name(cfg: PlatformConfig, name: str) -> str:
@@ -227,6 +253,28 @@ def cluster_queue_manifest(cfg: PlatformConfig, plan: ReservationPlan) -> dict[s
                      "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}}}
 
 
+def fit_problems(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> list[Problem]:
+    """An entry whose Job (all its workers at once, its pod as finally built) asks more of
+    a resource its reservation holds than the reservation holds: Kueue would never admit
+    it there."""
+    by_name = {r.name: r for r in cfg.reservations}
+    found = []
+    for plan in plans:
+        item = by_name.get(plan.entry.reservation or "")
+        if item is None or item.pool not in {p.name for p in cfg.node_pools}:
+            continue
+        held = holdings(item, cfg.pool(item.pool))
+        asks = queues.workload_requests(plan)
+        over = [f"{show(r, asks[r])} (it holds {show(r, amount)})" for r, amount in held.items()
+                if asks.get(r, Decimal(0)) > amount]
+        if over:
+            at_once = f"{plan.entry.pods_per_run} pods" if plan.entry.pods_per_run > 1 else "its pod"
+            found.append(Problem(f"{cfg.paths[plan.entry.name]}.reservation",
+                                 f'reservation "{item.name}" can never admit its Job: {at_once} ask '
+                                 f"{', '.join(over)}"))
+    return found
+
+
 def holder_pods(plan: ReservationPlan) -> tuple[int, dict[str, str]]:
     """How many pods the holder runs and what each asks: one GPU each where it holds GPUs,
     else one CPU each (at most HOLDER_PODS_MAX), what else it holds shared among them. Kueue
@@ -359,7 +407,7 @@ def entry_objects(cfg: PlatformConfig, plan: ReservationPlan, entry: EntryQueue)
              "spec": {"clusterQueue": plan.cluster_queue,
                       "stopPolicy": closed}}
     binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-               "metadata": _metadata(cfg, item, "kns-reservation-switch", entry.namespace),
+               "metadata": _metadata(cfg, item, SWITCH_BINDING, entry.namespace),
                "subjects": [{"kind": "ServiceAccount", "name": SWITCH, "namespace": plan.namespace}],
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                            "name": f"{plan.cluster_queue}-entries"}}

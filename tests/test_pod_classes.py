@@ -521,6 +521,20 @@ def test_derived_secret_names_cannot_meet():
 
 INVENTORY_STACKS = {
     "dev": None,
+    # Reservations (docs/reservations.md): a reserved pool, its reservations and their entries.
+    "reservations": stack_config(
+        nodePools=[*POOLS, {"name": "b200", "role": "gpu", "nodes": ["b1", "b2"], "gpu": {"perNode": 8}}],
+        queueing={"enabled": True, "install": False},
+        queues=[{"name": "gpu", "cohort": "site", "quota": {"a100": {"cpu": 8, "memory": "32Gi", "nvidia.com/gpu": 4},
+                                                             "b200": {"cpu": 8, "memory": "32Gi", "nvidia.com/gpu": 8}}}],
+        reservations=[{"name": "course", "pool": "b200", "nodes": 1, "schedule": "0 9 * * 2", "duration": "3h",
+                       "users": ["ann"]},
+                      {"name": "night", "pool": "a100", "resources": {"gpus": 4}, "schedule": "0 22 * * *",
+                       "duration": "6h", "atEnd": "finish", "entries": ["n"]}],
+        jobs=[{"name": "j", "user": "ann", "image": "i", "gpus": 1, "queue": "gpu", "reservation": "course"}],
+        schedules=[{"name": "n", "image": "i", "gpus": 1, "schedule": "0 23 * * *", "reservation": "night",
+                    "pool": "a100"}],
+    ),
     "everything": stack_config(
         credentials=CREDENTIALS,
         packingScheduler={"replicas": 2},

@@ -231,6 +231,11 @@ BAD = {
         "kns:jobs[plain].reservation: names no reservation (reservations: challenge, course, maint)"]),
     "an entry on another pool": (edit("jobs[train].pool", "cpu"), [
         'kns:jobs[train].reservation: reservation "challenge" holds pool a100, but the entry runs on pool cpu']),
+    "a pod larger than the reservation": (both(edit("jobs[train].gpus", 8), edit("jobs[train].parallelism", 5)), [
+        'kns:jobs[train].reservation: reservation "challenge" can never admit its Job: 5 pods ask 40 GPUs '
+        "(it holds 32 GPUs)"]),
+    "an entry in a reservation's namespace": (edit("jobs[plain].name", "res-maint"), [
+        "kns:jobs[res-maint].name: its namespace would be reservation \"maint\"'s"]),
     "queueing off": (lambda c: c.update(queueing={"enabled": False}), [
         "kns:reservations[course]: " + rules.RESERVATIONS_NEED_QUEUEING.message]),
 }
