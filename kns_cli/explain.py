@@ -9,10 +9,11 @@ against the quota (`resolve.pod_usage`, as the planner's own accounting computes
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Optional
 
-from config import resolve, rules
+from config import calendar, reservations, resolve, rules
+from config.reservations import Reservation, holdings, lending_cohort
 from config.quantity import kind_for_resource, scale
 from config.loader import PlatformConfig
 from plan import manifests, multikueue, queues, wait
@@ -173,6 +174,7 @@ def entry_facts(cfg: PlatformConfig, plan: WorkloadPlan, now: Optional[datetime]
         "priority": ({"name": entry.priority, "source": cfg.priority_sources.get(entry.name)}
                      if entry.priority is not None else None),
         "start": start_facts((starts or {}).get(entry.name)),
+        "reservation": entry_reservation(cfg, plan, now or datetime.now(timezone.utc)),
     }
     if facts["start"] is not None and facts["start"]["guaranteed"] and facts["queue"] is not None:
         # The verdict counts who may hold the queue at warm-up; what it can preempt does not delay it.
@@ -190,6 +192,49 @@ def entry_facts(cfg: PlatformConfig, plan: WorkloadPlan, now: Optional[datetime]
             ],
         }
     return facts
+
+
+def reservation_facts(cfg: PlatformConfig, item: Reservation, now: datetime) -> dict[str, Any]:
+    """A reservation (docs/reservations.md): what it holds, who may use it, its state now
+    and next windows (in its zone), and which queues borrow it between windows."""
+    pool = cfg.pool(item.pool)
+    lead = timedelta(minutes=item.warm_up_minutes)
+    phase, window = calendar.phase_at(item.calendar(), lead, now)
+    zone = item.zone()
+    cohort, users = lending_cohort(item.pool, cfg.queues)
+    return {
+        "name": item.name,
+        "pool": item.pool,
+        "holds": {r: reservations.show(r, a) for r, a in holdings(item, pool).items()},
+        "who": {"users": list(item.users), "groups": list(item.groups), "entries": list(item.entries),
+                "using": [e.name for e in cfg.workloads if e.reservation == item.name]},
+        "when": ({"schedule": item.schedule, "timeZone": item.time_zone, "duration": item.duration}
+                 if item.recurring else {"start": item.start.isoformat(), "end": item.end.isoformat()}),
+        "warmUpMinutes": item.warm_up_minutes,
+        "atEnd": item.at_end,
+        "stateNow": phase,
+        "window": calendar.describe(window, zone) if window else None,
+        "nextWindows": [calendar.describe(w, zone) for w in calendar.next_windows(item.calendar(), now)],
+        "lentTo": ({"cohort": cohort, "queues": users} if cohort else None),
+    }
+
+
+def entry_reservation(cfg: PlatformConfig, plan: WorkloadPlan, now: datetime) -> Optional[dict[str, Any]]:
+    """An entry's reservation and when its Jobs can next run: now in a window (or its
+    warm-up), else from the next warm-up."""
+    item = next((r for r in cfg.reservations if r.name == plan.entry.reservation), None)
+    if item is None:
+        return None
+    lead = timedelta(minutes=item.warm_up_minutes)
+    phase, window = calendar.phase_at(item.calendar(), lead, now)
+    if window is not None:
+        runs = f"now (window {calendar.describe(window, item.zone())})"
+    else:
+        upcoming = calendar.next_windows(item.calendar(), now, 1)
+        runs = (f"from {(upcoming[0].start - lead).astimezone(upcoming[0].start.tzinfo).isoformat(timespec='minutes')}"
+                f" (warm-up of the window {calendar.describe(upcoming[0], item.zone())})" if upcoming
+                else "never: its last window is over")
+    return {"name": item.name, "stateNow": phase, "canRun": runs, "atEnd": item.at_end}
 
 
 def select(plans: list[WorkloadPlan], names: Iterable[str]) -> list[WorkloadPlan]:
@@ -211,10 +256,15 @@ def explain(cfg: PlatformConfig, plans: list[WorkloadPlan], names: Iterable[str]
     """The JSON document of `kns explain --format json`."""
     lines = queues.usage(cfg, plans)
     starts = check_starts(cfg, plans, now)
+    chosen = select(plans, names)
+    wanted = {p.entry.reservation for p in chosen} if list(names) else {r.name for r in cfg.reservations}
+    moment = now or datetime.now(timezone.utc)
     return {
         "stack": cfg.stack,
         "now": now.isoformat() if now else None,
-        "entries": [entry_facts(cfg, plan, now, lines, starts) for plan in select(plans, names)],
+        "entries": [entry_facts(cfg, plan, now, lines, starts) for plan in chosen],
+        "reservations": [reservation_facts(cfg, r, moment) for r in cfg.reservations if r.name in wanted],
+        "warnings": list(cfg.warnings),
     }
 
 
@@ -298,6 +348,10 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
                                         f"{HORIZON.days} days with the schedules of its priority or higher, and {how}"])
         else:
             field_rows.append(["start", "best effort: " + "; ".join(start["reasons"])])
+    reserved = facts.get("reservation")
+    if reserved is not None:
+        field_rows.append(["reservation", f"{reserved['name']} ({reserved['stateNow']}; its Jobs run "
+                                          f"{reserved['canRun']}; at the end: {reserved['atEnd']})"])
     workers = facts["workers"]
     if workers is not None:
         failing = ("a failed worker fails the whole Job" if workers["restart"] == "together"
@@ -347,8 +401,30 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
     return lines
 
 
+def render_reservation(facts: dict[str, Any]) -> list[str]:
+    who = facts["who"]
+    allowed = ", ".join([*(f"user {u}" for u in who["users"]), *(f"group {g}" for g in who["groups"]),
+                         *(f"entry {e}" for e in who["entries"])]) or "no one (a maintenance window)"
+    when = facts["when"]
+    calendar_text = (f"{when['schedule']} ({when['timeZone']}) for {when['duration']}" if "schedule" in when
+                     else f"{when['start']} to {when['end']}")
+    lent = facts["lentTo"]
+    rows = [["pool", facts["pool"]], ["holds", ", ".join(facts["holds"].values())],
+            ["when", f"{calendar_text}; warm-up {facts['warmUpMinutes']} min; at the end: {facts['atEnd']}"],
+            ["for", allowed], ["used by", ", ".join(who["using"]) or "-"],
+            ["now", facts["stateNow"] + (f" (window {facts['window']})" if facts["window"] else "")],
+            ["between windows", (f"lent to cohort {lent['cohort']} (queues {', '.join(lent['queues'])})" if lent
+                                 else "lent to no queue (no queue with quota on its pool has a cohort)")]]
+    lines = [f"reservation {facts['name']}"] + table([[k + ":", v] for k, v in rows], "  ")
+    lines.append("  next windows:")
+    lines += [f"    {w}" for w in facts["nextWindows"]] or ["    - (none left)"]
+    return lines
+
+
 def render_text(document: dict[str, Any]) -> str:
     blocks = ["\n".join(render_entry(facts)) for facts in document["entries"]]
+    blocks += ["\n".join(render_reservation(facts)) for facts in document.get("reservations", [])]
+    blocks += [f"warning: {w}" for w in document.get("warnings", [])]
     head = f"stack {document['stack']}: {len(document['entries'])} entr{'y' if len(document['entries']) == 1 else 'ies'}"
     if document["now"]:
         head += f"; next runs after {datetime.fromisoformat(document['now']).replace(microsecond=0).isoformat()}"

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from config.loader import PlatformConfig
-from plan import multikueue, queues
+from config.reservations import holdings, lending_cohort, show
+from plan import multikueue, queues, reservations
 from plan.model import WorkloadPlan
 
 from .explain import table
@@ -33,10 +34,22 @@ def report(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> dict[str, Any]:
             for line in item["lines"]:
                 line["worker"] = cfg.pool_worker.get(line["pool"])
         out.append(item)
-    document = {"stack": cfg.stack, "enabled": cfg.queueing.enabled, "install": cfg.queueing.install, "queues": out}
+    document = {"stack": cfg.stack, "enabled": cfg.queueing.enabled, "install": cfg.queueing.install, "queues": out,
+                "reservations": [reservation_line(cfg, item, plans) for item in cfg.reservations]}
     if cfg.workers:
         document["workers"] = multikueue.served(cfg)
     return document
+
+
+def reservation_line(cfg: PlatformConfig, item, plans: list[WorkloadPlan]) -> dict[str, Any]:
+    """A reservation's queue (docs/reservations.md): its ClusterQueue in its pool's Cohort,
+    what it holds, whom the Cohort lends to between windows, and the entries it admits."""
+    cohort, lenders = lending_cohort(item.pool, cfg.queues)
+    return {"name": item.name, "clusterQueue": reservations.cluster_queue_name(item.name),
+            "cohort": reservations.pool_cohort_name(item.pool), "pool": item.pool,
+            "holds": {r: show(r, a) for r, a in holdings(item, cfg.pool(item.pool)).items()},
+            "lentTo": {"cohort": cohort, "queues": lenders} if cohort else None,
+            "entries": [p.entry.name for p in plans if p.entry.reservation == item.name]}
 
 
 def render_text(document: dict[str, Any]) -> str:
@@ -57,4 +70,11 @@ def render_text(document: dict[str, Any]) -> str:
                   "OVER-SUBSCRIBED: " + ", ".join(line["entries"]) if line["overSubscribed"] else ""]
                  for line in queue["lines"]]
         blocks.append("\n".join([head, *table(rows, "  ")]))
+    for item in document.get("reservations", []):
+        lent = item["lentTo"]
+        between = (f"lent to cohort {lent['cohort']} ({', '.join(lent['queues'])}) between windows" if lent
+                   else "lent to no queue between windows")
+        blocks.append(f"reservation {item['name']}  (ClusterQueue {item['clusterQueue']} in Cohort {item['cohort']}; "
+                      f"{between})\n  holds {', '.join(item['holds'].values())} of pool {item['pool']}; entries: "
+                      f"{', '.join(item['entries']) or 'none'}")
     return "\n\n".join(blocks) + "\n"

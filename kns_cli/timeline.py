@@ -1,6 +1,7 @@
 """`kns timeline`: an SVG of every schedule's runs and warm-up windows in a time window.
 
-One row per schedule entry (config order). Each run starting in [start, end) is a marker
+First a row per pool with reservations (docs/reservations.md): each window a band, its
+warm-up a lighter band before it. Then one row per schedule entry (config order). Each run starting in [start, end) is a marker
 at its start; its warm-up (primer fire to start) is a shaded bar, cut at the left edge
 when it began before the window. The axis is UTC with a tick every hour; each row notes
 its schedule's own time zone. Runs and primers come from `kns_cli.runs` (the program's
@@ -15,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Optional
 from xml.sax.saxutils import escape, quoteattr
 
-from config import cron
+from config import calendar, cron
 from config.loader import PlatformConfig
 from plan.model import WorkloadPlan
 
@@ -87,13 +88,63 @@ def _describe(plan: WorkloadPlan) -> str:
     return text
 
 
+@dataclass(frozen=True)
+class Band:
+    """A reservation's window (docs/reservations.md) and its warm-up, in [start, end)."""
+
+    reservation: str
+    warm_up: datetime
+    window: calendar.Window
+
+
+def bands(cfg: PlatformConfig, start: datetime, end: datetime) -> dict[str, list[Band]]:
+    """Per pool with reservations (config order), the windows open at some moment in
+    [start, end), warm-ups included."""
+    out: dict[str, list[Band]] = {}
+    for item in cfg.reservations:
+        lead = timedelta(minutes=item.warm_up_minutes)
+        found = [Band(item.name, w.start - lead, w) for w in item.calendar().windows(start, end + lead)
+                 if w.start - lead < end]
+        out.setdefault(item.pool, []).extend(found)
+    return out
+
+
+def _band_row(index: int, pool: str, found: list[Band], scale: Scale) -> list[str]:
+    top = ROWS_TOP + index * ROW_HEIGHT
+    middle = top + ROW_HEIGHT / 2
+    out = [f'<g class="reservations" data-pool={quoteattr(pool)} data-windows="{len(found)}">',
+           f'<rect x="0" y="{top}" width="{WIDTH}" height="{ROW_HEIGHT}" fill="#eef3fb"/>',
+           f'<text x="16" y="{number(top + 19)}" font-weight="bold">pool {escape(pool)}: reservations</text>',
+           f'<text x="16" y="{number(top + 35)}" font-size="11" fill="#555555">'
+           f'{escape(", ".join(dict.fromkeys(b.reservation for b in found)) or "no window in this view")}</text>']
+    for band in found:
+        warm, left, right = scale.x(band.warm_up), scale.x(band.window.start), scale.x(band.window.end)
+        y = number(middle - BAR_HEIGHT / 2)
+        title = f"{band.reservation}: {utc_label(band.window.start)} to {utc_label(band.window.end)}"
+        if left > warm:
+            out.append(f'<rect class="reservation-warmup" data-reservation={quoteattr(band.reservation)} '
+                       f'x="{number(warm)}" y="{y}" width="{number(left - warm)}" height="{BAR_HEIGHT}" '
+                       f'fill="#9fb8e0" fill-opacity="0.6"><title>{escape(title)}: warm-up from '
+                       f"{utc_label(band.warm_up)}</title></rect>")
+        out.append(f'<rect class="reservation" data-reservation={quoteattr(band.reservation)} '
+                   f'data-start="{band.window.start.isoformat()}" data-end="{band.window.end.isoformat()}" '
+                   f'x="{number(left)}" y="{y}" width="{number(max(right - left, 0))}" height="{BAR_HEIGHT}" '
+                   f'fill="#3b6fb6" fill-opacity="0.75"><title>{escape(title)}</title></rect>')
+        if right - left > 60:
+            out.append(f'<text x="{number(left + 4)}" y="{number(middle + 4)}" font-size="10" fill="#ffffff">'
+                       f"{escape(band.reservation)}</text>")
+    out.append("</g>")
+    return out
+
+
 def render(cfg: PlatformConfig, plans: list[WorkloadPlan], start: datetime, hours: float) -> str:
     """The SVG document (text) for the window of `hours` hours from `start` (aware)."""
     start = start.astimezone(timezone.utc)
     end = start + timedelta(hours=hours)
     scale = Scale(start, end)
     table = rows(plans, start, end, check_starts(cfg, plans, start, end - start))
-    rows_bottom = ROWS_TOP + max(len(table), 1) * ROW_HEIGHT
+    reserved = bands(cfg, start, end)
+    rows_bottom = ROWS_TOP + max(len(table) + len(reserved), 1) * ROW_HEIGHT
     height = rows_bottom + 82
     out: list[str] = [
         '<?xml version="1.0" encoding="UTF-8"?>',
@@ -109,10 +160,12 @@ def render(cfg: PlatformConfig, plans: list[WorkloadPlan], start: datetime, hour
         'room); a shaded bar is its warm-up, from the primer to the start.</text>',
     ]
     out += _axis(scale, start, end, hours, rows_bottom)
-    if not table:
+    if not table and not reserved:
         out.append(f'<text x="{PLOT_LEFT + 8}" y="{ROWS_TOP + 28}" fill="#555555">'
                    f"no schedule entries in stack {escape(cfg.stack)}</text>")
-    for index, row in enumerate(table):
+    for index, (pool, found) in enumerate(reserved.items()):
+        out += _band_row(index, pool, found, scale)
+    for index, row in enumerate(table, start=len(reserved)):
         out += _row(index, row, scale)
     out += _legend(height - 48)
     out.append("</svg>")

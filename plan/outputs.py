@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Optional
 
-from config import cron, resolve
+from config import calendar, cron, resolve
+from config.quantity import kind_for_resource, render
+from config.reservations import holdings
 from config.loader import PlatformConfig
 from config.models import NodePool, Schedule
 
@@ -47,8 +49,26 @@ def stack_outputs(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[
         "packingSchedulerName": cfg.packing_scheduler.name if cfg.packing_scheduler.enabled else None,
         "knsScheduler": kns_endpoint(cfg),
         "nodePools": {pool.name: pool_output(pool) for pool in cfg.node_pools},
+        "reservations": reservations_output(cfg, now),
         **({"workers": served(cfg)} if cfg.workers else {}),
     }
+
+
+def reservations_output(cfg: PlatformConfig, now: Optional[datetime] = None) -> dict[str, Any]:
+    """`reservations.<name>`: its pool, what it holds, and its next windows (UTC), the one
+    open now first."""
+    now = now or datetime.now(timezone.utc)
+    out = {}
+    for item in cfg.reservations:
+        pool = cfg.pool(item.pool)
+        out[item.name] = {
+            "pool": item.pool,
+            "holds": {r: render(a, kind_for_resource(r)) for r, a in holdings(item, pool).items()},
+            "nextWindows": [{"start": w.start.astimezone(timezone.utc).isoformat(),
+                             "end": w.end.astimezone(timezone.utc).isoformat()}
+                            for w in calendar.next_windows(item.calendar(), now)],
+        }
+    return out
 
 
 def pool_output(pool: NodePool) -> dict[str, Any]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 from typing import Any
 
 import pytest
@@ -292,3 +293,77 @@ def test_a_one_off_window_already_over_is_a_warning_with_its_date(tmp_path, caps
     assert cli.main(["validate", "--stack", "case", "--project-dir", str(root)]) == 0
     out, _ = capsys.readouterr()
     assert "warning: kns:reservations[past]: its window ended on 2025-06-02; it holds nothing" in out
+
+
+# ---- what ./kns explain, ./kns timeline and ./kns queues say -------------------------------
+
+
+def offline(tmp_path, config: dict[str, Any]):
+    from kns_cli.stack import load_stack
+    root = write_project(tmp_path / "project", config)
+    return load_stack(root, "case")
+
+
+def tuesday_in_paris(hour: int, minute: int = 0) -> datetime:
+    """A Tuesday to come, at hour:minute in Paris (the course's windows are Tuesdays 09-12)."""
+    day = date.today() + timedelta(days=7)
+    day += timedelta(days=(1 - day.weekday()) % 7)
+    return datetime(day.year, day.month, day.day, hour, minute, tzinfo=ZoneInfo("Europe/Paris"))
+
+
+def test_explain_says_each_reservations_state_who_may_use_it_and_when_an_entry_can_next_run(tmp_path):
+    from kns_cli import explain
+    cfg, plans = offline(tmp_path, CONFIG)
+    during = tuesday_in_paris(10)
+    document = explain.explain(cfg, plans, now=during)
+    found = {r["name"]: r for r in document["reservations"]}
+    assert found["course"]["stateNow"] == "open"
+    offset = during.isoformat()[-6:]  # +01:00 in winter, +02:00 in summer
+    assert found["course"]["window"] == f"{during.date()}T09:00{offset} to {during.date()}T12:00{offset}"
+    assert found["course"]["who"]["groups"] == ["teach"] and found["course"]["who"]["using"] == ["lab"]
+    assert found["course"]["lentTo"] == {"cohort": "site", "queues": ["batch"]}
+    assert found["maint"]["stateNow"] == "closed" and found["maint"]["who"]["using"] == []
+    entries = {e["name"]: e for e in document["entries"]}
+    assert entries["lab"]["reservation"]["canRun"].startswith("now (window ")
+    assert entries["train"]["reservation"]["canRun"] == (  # no warm-up: from its start
+        f"from {CHALLENGE}T08:00+01:00 (warm-up of the window {CHALLENGE}T08:00+01:00 to "
+        f"{CHALLENGE + timedelta(days=2)}T20:00+01:00)")
+    assert entries["plain"]["reservation"] is None
+    text = explain.render_text(document)
+    assert "reservation course" in text and "for:" in text and "group teach" in text
+    before = explain.explain(cfg, plans, now=tuesday_in_paris(8, 50))
+    course = next(r for r in before["reservations"] if r["name"] == "course")
+    assert course["stateNow"] == "warm-up"  # 15 minutes of warm-up before 09:00
+
+
+def test_the_timeline_draws_each_pools_windows_as_bands(tmp_path):
+    from kns_cli import timeline
+    cfg, plans = offline(tmp_path, CONFIG)
+    start = tuesday_in_paris(6)
+    svg = timeline.render(cfg, plans, start, 12)
+    assert 'class="reservations" data-pool="a100" data-windows="1"' in svg
+    window = tuesday_in_paris(9).astimezone(timezone.utc)
+    assert f'class="reservation" data-reservation="course" data-start="{window.isoformat()}"' in svg
+    assert 'class="reservation-warmup" data-reservation="course"' in svg
+
+
+def test_queues_lists_each_reservations_queue_and_whom_it_lends_to(tmp_path):
+    from kns_cli import queues as queues_cli
+    cfg, plans = offline(tmp_path, CONFIG)
+    document = queues_cli.report(cfg, plans)
+    course = next(r for r in document["reservations"] if r["name"] == "course")
+    assert course == {"name": "course", "clusterQueue": "kns-res-course", "cohort": "kns-res-pool-a100",
+                      "pool": "a100", "holds": {"nvidia.com/gpu": "16 GPUs"},
+                      "lentTo": {"cohort": "site", "queues": ["batch"]}, "entries": ["lab"]}
+    assert "reservation course  (ClusterQueue kns-res-course in Cohort kns-res-pool-a100" in \
+        queues_cli.render_text(document)
+
+
+def test_the_outputs_list_each_reservation_with_its_next_windows():
+    outputs = run_program(CONFIG).outputs["reservations"]
+    assert outputs["course"]["pool"] == "a100" and outputs["course"]["holds"] == {"nvidia.com/gpu": "16"}
+    assert len(outputs["course"]["nextWindows"]) == 3
+    assert outputs["challenge"]["nextWindows"] == [{
+        "start": datetime.fromisoformat(f"{CHALLENGE}T08:00:00+01:00").astimezone(timezone.utc).isoformat(),
+        "end": datetime.fromisoformat(f"{CHALLENGE + timedelta(days=2)}T20:00:00+01:00").astimezone(
+            timezone.utc).isoformat()}]
