@@ -17,7 +17,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 from config import resolve
 
-from . import manifests, nodepools, schedulers
+from . import manifests, nodepools, reservations, schedulers
 
 # What a team gets without --policy-pack-config: the registries the platform's own images
 # and the examples come from. Entries are registry hosts or host/path prefixes.
@@ -338,6 +338,41 @@ def cluster_admin_only_kns(resources: Iterable[Resource], config: Mapping[str, A
 
 # ---- the guard rails as the pack serves them, and as the checks run them ------------------
 
+RESERVATION_LABEL = "kns.io/reservation"
+# What a reservation's switch may touch only by name (docs/reservations.md, "The switch").
+NAMED_ONLY = {"localqueues", "clusterqueues", "cohorts", "cronjobs"}
+
+
+def reservation_rbac_is_narrow(resources: Iterable[Resource], config: Mapping[str, Any]) -> list[Violation]:
+    """A reservation's switch holds no cluster-wide grant: the roles labelled with a
+    reservation are bound only inside namespaces (RoleBindings), grant no wildcard, and
+    name the queues and CronJob they may change."""
+    resources = list(resources)
+    roles = {(r.kind, _mapping(r.props.get("metadata")).get("name")): r for r in resources
+             if r.kind in ("Role", "ClusterRole") and RESERVATION_LABEL in _mapping(
+                 _mapping(r.props.get("metadata")).get("labels"))}
+    found = []
+    for resource in resources:
+        if resource.kind != "ClusterRoleBinding":
+            continue
+        role = _mapping(resource.props.get("roleRef"))
+        if ("ClusterRole", role.get("name")) in roles:
+            found.append(Violation(resource.urn, f"{resource.label}: binds reservation role {role.get('name')} "
+                                                 "cluster-wide; bind it with a RoleBinding in the namespaces it serves"))
+    for (kind, name), role in roles.items():
+        for rule in _sequence(role.props.get("rules")):
+            rule = _mapping(rule)
+            fields = [*_sequence(rule.get("verbs")), *_sequence(rule.get("resources")), *_sequence(rule.get("apiGroups"))]
+            if "*" in fields:
+                found.append(Violation(role.urn, f"{role.label}: grants a wildcard ({kind} {name})"))
+            named = set(_sequence(rule.get("resources"))) & NAMED_ONLY
+            writes = set(_sequence(rule.get("verbs"))) - {"get", "list", "watch"}
+            if named and writes and not _sequence(rule.get("resourceNames")):
+                found.append(Violation(role.urn, f"{role.label}: may {', '.join(sorted(writes))} any "
+                                                 f"{', '.join(sorted(named))}; name the objects (resourceNames)"))
+    return found
+
+
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 # Extended resource -> the taint key of its pools: read by both GPU rules.
 _GPU_TAINTS = {"type": "object", "additionalProperties": {"type": "string"}, "default": dict(DEFAULT_GPU_TAINTS)}
@@ -372,6 +407,9 @@ GUARD_RAILS = (
               gpu_pools_are_tainted, {"gpuTaints": _GPU_TAINTS}),
     GuardRail("cluster-admin-only-kns", "cluster-admin is bound only to the KNS scheduler's ServiceAccount.",
               cluster_admin_only_kns, {"allowedSubjects": {**_STRINGS, "default": []}}, stack=True),
+    GuardRail("reservation-rbac-is-narrow",
+              "A reservation's switch is bound only inside namespaces, with no wildcard, naming what it changes.",
+              reservation_rbac_is_narrow, {}, stack=True),
 )
 _LEVELS = ("advisory", "mandatory", "remediate", "disabled")
 
@@ -412,7 +450,9 @@ def pack_settings(text: Optional[str]) -> tuple[dict[str, dict[str, Any]], list[
 def _objects(cfg: Any, plans: Iterable[Any]) -> Iterator[tuple[str, Resource]]:
     """(config path, object) for every object the program builds from config that a guard
     rail judges: each entry's namespace and workloads, each pool's NodePool or node patches,
-    the two schedulers' Deployments. The config path stands in for the URN."""
+    the two schedulers' Deployments, each reservation's objects. The config path stands in for
+    the URN."""
+    plans = list(plans)
     for plan in plans:
         path = cfg.paths[plan.entry.name]
         yield path, Resource("kubernetes:core/v1:Namespace", path, {
@@ -428,6 +468,10 @@ def _objects(cfg: Any, plans: Iterable[Any]) -> Iterator[tuple[str, Resource]]:
         for node in pool.static_nodes:
             yield path, Resource("kubernetes:core/v1:NodePatch", path, {
                 "metadata": {"name": node, "labels": labels}, "spec": {"taints": taints}})
+    for planned in reservations.plan_reservations(cfg, list(plans)):
+        path = f"kns:reservations[{planned.name}]"
+        for manifest in planned.objects:
+            yield path, Resource(reservations.type_token(manifest), path, manifest)
     system = cfg.cluster.system_namespace
     if cfg.packing_scheduler.enabled:
         spec = schedulers.packing_pod_spec(cfg.packing_scheduler, system, cfg.node_pools, "config")

@@ -165,3 +165,34 @@ def test_an_unreadable_pack_config_is_a_config_error(tmp_path, capsys, monkeypat
     text = validate_text(tmp_path, CONFIG, capsys)
     assert "KNS_POLICY_CONFIG: cannot read the policy pack config" in text and "No such file" in text
     assert program_text(CONFIG) == text
+
+
+# ---- reservations (docs/reservations.md): the switch's RBAC ------------------------------
+
+
+def test_a_stack_with_reservations_passes_every_rule_of_the_pack(monkeypatch):
+    from tests.test_reservations import CONFIG as RESERVED
+    monkeypatch.delenv("KNS_POLICY_CONFIG", raising=False)
+    assert pack_violations(RESERVED) == []
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda rules: rules[0].pop("resourceNames"), "may patch any localqueues; name the objects (resourceNames)"),
+    (lambda rules: rules[0].update(verbs=["*"]), "grants a wildcard"),
+], ids=["unnamed", "wildcard"])
+def test_the_pack_refuses_a_reservation_role_that_is_not_narrow(change, message):
+    from tests.test_reservations import CONFIG as RESERVED
+    done = run_program(RESERVED)
+    resources = [Resource(r.type, f"urn:pulumi:case::kns-platform::{r.type}::{r.name}", copy.deepcopy(r.inputs))
+                 for r in done.resources]
+    rail = next(rail for rail in GUARD_RAILS if rail.name == "reservation-rbac-is-narrow")
+    assert rail.rule(resources, {}) == []
+    role = next(r for r in resources if r.kind == "ClusterRole" and r.props["metadata"]["name"] == "kns-res-course-entries")
+    change(role.props["rules"])
+    assert [v.message for v in rail.rule(resources, {})] == [f"{role.label}: {message}" if "wildcard" not in message
+                                                             else f"{role.label}: grants a wildcard (ClusterRole "
+                                                                  "kns-res-course-entries)"]
+    binding = Resource("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "urn:x", {
+        "metadata": {"name": "x"}, "roleRef": {"kind": "ClusterRole", "name": "kns-res-course-entries"},
+        "subjects": [{"kind": "ServiceAccount", "name": "switch", "namespace": "kns-res-course"}]})
+    assert any("cluster-wide" in v.message for v in rail.rule([*resources, binding], {}))
