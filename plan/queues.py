@@ -235,9 +235,12 @@ def fit_problems(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> list[Problem
     problems = []
     capacity: dict[tuple[str, str, str], tuple[Decimal, Decimal]] = {}
     by_name = {q.name: q for q in cfg.queues}
+    # An entry on a reservation that finishes its Jobs in the window never uses its own queue
+    # (docs/reservations.md); one that requeues them does, after the window.
+    finishing = {r.name for r in cfg.reservations if r.at_end == "finish"}
     for plan in plans:
         queue = by_name.get(plan.entry.queue) if plan.entry.queue else None
-        if queue is None or plan.pod_spec is None:
+        if queue is None or plan.pod_spec is None or plan.entry.reservation in finishing:
             continue
         reasons = fit_reasons(plan, queue, cfg.queues, capacity)
         if all(reasons.values()):

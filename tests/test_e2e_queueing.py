@@ -551,8 +551,7 @@ def reservation_config(cluster: Cluster, start: datetime) -> dict:
     return {
         "kns:cluster": {"name": "kns-resv", "kubeconfig": str(cluster.kubeconfig)},
         "kns:nodePools": [{"name": "resv", "role": "gpu", "nodes": [n for n, _, _ in RESV_NODES],
-                           "gpu": {"perNode": 4},
-                           "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]}],
+                           "gpu": {"perNode": 4}}],
         "kns:packingScheduler": {"enabled": False},
         "kns:queueing": {"enabled": True, "install": False},
         "kns:queues": [{"name": "resv-batch", "cohort": "resv-labs",

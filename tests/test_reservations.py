@@ -15,7 +15,7 @@ import pytest
 from config import rules
 from kns_cli import cli
 from kns_testing import apiserver
-from kns_testing.program import run_program
+from kns_testing.program import ROOT, run_program
 from tests.test_pod_classes import program_text, validate_text, write_project
 
 CQ = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
@@ -367,3 +367,36 @@ def test_the_outputs_list_each_reservation_with_its_next_windows():
         "start": datetime.fromisoformat(f"{CHALLENGE}T08:00:00+01:00").astimezone(timezone.utc).isoformat(),
         "end": datetime.fromisoformat(f"{CHALLENGE + timedelta(days=2)}T20:00:00+01:00").astimezone(
             timezone.utc).isoformat()}]
+
+
+# ---- docs/reservations.md's example --------------------------------------------------------
+
+DOC_NOW = datetime(2026, 11, 27, 8, 0, tzinfo=timezone.utc)  # the page's example is as of this day
+
+
+def doc_example() -> tuple[dict[str, Any], str]:
+    import yaml
+    text = (ROOT / "docs" / "reservations.md").read_text()
+    example = text[text.index("## Example"):]
+    stack = yaml.safe_load(example.split("```yaml\n", 1)[1].split("```", 1)[0])["config"]
+    message = example.split("```text\n", 1)[1].split("```", 1)[0]
+    return {k.split(":", 1)[1]: v for k, v in stack.items()}, message
+
+
+def test_the_pages_example_is_refused_as_it_says_and_accepted_with_the_smaller_queue():
+    from config.errors import ConfigError
+    from config.loader import check_config
+    from plan.planner import plan_checked
+    from plan.reservations import pool_cohorts
+    config, message = doc_example()
+    config["cluster"] = {"name": "hpc-prod", "renderDir": "out"}  # no cluster to reach
+    secret = frozenset({"credentials", "keycloakClientSecret"})
+    with pytest.raises(ConfigError) as refused_with:
+        plan_checked(check_config(config, project_dir=ROOT, environ={}, secret_keys=secret, now=DOC_NOW))
+    assert str(refused_with.value).strip() == message.strip()
+    config["queues"][0]["quota"]["h100"]["nvidia.com/gpu"] = "32"
+    checked = check_config(config, project_dir=ROOT, environ={}, secret_keys=secret, now=DOC_NOW)
+    plan_checked(checked)
+    (cohort,) = pool_cohorts(checked.config, DOC_NOW)
+    quota = {r["name"]: r["nominalQuota"] for r in cohort["spec"]["resourceGroups"][0]["flavors"][0]["resources"]}
+    assert quota["nvidia.com/gpu"] == "96" and cohort["spec"]["parentName"] == "site"
