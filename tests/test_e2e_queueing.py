@@ -547,7 +547,9 @@ def minute_after(moment: datetime) -> datetime:
 def reservation_config(cluster: Cluster, start: datetime) -> dict:
     end = start + timedelta(minutes=RESV_MINUTES)
     window = {"start": start.isoformat(), "end": end.isoformat(), "warmUpMinutes": RESV_LEAD}
-    gpu_job = {"image": "busybox:1.37", "gpus": 1, "cpu": 1, "memory": 1024}
+    # Every pod runs until the test ends (kwok completes a Job's pod at once otherwise).
+    gpu_job = {"image": "busybox:1.37", "gpus": 1, "cpu": 1, "memory": 1024,
+               "annotations": {"kwok.x-k8s.io/run-for": "2h"}}
     return {
         "kns:cluster": {"name": "kns-resv", "kubeconfig": str(cluster.kubeconfig)},
         "kns:nodePools": [{"name": "resv", "role": "gpu", "nodes": [n for n, _, _ in RESV_NODES],
@@ -584,7 +586,7 @@ def _inside_the_window(course: Course, cluster: Cluster) -> None:
         time.sleep(1)
     late = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
         "name": "late-batch", "namespace": "kns-resv-batch-1", "labels": {"kueue.x-k8s.io/queue-name": "kns"}},
-        "spec": {"suspend": True, "template": {"spec": {
+        "spec": {"suspend": True, "template": {"metadata": {"annotations": {"kwok.x-k8s.io/run-for": "2h"}}, "spec": {
             "restartPolicy": "Never", "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
             "containers": [{"name": "c", "image": "busybox:1.37", "resources": {
                 "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
@@ -608,7 +610,7 @@ def course(kueue, watches, tmp_path_factory):
     now = datetime.now(timezone.utc)
     live = project(tmp_path_factory, kueue, "reservations", reservation_config(kueue, minute_after(now + timedelta(days=30))))
     live.up()
-    start = minute_after(datetime.now(timezone.utc) + timedelta(minutes=RESV_LEAD + 1))
+    start = minute_after(datetime.now(timezone.utc) + timedelta(minutes=RESV_LEAD + 3))
     moved = reservation_config(kueue, start)["kns:reservations"]
     live.edit(lambda config: config.update({"kns:reservations": moved}))
     live.up()

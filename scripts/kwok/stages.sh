@@ -9,7 +9,10 @@
 # pod-complete's selector, before its first one and with the same indentation (kwok's NotIn
 # also matches a pod without init containers; its DoesNotExist an empty annotation too),
 # then come the primed and the run-for stages, and the one that fails worker 1 of a Job
-# annotated kns.io/e2e-fail-worker.
+# annotated kns.io/e2e-fail-worker. A reservation's pods (label kns.io/reservation,
+# docs/reservations.md) are not completed either: its holder's container is pause, which
+# runs until it is deleted, and its switch's pod is run, and ended with its exit code, by
+# the test (kns_testing/reservations.py).
 set -euo pipefail
 module_stages=${1:?usage: scripts/kwok/stages.sh MODULE_STAGES.yaml}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -29,6 +32,8 @@ awk '
     print pad "  values:"
     print pad "  - \047kns-wait\047"
     print pad "- key: \047.metadata.annotations[\"kwok.x-k8s.io/run-for\"]\047"
+    print pad "  operator: \047DoesNotExist\047"
+    print pad "- key: \047.metadata.labels[\"kns.io/reservation\"]\047"
     print pad "  operator: \047DoesNotExist\047"
     in_stage = 0; in_exprs = 0; done = 1
   }
