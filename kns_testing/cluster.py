@@ -56,9 +56,9 @@ class Cluster:
         done = self.kubectl(*args, check=False)
         return done.stdout.strip() == "yes"
 
-    def wait(self, what, timeout: float | None = None, every: float = 1.0, message: str = ""):
+    def wait(self, what, timeout: float | None = None, every: float = 1.0, message=""):
         """`what()` once it is true; fails after `timeout` seconds (default: the run's slack,
-        kns_testing/pace.py)."""
+        kns_testing/pace.py). `message` may be a function: what it says at that moment."""
         timeout = pace.slack() if timeout is None else timeout
         deadline = time.time() + timeout
         while True:
@@ -66,7 +66,7 @@ class Cluster:
             if value:
                 return value
             if time.time() > deadline:
-                raise AssertionError(f"timed out after {timeout}s: {message}")
+                raise AssertionError(f"timed out after {timeout}s: {message() if callable(message) else message}")
             time.sleep(every)
 
 

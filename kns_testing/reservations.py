@@ -82,8 +82,9 @@ def finish(cluster, pod: dict, returncode: int) -> None:
         "name": container["name"], "image": container["image"], "imageID": "", "ready": False, "restartCount": 0,
         "state": {"terminated": {"exitCode": returncode, "reason": "Completed" if returncode == 0 else "Error",
                                  "startedAt": now, "finishedAt": now}}}]}}
+    # A pod deleted meanwhile (its CronJob replaced) has nothing left to report.
     cluster.kubectl("patch", "pod", pod["metadata"]["name"], "-n", pod["metadata"]["namespace"],
-                    "--subresource=status", "--type=merge", "-p", json.dumps(status))
+                    "--subresource=status", "--type=merge", "-p", json.dumps(status), check=False)
 
 
 class SwitchKubelet:
@@ -96,6 +97,7 @@ class SwitchKubelet:
         self.pods = Watch(cluster, "pods")
         self.runs: list[SwitchRun] = []
         self.errors: list[str] = []
+        self.running: Optional[tuple[str, float]] = None
         self._seen: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -103,29 +105,47 @@ class SwitchKubelet:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            for _, pod in self.pods.all():
-                meta = pod["metadata"]
-                job = meta.get("labels", {}).get("batch.kubernetes.io/job-name", "")
-                if meta["namespace"] != self.namespace or meta["name"] in self._seen or not job.startswith(self.prefix):
-                    continue
-                self._seen.add(meta["name"])
-                scheduled = None
-                try:
-                    owner = self.cluster.get("job", job, "-n", self.namespace)
-                    scheduled = owner["metadata"].get("annotations", {}).get("batch.kubernetes.io/cronjob-scheduled-timestamp")
-                except AssertionError:
-                    pass
-                started = time.time()
-                with tempfile.TemporaryDirectory() as workdir:
-                    try:
-                        done = run_pod(self.cluster, pod, Path(workdir))
-                    except Exception as error:  # recorded: the test reads it
-                        self.errors.append(f"{meta['name']}: {error!r}")
-                        continue
-                self.runs.append(SwitchRun(meta["name"], job, scheduled, started, time.time(), done.returncode,
-                                           done.stdout, done.stderr))
-                finish(self.cluster, pod, done.returncode)
+            try:
+                self._run_new()
+            except Exception as error:  # recorded for the test (a dead thread would hide it)
+                self.errors.append(f"switch kubelet: {error!r}")
             self._stop.wait(1.0)
+
+    def _run_new(self) -> None:
+        """Run each switch pod of the namespace not run yet, in the order they appeared."""
+        for _, pod in self.pods.all():
+            meta = pod["metadata"]
+            job = meta.get("labels", {}).get("batch.kubernetes.io/job-name", "")
+            if meta["namespace"] != self.namespace or meta["name"] in self._seen or not job.startswith(self.prefix):
+                continue
+            self._seen.add(meta["name"])
+            scheduled = None
+            try:
+                owner = self.cluster.get("job", job, "-n", self.namespace)
+                scheduled = owner["metadata"].get("annotations", {}).get("batch.kubernetes.io/cronjob-scheduled-timestamp")
+            except AssertionError:
+                pass
+            started = time.time()
+            self.running = (meta["name"], started)
+            with tempfile.TemporaryDirectory() as workdir:
+                try:
+                    done = run_pod(self.cluster, pod, Path(workdir))
+                except Exception as error:  # recorded: the test reads it
+                    self.errors.append(f"{meta['name']}: {error!r}")
+                    continue
+            self.runs.append(SwitchRun(meta["name"], job, scheduled, started, time.time(), done.returncode,
+                                       done.stdout, done.stderr))
+            self.running = None
+            finish(self.cluster, pod, done.returncode)
+
+    def report(self) -> str:
+        """What ran, for a failing test's message."""
+        lines = [f"{r.pod} (scheduled {r.scheduled}) {time.strftime('%H:%M:%S', time.gmtime(r.started))}-"
+                 f"{time.strftime('%H:%M:%S', time.gmtime(r.finished))} exit {r.returncode}: "
+                 f"{r.stdout.strip()[-600:]} {r.stderr.strip()[-600:]}" for r in self.runs]
+        if self.running:
+            lines.append(f"running {self.running[0]} since {time.strftime('%H:%M:%S', time.gmtime(self.running[1]))}")
+        return "\n".join(lines + self.errors)
 
     def runs_after(self, moment: float) -> list[SwitchRun]:
         return [run for run in self.runs if run.started >= moment]

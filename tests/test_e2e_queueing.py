@@ -537,7 +537,8 @@ def test_without_preemption_the_report_waits_and_starts_late_as_explain_predicte
 RESV_LEAD = 2  # warmUpMinutes
 RESV_MINUTES = 4  # the window
 RESV_BATCH = 12
-RESV_NAMESPACES = {"course": "kns-res-course", "maint": "kns-res-maint"}
+RESV_NAMESPACES = {"course": "kns-res-course", "maint": "kns-res-maint", "exam": "kns-res-exam"}
+KWOK_CLASS = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
 
 
 def minute_after(moment: datetime) -> datetime:
@@ -548,21 +549,33 @@ def reservation_config(cluster: Cluster, start: datetime) -> dict:
     end = start + timedelta(minutes=RESV_MINUTES)
     window = {"start": start.isoformat(), "end": end.isoformat(), "warmUpMinutes": RESV_LEAD}
     # Every pod runs until the test ends (kwok completes a Job's pod at once otherwise).
-    gpu_job = {"image": "busybox:1.37", "gpus": 1, "cpu": 1, "memory": 1024,
+    gpu_job = {"image": "busybox:1.37", "gpus": 1, "cpu": 1, "memory": 1024, "pool": "resv",
                "annotations": {"kwok.x-k8s.io/run-for": "2h"}}
     return {
         "kns:cluster": {"name": "kns-resv", "kubeconfig": str(cluster.kubeconfig)},
         "kns:nodePools": [{"name": "resv", "role": "gpu", "nodes": [n for n, _, _ in RESV_NODES],
-                           "gpu": {"perNode": 4}}],
+                           "gpu": {"perNode": 4}},
+                          # Autoscaled by Karpenter (kwok instance g-16x: 4 GPUs), no node until needed.
+                          {"name": "resv-auto", "role": "gpu", "gpu": {"perNode": 4}, "autoscale": {
+                              "nodeClassRef": KWOK_CLASS,
+                              "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In",
+                                                "values": ["on-demand"]},
+                                               {"key": "node.kubernetes.io/instance-type", "operator": "In",
+                                                "values": ["g-16x-amd64-linux"]}],
+                              "limits": {"nvidia.com/gpu": 8}, "consolidation": "WhenEmpty",
+                              "consolidateAfter": "30s"}}],
         "kns:packingScheduler": {"enabled": False},
         "kns:queueing": {"enabled": True, "install": False},
         "kns:queues": [{"name": "resv-batch", "cohort": "resv-labs",
                         "quota": {"resv": {"cpu": 32, "memory": "128Gi", "nvidia.com/gpu": 4}}}],
         "kns:reservations": [
             {"name": "course", "pool": "resv", "nodes": 1, **window, "entries": ["resv-lab"], "atEnd": "requeue"},
-            {"name": "maint", "pool": "resv", "nodes": 1, **window}],
+            {"name": "maint", "pool": "resv", "nodes": 1, **window},
+            {"name": "exam", "pool": "resv-auto", "nodes": 1, **window, "entries": ["resv-exam"], "atEnd": "finish"}],
         "kns:jobs": [{"name": "resv-lab", "user": "ann", **gpu_job, "gpus": 2, "queue": "resv-batch",
                       "reservation": "course"},
+                     {"name": "resv-exam", "user": "ann", **gpu_job, "gpus": 2, "pool": "resv-auto",
+                      "reservation": "exam"},
                      *({"name": f"resv-batch-{i}", "user": "bob", **gpu_job, "queue": "resv-batch"}
                        for i in range(1, RESV_BATCH + 1))],
     }
@@ -575,6 +588,7 @@ class Course:
     start: datetime
     end: datetime
     lead: timedelta
+    claims: Watch
     during: dict = field(default_factory=dict)  # what the window's actor saw and did
 
 
@@ -606,6 +620,11 @@ def course(kueue, watches, tmp_path_factory):
     moved to start RESV_LEAD + 2 minutes after the server's clock (the switch's CronJob
     is replaced and starts over). Requested by the module's first test, so the window
     passes while the other tests run."""
+    # Karpenter with its kwok provider, for pool resv-auto (the queueing stack has no
+    # autoscaled pool: Karpenter leaves its pods alone).
+    script("karpenter-process.sh", str(kueue.state), "--instance-types",
+           str(ROOT / "tests" / "fixtures" / "kwok-instance-types.json"), timeout=600)
+    claims = Watch(kueue, "nodeclaims.karpenter.sh")
     switches = {name: SwitchKubelet(kueue, namespace) for name, namespace in RESV_NAMESPACES.items()}
     now = datetime.now(timezone.utc)
     live = project(tmp_path_factory, kueue, "reservations", reservation_config(kueue, minute_after(now + timedelta(days=30))))
@@ -614,13 +633,17 @@ def course(kueue, watches, tmp_path_factory):
     moved = reservation_config(kueue, start)["kns:reservations"]
     live.edit(lambda config: config.update({"kns:reservations": moved}))
     live.up()
-    scenario = Course(live, switches, start, start + timedelta(minutes=RESV_MINUTES), timedelta(minutes=RESV_LEAD))
+    scenario = Course(live, switches, start, start + timedelta(minutes=RESV_MINUTES), timedelta(minutes=RESV_LEAD),
+                      claims)
     actor = threading.Thread(target=_inside_the_window, args=(scenario, kueue), daemon=True)
     actor.start()
     yield scenario
     actor.join(timeout=900)
     for switch in switches.values():
         switch.stop()
+    claims.stop()
+    # The window's hand-made Job is no object of the stack: Kueue keeps the queue it runs in.
+    kueue.kubectl("delete", "job", "late-batch", "-n", "kns-resv-batch-1", "--ignore-not-found", "--wait=false")
     live.pulumi("destroy", "--yes", check=False)
 
 
@@ -647,7 +670,8 @@ def test_a_reservation_entry_waits_for_its_window_and_runs_from_warm_up(course, 
     warm_up = course.start - course.lead
     wait_past(course.start, kueue)
     # The warm-up switch ran on time by the calendar (the CronJob fired at the edge's minute).
-    kueue.wait(lambda: switch_runs(course, "course", "warm-up"), slack(), message="course's warm-up switch ran")
+    kueue.wait(lambda: switch_runs(course, "course", "warm-up"), slack(),
+               message=lambda: "course's warm-up switch ran:\n" + course.switches["course"].report())
     for name in RESV_NAMESPACES:
         assert not course.switches[name].errors, course.switches[name].errors
         assert all(run.returncode == 0 for run in course.switches[name].runs), [
@@ -701,7 +725,7 @@ def test_at_the_end_requeue_evicts_the_entry_onto_its_own_queue_and_the_batch_jo
     wait_past(course.end, kueue)
     kueue.wait(lambda: switch_runs(course, "course", "closed") and any(
         run.started >= course.end.timestamp() for run in switch_runs(course, "course", "closed")), slack(),
-        message="course's end switch ran")
+        message=lambda: "course's end switch ran:\n" + course.switches["course"].report())
     job = kueue.get("job", "resv-lab", "-n", "kns-resv-lab")
     kueue.wait(lambda: kueue.get("job", "resv-lab", "-n", "kns-resv-lab")["metadata"]["labels"].get(
         "kueue.x-k8s.io/queue-name") == "kns", slack(), message="resv-lab moved to its own queue")
@@ -719,6 +743,32 @@ def test_at_the_end_requeue_evicts_the_entry_onto_its_own_queue_and_the_batch_jo
         any((t := admitted_at(w)) is not None and t >= course.end for w in workload_of(watches, f"kns-resv-batch-{i}"))
         for i in range(1, RESV_BATCH + 1))
     kueue.wait(lambda: readmitted() >= 4, slack(), message="reclaimed batch Jobs admitted again after the window")
+
+
+def test_on_an_autoscaled_pool_karpenter_brings_the_node_up_by_the_start_and_finish_lets_the_entry_run(
+        course, kueue, watches):
+    warm_up = course.start - course.lead
+    wait_past(course.start, kueue)
+    claims = [obj for _, obj in course.claims.all()
+              if obj["metadata"].get("labels", {}).get("karpenter.sh/nodepool") == "resv-auto"]
+    assert claims, "Karpenter made a node for pool resv-auto"
+    made = min(stamp(c["metadata"]["creationTimestamp"]) for c in claims)
+    assert warm_up - timedelta(seconds=1) <= made < course.start, (made, warm_up, course.start)
+    karpenter_nodes = {c["status"]["nodeName"] for c in claims if c.get("status", {}).get("nodeName")}
+    scheduled = [(obj["spec"].get("nodeName"), condition(obj, "PodScheduled")) for _, obj in watches["pods"].all()
+                 if obj["metadata"]["namespace"] == "kns-resv-exam" and obj["spec"].get("nodeName")]
+    assert scheduled, "resv-exam's pod was bound"
+    node, bound = scheduled[0]
+    assert node in karpenter_nodes and stamp(bound["lastTransitionTime"]) < course.start
+    # atEnd finish: it runs on after the window; its Workload is never evicted.
+    wait_past(course.end, kueue)
+    kueue.wait(lambda: any(run.started >= course.end.timestamp() for run in switch_runs(course, "exam", "closed")),
+               slack(), message=lambda: "exam's end switch ran:\n" + course.switches["exam"].report())
+    assert not [w for w in workload_of(watches, "kns-resv-exam") if (c := condition(w, "Evicted")) and
+                c["status"] == "True"]
+    pods = kueue.get("pods", "-n", "kns-resv-exam")["items"]
+    assert [p["status"]["phase"] for p in pods] == ["Running"]
+    assert kueue.get("localqueue.kueue.x-k8s.io", "kns-res", "-n", "kns-resv-exam")["spec"]["stopPolicy"] == "Hold"
 
 
 def test_a_switch_run_late_leaves_what_the_calendar_says(course, kueue, watches):
