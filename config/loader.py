@@ -260,6 +260,7 @@ def check_config(
     checks.check_priority_references(jobs + schedules, profiles, {p.name for p in priorities}, broken_priorities,
                                      paths, problems)
     explicit = {e.name for e in jobs + schedules if e.priority is not None}
+    own_reservations = {e.name for e in jobs + schedules if e.reservation is not None}
     queue_rules: dict[str, str] = {}
     priority_sources: dict[str, str] = {name: "the entry" for name in explicit}
     jobs = checks.apply_profiles(jobs, profiles, paths, problems, queue_rules, priority_sources)  # type: ignore[assignment]
@@ -268,7 +269,8 @@ def check_config(
     jobs = checks.assign_priorities(jobs, explicit, priorities, paths, problems, priority_sources)  # type: ignore[assignment]
     schedules = checks.assign_priorities(schedules, explicit, priorities, paths, problems,  # type: ignore[assignment]
                                          priority_sources)
-    check_entry_references(jobs + schedules, profiles, reservations, paths, problems, broken_reservations)
+    check_entry_references(jobs + schedules, profiles, reservations, paths, problems, broken_reservations,
+                           own_reservations)
     pool_names = {p.name for p in pools}
     jobs = _on_reserved_pools(jobs, reservations, pool_names)  # type: ignore[assignment]
     schedules = _on_reserved_pools(schedules, reservations, pool_names)  # type: ignore[assignment]

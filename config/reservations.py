@@ -287,9 +287,11 @@ def _check_overbooking(reservations: Sequence[Reservation], pools: Mapping[str, 
 
 def check_entry_references(entries: Sequence[Workload], profiles: Sequence[tuple[str, object]],
                            reservations: Sequence[Reservation], paths: Mapping[str, str], problems: Problems,
-                           broken: set[str]) -> None:
+                           broken: set[str], own: Optional[set[str]] = None) -> None:
     """Each reservation an entry or a profile rule names exists; the entry may use it, runs
-    on its pool, and has the queue `atEnd: requeue` requeues it on."""
+    on its pool, and has the queue `atEnd: requeue` requeues it on. `own`: the entries that
+    name their reservation themselves; one a profile rule gave that does not exist is said
+    once, at the rule."""
     by_name = {r.name: r for r in reservations}
     for rule, profile in profiles:
         name = getattr(profile, "reservation", None)
@@ -309,7 +311,8 @@ def check_entry_references(entries: Sequence[Workload], profiles: Sequence[tuple
             continue
         item = by_name.get(name)
         if item is None:
-            problems.add(path, _unknown(name, by_name))
+            if own is None or entry.name in own:
+                problems.add(path, _unknown(name, by_name))
             continue
         if entry.type == "namespace":
             problems.add(path, rules.RESERVATION_NOT_FOR_NAMESPACE.message)

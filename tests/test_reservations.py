@@ -400,3 +400,17 @@ def test_the_pages_example_is_refused_as_it_says_and_accepted_with_the_smaller_q
     (cohort,) = pool_cohorts(checked.config, DOC_NOW)
     quota = {r["name"]: r["nominalQuota"] for r in cohort["spec"]["resourceGroups"][0]["flavors"][0]["resources"]}
     assert quota["nvidia.com/gpu"] == "96" and cohort["spec"]["parentName"] == "site"
+
+
+def test_a_profile_rule_gives_its_entries_a_reservation_and_an_unknown_one_is_its_own_error(tmp_path, capsys):
+    config = copy.deepcopy(CONFIG)
+    config["profiles"] = {"@teach": {"reservation": "course"}}
+    lab = next(j for j in config["jobs"] if j["name"] == "lab")
+    del lab["reservation"]
+    jobs = {r.name: r.inputs for r in run_program(config).of_type(JOB)}
+    assert jobs["lab"]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kns-res"
+    config["profiles"] = {"@teach": {"reservation": "exam"}}
+    text = program_text(config)
+    assert text.splitlines()[1:] == [  # said once, at the rule
+        "  - kns:profiles[@teach].reservation: names no reservation (reservations: challenge, course, maint)"]
+    assert validate_text(tmp_path, config, capsys) == text
