@@ -189,8 +189,13 @@ def switch(api: Api, spec: dict, now: datetime, sleep: Callable[[float], None] =
     path = f"{BATCH}/namespaces/{spec['namespace']}/cronjobs/{spec['cronJob']}"
     meta = {"name": spec["cronJob"], "namespace": spec["namespace"]}
     if upcoming is None:
-        # The last window is over: nothing is left to switch (a new calendar replaces the CronJob).
-        api.apply(path, {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta, "spec": {"suspend": True}})
+        # The last window is over: nothing is left to switch (a new calendar replaces the
+        # CronJob). The apply names the schedule too: a field the switch's manager owns and
+        # leaves out of its apply is removed (server-side apply), and a CronJob needs one.
+        current = api.call("GET", path) or {}
+        schedule = (current.get("spec") or {}).get("schedule", "0 0 1 1 *")
+        api.apply(path, {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta,
+                         "spec": {"schedule": schedule, "suspend": True}})
         done["next"] = None
     else:
         schedule = edge_schedule(upcoming)
