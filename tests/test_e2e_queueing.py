@@ -29,9 +29,10 @@ from kns_testing.reservations import SwitchKubelet
 from kns_testing.program import ROOT, engine_project
 from tests.test_e2e import Stack, Watch, server_time, up_with_schedules_ahead
 
-# Pool resv of the reservations' stack (tests/test_e2e_reservations.py's scenario, run here
-# on the same control plane and Kueue): three nodes of 4 GPUs.
-RESV_NODES = [("resv-node-1", 16, 4), ("resv-node-2", 16, 4), ("resv-node-3", 16, 4)]
+# Pool resv of the reservations' stack (the scenario below, on the same control plane and
+# Kueue): three nodes of 2 GPUs.
+RESV_GPUS = 2
+RESV_NODES = [("resv-node-1", 16, RESV_GPUS), ("resv-node-2", 16, RESV_GPUS), ("resv-node-3", 16, RESV_GPUS)]
 NODES = [*RESV_NODES, ("sys-node-1", 8, 0), ("cpu-node-1", 16, 0), ("cpu-node-2", 16, 0), ("solo-node-1", 16, 0),
          ("small-node-1", 8, 0), ("gang-node-1", 16, 0), ("tight-node-1", 8, 0), ("prio-node-1", 16, 0),
          ("flat-node-1", 16, 0)]
@@ -527,16 +528,19 @@ def test_without_preemption_the_report_waits_and_starts_late_as_explain_predicte
 
 
 # ---- reservations (docs/reservations.md) -------------------------------------------------
-# A second stack on the same control plane and Kueue: pool resv (RESV_NODES, 12 GPUs), a
-# queue with 4 GPUs of it in cohort resv-labs, and two reservations of one node (4 GPUs)
-# each with the same window: course (for entry resv-lab, 2 GPUs, atEnd requeue) and maint
-# (no one: a maintenance window). Twelve 1-GPU batch Jobs fill the pool between windows,
-# eight of them on what the reservations lend. kwok runs no container: the switch pods'
-# own command runs here with their own service account (kns_testing/reservations.py).
+# A second stack on the same control plane and Kueue: pool resv (RESV_NODES, 6 GPUs), a
+# queue with 2 GPUs of it in cohort resv-labs, and two reservations of one node (2 GPUs)
+# each with the same window: course (for entry resv-lab, 1 GPU, atEnd requeue) and maint
+# (no one: a maintenance window). Six 1-GPU batch Jobs fill the pool between windows, four
+# of them on what the reservations lend. And pool resv-auto, autoscaled by Karpenter, with
+# reservation exam (for entry resv-exam, atEnd finish). kwok runs no container: the
+# switch pods' own command runs here with their own service account
+# (kns_testing/reservations.py).
 
 RESV_LEAD = 2  # warmUpMinutes
 RESV_MINUTES = 4  # the window
-RESV_BATCH = 12
+RESV_BATCH = 6
+RESV_QUEUE_GPUS = 2
 RESV_NAMESPACES = {"course": "kns-res-course", "maint": "kns-res-maint", "exam": "kns-res-exam"}
 KWOK_CLASS = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
 
@@ -554,7 +558,7 @@ def reservation_config(cluster: Cluster, start: datetime) -> dict:
     return {
         "kns:cluster": {"name": "kns-resv", "kubeconfig": str(cluster.kubeconfig)},
         "kns:nodePools": [{"name": "resv", "role": "gpu", "nodes": [n for n, _, _ in RESV_NODES],
-                           "gpu": {"perNode": 4}},
+                           "gpu": {"perNode": RESV_GPUS}},
                           # Autoscaled by Karpenter (kwok instance g-16x: 4 GPUs), no node until needed.
                           {"name": "resv-auto", "role": "gpu", "gpu": {"perNode": 4}, "autoscale": {
                               "nodeClassRef": KWOK_CLASS,
@@ -567,13 +571,12 @@ def reservation_config(cluster: Cluster, start: datetime) -> dict:
         "kns:packingScheduler": {"enabled": False},
         "kns:queueing": {"enabled": True, "install": False},
         "kns:queues": [{"name": "resv-batch", "cohort": "resv-labs",
-                        "quota": {"resv": {"cpu": 32, "memory": "128Gi", "nvidia.com/gpu": 4}}}],
+                        "quota": {"resv": {"cpu": 32, "memory": "128Gi", "nvidia.com/gpu": RESV_QUEUE_GPUS}}}],
         "kns:reservations": [
             {"name": "course", "pool": "resv", "nodes": 1, **window, "entries": ["resv-lab"], "atEnd": "requeue"},
             {"name": "maint", "pool": "resv", "nodes": 1, **window},
             {"name": "exam", "pool": "resv-auto", "nodes": 1, **window, "entries": ["resv-exam"], "atEnd": "finish"}],
-        "kns:jobs": [{"name": "resv-lab", "user": "ann", **gpu_job, "gpus": 2, "queue": "resv-batch",
-                      "reservation": "course"},
+        "kns:jobs": [{"name": "resv-lab", "user": "ann", **gpu_job, "queue": "resv-batch", "reservation": "course"},
                      {"name": "resv-exam", "user": "ann", **gpu_job, "gpus": 2, "pool": "resv-auto",
                       "reservation": "exam"},
                      *({"name": f"resv-batch-{i}", "user": "bob", **gpu_job, "queue": "resv-batch"}
@@ -615,23 +618,19 @@ def _inside_the_window(course: Course, cluster: Cluster) -> None:
 
 
 @pytest.fixture(scope="module")
-def course(kueue, watches, tmp_path_factory):
-    """The reservations' stack, applied twice: first with the window a month ahead, then
-    moved to start RESV_LEAD + 2 minutes after the server's clock (the switch's CronJob
-    is replaced and starts over). Requested by the module's first test, so the window
-    passes while the other tests run."""
+def course(kueue, watches, stack, tmp_path_factory):
+    """The reservations' stack, its window starting RESV_LEAD minutes after room for its
+    `up` (twice the queueing stack's, measured before) and its switches' first run.
+    Requested by the module's first test, so the window passes while the other tests run."""
     # Karpenter with its kwok provider, for pool resv-auto (the queueing stack has no
     # autoscaled pool: Karpenter leaves its pods alone).
     script("karpenter-process.sh", str(kueue.state), "--instance-types",
            str(ROOT / "tests" / "fixtures" / "kwok-instance-types.json"), timeout=600)
     claims = Watch(kueue, "nodeclaims.karpenter.sh")
     switches = {name: SwitchKubelet(kueue, namespace) for name, namespace in RESV_NAMESPACES.items()}
-    now = datetime.now(timezone.utc)
-    live = project(tmp_path_factory, kueue, "reservations", reservation_config(kueue, minute_after(now + timedelta(days=30))))
-    live.up()
-    start = minute_after(datetime.now(timezone.utc) + timedelta(minutes=RESV_LEAD + 3))
-    moved = reservation_config(kueue, start)["kns:reservations"]
-    live.edit(lambda config: config.update({"kns:reservations": moved}))
+    room = timedelta(seconds=2 * stack.up_seconds) + timedelta(minutes=1)
+    start = minute_after(datetime.now(timezone.utc) + room + timedelta(minutes=RESV_LEAD))
+    live = project(tmp_path_factory, kueue, "reservations", reservation_config(kueue, start))
     live.up()
     scenario = Course(live, switches, start, start + timedelta(minutes=RESV_MINUTES), timedelta(minutes=RESV_LEAD),
                       claims)
@@ -696,15 +695,15 @@ def test_at_warm_up_kueue_reclaims_what_the_batch_jobs_borrowed_of_the_reservati
             found = condition(workload, "Preempted")
             if found and found["status"] == "True":
                 preempted[i] = (found["reason"], stamp(found["lastTransitionTime"]))
-    # Eight borrowed the two reservations' 8 GPUs: all eight reclaimed, at warm-up.
-    assert len(preempted) == 8, preempted
+    # Those that borrowed the two reservations' GPUs: all reclaimed, at warm-up.
+    assert len(preempted) == RESV_BATCH - RESV_QUEUE_GPUS, preempted
     assert {reason for reason, _ in preempted.values()} == {"InCohortReclamation"}, preempted
     assert all(warm_up - timedelta(seconds=1) <= at < course.start for _, at in preempted.values()), preempted
     # The maintenance window's part of the pool is held empty by its holder from warm-up.
     holder = kueue.wait(lambda: [w for w in workload_of(watches, "kns-res-maint") if admitted_at(w)], slack(),
                         message="maint's holder admitted")
     assert admitted_at(holder[0]) < course.start
-    assert holder[0]["status"]["admission"]["podSetAssignments"][0]["count"] == 4
+    assert holder[0]["status"]["admission"]["podSetAssignments"][0]["count"] == RESV_GPUS  # one node's GPUs
 
 
 def test_inside_the_window_a_new_batch_job_waits_and_a_no_change_up_keeps_it_open(course, kueue, watches):
@@ -742,7 +741,8 @@ def test_at_the_end_requeue_evicts_the_entry_onto_its_own_queue_and_the_batch_jo
     readmitted = lambda: sum(  # noqa: E731
         any((t := admitted_at(w)) is not None and t >= course.end for w in workload_of(watches, f"kns-resv-batch-{i}"))
         for i in range(1, RESV_BATCH + 1))
-    kueue.wait(lambda: readmitted() >= 4, slack(), message="reclaimed batch Jobs admitted again after the window")
+    kueue.wait(lambda: readmitted() >= RESV_BATCH - RESV_QUEUE_GPUS, slack(),
+               message="reclaimed batch Jobs admitted again after the window")
 
 
 def test_on_an_autoscaled_pool_karpenter_brings_the_node_up_by_the_start_and_finish_lets_the_entry_run(
