@@ -135,7 +135,7 @@ for plan in registered:
     if plan.entry.reservation is not None:
         planned = reserved[plan.entry.reservation]
         reserved_objects = reservations.entry_objects(cfg, planned, next(
-            e for e in planned.entries if e.entry == plan.entry.name))
+            e for e in planned.entries if e.entry == plan.entry.name), datetime.now(timezone.utc))
     KnsWorkload(plan.entry.name, KnsWorkloadArgs(plan, local_queue, queue_dependencies, remote, reserved_objects),
                 on_cluster)
 

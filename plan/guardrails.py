@@ -343,10 +343,15 @@ RESERVATION_LABEL = "kns.io/reservation"
 NAMED_ONLY = {"localqueues", "clusterqueues", "cohorts", "cronjobs"}
 
 
+def _writes(role: Resource) -> bool:
+    return any(set(_sequence(_mapping(rule).get("verbs"))) - {"get", "list", "watch"}
+               for rule in _sequence(role.props.get("rules")))
+
+
 def reservation_rbac_is_narrow(resources: Iterable[Resource], config: Mapping[str, Any]) -> list[Violation]:
-    """A reservation's switch holds no cluster-wide grant: the roles labelled with a
-    reservation are bound only inside namespaces (RoleBindings), grant no wildcard, and
-    name the queues and CronJob they may change."""
+    """A reservation's switch changes nothing cluster-wide: the roles labelled with a
+    reservation that may change objects are bound only inside namespaces (RoleBindings),
+    none grants a wildcard, and they name the queues and CronJob they may change."""
     resources = list(resources)
     roles = {(r.kind, _mapping(r.props.get("metadata")).get("name")): r for r in resources
              if r.kind in ("Role", "ClusterRole") and RESERVATION_LABEL in _mapping(
@@ -355,10 +360,12 @@ def reservation_rbac_is_narrow(resources: Iterable[Resource], config: Mapping[st
     for resource in resources:
         if resource.kind != "ClusterRoleBinding":
             continue
-        role = _mapping(resource.props.get("roleRef"))
-        if ("ClusterRole", role.get("name")) in roles:
-            found.append(Violation(resource.urn, f"{resource.label}: binds reservation role {role.get('name')} "
-                                                 "cluster-wide; bind it with a RoleBinding in the namespaces it serves"))
+        role = roles.get(("ClusterRole", _mapping(resource.props.get("roleRef")).get("name")))
+        if role is not None and _writes(role):
+            found.append(Violation(resource.urn, f"{resource.label}: binds reservation role "
+                                                 f"{_mapping(role.props.get('metadata')).get('name')} cluster-wide, and "
+                                                 "it may change objects; bind it with a RoleBinding in the namespaces "
+                                                 "it serves"))
     for (kind, name), role in roles.items():
         for rule in _sequence(role.props.get("rules")):
             rule = _mapping(rule)

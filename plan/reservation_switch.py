@@ -26,6 +26,7 @@ import ssl
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Optional
@@ -110,8 +111,18 @@ def conditions(obj: dict) -> dict[str, dict]:
     return {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
 
 
-def set_local_queues(api: Api, spec: dict, policy: str) -> None:
-    for queue in spec["localQueues"]:
+def local_queues(api: Api, spec: dict) -> list[dict[str, Any]]:
+    """The reservation's LocalQueues in its entries' namespaces, found by its label: an
+    entry added later (a targeted `./kns up`, an entry stack) is found without a new switch."""
+    selector = urllib.parse.quote(f"{spec['label']}={spec['name']}")
+    listed = api.call("GET", f"{KUEUE}/localqueues?labelSelector={selector}") or {}
+    return [{"namespace": q["metadata"]["namespace"], "name": q["metadata"]["name"],
+             "ownQueue": (q["metadata"].get("annotations") or {}).get(spec["ownQueueAnnotation"])}
+            for q in listed.get("items") or [] if q["metadata"]["name"] == spec["localQueue"]]
+
+
+def set_local_queues(api: Api, spec: dict, queues: list[dict[str, Any]], policy: str) -> None:
+    for queue in queues:
         api.apply(local_queue_path(queue["namespace"], queue["name"]), {
             "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
             "metadata": {"name": queue["name"], "namespace": queue["namespace"]}, "spec": {"stopPolicy": policy}})
@@ -134,14 +145,15 @@ def remove_holder(api: Api, spec: dict) -> None:
              {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}, missing_ok=True)
 
 
-def requeue_drained(api: Api, spec: dict, sleep: Callable[[float], None], clock: Callable[[], float]) -> list[str]:
+def requeue_drained(api: Api, queues: list[dict[str, Any]], sleep: Callable[[float], None],
+                    clock: Callable[[], float]) -> list[str]:
     """The entries' Jobs the end of a window evicted (Kueue's LocalQueueStopped), moved to
     their own queue once suspended. Jobs still waiting for a window are not touched."""
     moved: list[str] = []
     deadline = clock() + DRAIN_WAIT_SECONDS
     while True:
         pending = 0
-        for queue in spec["localQueues"]:
+        for queue in queues:
             own = queue.get("ownQueue")
             if own is None:
                 continue
@@ -207,15 +219,17 @@ def switch(api: Api, spec: dict, now: datetime, sleep: Callable[[float], None] =
 def apply_phase(api: Api, spec: dict, cal: calendar.Calendar, lead: timedelta, now: datetime,
                 sleep: Callable[[float], None], clock: Callable[[], float]) -> dict[str, Any]:
     phase, window = calendar.phase_at(cal, lead, now)
+    queues = local_queues(api, spec)
     done: dict[str, Any] = {"phase": phase, "window": None if window is None else
-                            [window.start.isoformat(), window.end.isoformat()]}
+                            [window.start.isoformat(), window.end.isoformat()],
+                            "localQueues": [f"{q['namespace']}/{q['name']}" for q in queues]}
     if phase == calendar.CLOSED:
-        set_local_queues(api, spec, "HoldAndDrain" if spec["atEnd"] == "requeue" else "Hold")
+        set_local_queues(api, spec, queues, "HoldAndDrain" if spec["atEnd"] == "requeue" else "Hold")
         remove_holder(api, spec)
         if spec["atEnd"] == "requeue":
-            done["requeued"] = requeue_drained(api, spec, sleep, clock)
+            done["requeued"] = requeue_drained(api, queues, sleep, clock)
     else:
-        set_local_queues(api, spec, "None")
+        set_local_queues(api, spec, queues, "None")
         ensure_holder(api, spec)
     return done
 

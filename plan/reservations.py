@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from importlib import resources
 from pathlib import Path
@@ -95,8 +95,10 @@ class ReservationPlan:
         return self.reservation.name
 
 
-# The switch's RoleBinding in each entry's namespace.
+# The switch's RoleBinding in each entry's namespace, and the annotation of an entry's
+# LocalQueue `kns-res` that names the entry's own queue (`atEnd: requeue`).
 SWITCH_BINDING = "kns-reservation-switch"
+OWN_QUEUE = "kns.io/own-queue"
 
 
 def component_name(name: str) -> str:
@@ -199,7 +201,17 @@ def _objects(cfg: PlatformConfig, plan: ReservationPlan) -> list[dict[str, Any]]
                "metadata": _metadata(cfg, item, SWITCH, ns),
                "subjects": [{"kind": "ServiceAccount", "name": SWITCH, "namespace": ns}],
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SWITCH}}
-    return [namespace, cluster_queue_manifest(cfg, plan), holder_queue, account, role, binding,
+    # Which LocalQueues are the reservation's: a list (which names no object) of them all,
+    # read only; changing one needs the RoleBinding in its namespace (`entry_objects`).
+    find = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": _metadata(cfg, item, f"{plan.cluster_queue}-find"),
+            "rules": [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues"], "verbs": ["list"]}]}
+    find_binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                    "metadata": _metadata(cfg, item, f"{plan.cluster_queue}-find"),
+                    "subjects": [{"kind": "ServiceAccount", "name": SWITCH, "namespace": ns}],
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                "name": f"{plan.cluster_queue}-find"}}
+    return [namespace, cluster_queue_manifest(cfg, plan), holder_queue, account, role, binding, find, find_binding,
             entries_role(cfg, plan), code_config_map(cfg, plan), cronjob_manifest(cfg, plan)]
 
 
@@ -321,9 +333,8 @@ def switch_spec(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:
         when = {"schedule": cal.schedule, "zone": cal.zone, "seconds": int(cal.length.total_seconds())}
     return {"name": item.name, "namespace": plan.namespace, "atEnd": item.at_end,
             "leadSeconds": item.warm_up_minutes * 60, "calendar": when, "cronJob": SWITCH,
-            "localQueues": [{"namespace": e.namespace, "name": names.RESERVATION_LOCAL_QUEUE, "ownQueue": e.own_queue}
-                            for e in plan.entries],
-            "holder": holder_manifest(cfg, plan)}
+            "localQueue": names.RESERVATION_LOCAL_QUEUE, "label": names.LABEL_RESERVATION,
+            "ownQueueAnnotation": OWN_QUEUE, "holder": holder_manifest(cfg, plan)}
 
 
 def _code_files(zones: list[str]) -> tuple[dict[str, str], dict[str, bytes], list[dict[str, str]]]:
@@ -397,15 +408,21 @@ def cronjob_manifest(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, An
                              "volumes": [{"name": "code", "configMap": {"name": SWITCH, "items": items}}]}}}}}}
 
 
-def entry_objects(cfg: PlatformConfig, plan: ReservationPlan, entry: EntryQueue) -> list[dict[str, Any]]:
-    """In an entry's namespace: the LocalQueue its Jobs go to (held, until the switch says
-    otherwise), and the binding that lets the switch switch it."""
+def entry_objects(cfg: PlatformConfig, plan: ReservationPlan, entry: EntryQueue, now: datetime) -> list[dict[str, Any]]:
+    """In an entry's namespace: the LocalQueue its Jobs go to, and the binding that lets the
+    switch switch it. The LocalQueue is created as the calendar says at `now` (an entry
+    added inside a window runs in it; the switch owns the field from then on), labelled
+    with its reservation so the switch finds it, and naming the entry's own queue where the
+    end of a window requeues its Jobs."""
     item = plan.reservation
+    phase, _ = calendar.phase_at(item.calendar(), timedelta(minutes=item.warm_up_minutes), now)
     closed = "HoldAndDrain" if item.at_end == "requeue" else "Hold"
-    queue = {"apiVersion": queues.API_VERSION, "kind": "LocalQueue",
-             "metadata": _metadata(cfg, item, names.RESERVATION_LOCAL_QUEUE, entry.namespace),
+    metadata = _metadata(cfg, item, names.RESERVATION_LOCAL_QUEUE, entry.namespace)
+    if entry.own_queue is not None:
+        metadata["annotations"] = {OWN_QUEUE: entry.own_queue}
+    queue = {"apiVersion": queues.API_VERSION, "kind": "LocalQueue", "metadata": metadata,
              "spec": {"clusterQueue": plan.cluster_queue,
-                      "stopPolicy": closed}}
+                      "stopPolicy": closed if phase == calendar.CLOSED else "None"}}
     binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                "metadata": _metadata(cfg, item, SWITCH_BINDING, entry.namespace),
                "subjects": [{"kind": "ServiceAccount", "name": SWITCH, "namespace": plan.namespace}],

@@ -196,3 +196,6 @@ def test_the_pack_refuses_a_reservation_role_that_is_not_narrow(change, message)
         "metadata": {"name": "x"}, "roleRef": {"kind": "ClusterRole", "name": "kns-res-course-entries"},
         "subjects": [{"kind": "ServiceAccount", "name": "switch", "namespace": "kns-res-course"}]})
     assert any("cluster-wide" in v.message for v in rail.rule([*resources, binding], {}))
+    # The read-only role that finds its LocalQueues may be bound cluster-wide.
+    assert any(r.kind == "ClusterRoleBinding" and r.props["roleRef"]["name"] == "kns-res-course-find"
+               for r in resources)

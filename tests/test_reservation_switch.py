@@ -9,6 +9,7 @@ import copy
 import json
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
+from urllib.parse import unquote
 
 import pytest
 
@@ -25,9 +26,24 @@ HOLDER = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "holder"
 def spec(at_end: str = "requeue", **more: Any) -> dict[str, Any]:
     return {"name": "course", "namespace": NS, "atEnd": at_end, "leadSeconds": int(LEAD.total_seconds()),
             "calendar": {"start": START.isoformat(), "end": END.isoformat()}, "cronJob": "switch",
-            "localQueues": [{"namespace": "kns-lab", "name": "kns-res", "ownQueue": "kns" if at_end == "requeue" else None},
-                            {"namespace": "kns-lab-2", "name": "kns-res", "ownQueue": None}],
+            "localQueue": "kns-res", "label": "kns.io/reservation", "ownQueueAnnotation": "kns.io/own-queue",
             "holder": HOLDER, **more}
+
+
+def local_queue(namespace: str, name: str = "kns-res", reservation: str = "course",
+                own: Optional[str] = None) -> dict[str, Any]:
+    """A LocalQueue as the program creates it (plan/reservations.py entry_objects)."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {"kns.io/reservation": reservation}}
+    if own:
+        meta["annotations"] = {"kns.io/own-queue": own}
+    return {"metadata": meta, "spec": {"clusterQueue": f"kns-res-{reservation}"}}
+
+
+QUEUES = {switch.local_queue_path("kns-lab", "kns-res"): local_queue("kns-lab", own="kns"),
+          switch.local_queue_path("kns-lab-2", "kns-res"): local_queue("kns-lab-2"),
+          # Not the switch's to switch: the holder's queue, and another reservation's.
+          switch.local_queue_path(NS, "holder"): local_queue(NS, "holder"),
+          switch.local_queue_path("kns-other", "kns-res"): local_queue("kns-other", reservation="exam")}
 
 
 class Api:
@@ -36,7 +52,8 @@ class Api:
     def __init__(self, objects: Optional[dict[str, dict]] = None):
         # The switch's own CronJob, as the program creates it (plan/reservations.py BOOTSTRAP).
         self.objects = {f"{switch.BATCH}/namespaces/{NS}/cronjobs/switch": {
-            "metadata": {"name": "switch", "namespace": NS}, "spec": {"schedule": "* * * * *"}}, **(objects or {})}
+            "metadata": {"name": "switch", "namespace": NS}, "spec": {"schedule": "* * * * *"}},
+            **copy.deepcopy(QUEUES), **(objects or {})}
         self.requests: list[tuple[str, str]] = []
         self.owned: dict[str, set[str]] = {}  # the spec fields the switch's applies own, per object
 
@@ -45,6 +62,10 @@ class Api:
         self.requests.append((method, path))
         base = path.split("?")[0]
         if method == "GET":
+            if base == f"{switch.KUEUE}/localqueues":
+                key, _, value = unquote(path.split("labelSelector=", 1)[1]).partition("=")
+                return {"items": [copy.deepcopy(o) for p, o in self.objects.items() if "/localqueues/" in p
+                                  and o["metadata"].get("labels", {}).get(key) == value]}
             if base.endswith("/workloads"):
                 prefix = base
                 return {"items": [o for p, o in self.objects.items() if p.startswith(prefix + "/")]}
@@ -71,7 +92,7 @@ class Api:
     def apply(self, path: str, body: dict) -> None:
         """Server-side apply of one field manager: a field it owned and leaves out is removed."""
         self.requests.append(("APPLY", path))
-        target = self.objects.setdefault(path, {"metadata": body["metadata"], "spec": {}})
+        target = self.objects.setdefault(path.split("?")[0], {"metadata": body["metadata"], "spec": {}})
         for dropped in self.owned.get(path, set()) - set(body["spec"]):
             target["spec"].pop(dropped, None)
         target["spec"].update(body["spec"])
@@ -95,8 +116,8 @@ def run(api: Api, at: datetime, given: Optional[dict] = None) -> dict:
 
 
 def stop_policies(api: Api) -> list[Optional[str]]:
-    return [api.objects.get(switch.local_queue_path(ns, "kns-res"), {}).get("spec", {}).get("stopPolicy")
-            for ns in ("kns-lab", "kns-lab-2")]
+    """The reservation's two entries' queues, then the holder's and another reservation's (never switched)."""
+    return [api.objects[path]["spec"].get("stopPolicy") for path in QUEUES]
 
 
 def schedule(api: Api) -> Optional[str]:
@@ -112,7 +133,7 @@ def test_each_run_leaves_what_the_calendar_says_and_sets_the_next_edge(at, phase
     api = Api()
     done = run(api, at)
     assert done["phase"] == phase
-    assert stop_policies(api) == [policy, policy]
+    assert stop_policies(api) == [policy, policy, None, None]
     assert (f"{switch.BATCH}/namespaces/{NS}/jobs/holder" in api.objects) == holder
     assert schedule(api) == next_fire
     # The same run again changes nothing: nothing is created twice.
@@ -147,7 +168,7 @@ def test_a_run_late_after_the_window_closes_it_and_the_last_window_suspends_the_
     run(api, START - LEAD)  # warm-up: open, holder created
     done = run(api, END + timedelta(days=2))  # the end's run came two days late
     assert done["phase"] == "closed" and done["next"] is None
-    assert stop_policies(api) == ["HoldAndDrain", "HoldAndDrain"]
+    assert stop_policies(api) == ["HoldAndDrain", "HoldAndDrain", None, None]
     assert f"{switch.BATCH}/namespaces/{NS}/jobs/holder" not in api.objects
     cron = api.objects[f"{switch.BATCH}/namespaces/{NS}/cronjobs/switch"]["spec"]
     assert cron["suspend"] is True and cron["schedule"] == "0 12 2 3 *"  # still a valid CronJob
@@ -156,7 +177,7 @@ def test_a_run_late_after_the_window_closes_it_and_the_last_window_suspends_the_
 def test_finish_holds_the_queues_without_draining_them():
     api = Api()
     run(api, END + timedelta(minutes=1), spec("finish"))
-    assert stop_policies(api) == ["Hold", "Hold"]
+    assert stop_policies(api) == ["Hold", "Hold", None, None]
 
 
 def workload(namespace: str, job: str, queue: str, reason: Optional[str]) -> dict:

@@ -108,10 +108,17 @@ def test_an_entry_of_a_reservation_goes_to_its_held_local_queue(run):
     assert jobs["train"]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kns-res"  # no queue of its own
     assert jobs["plain"]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kns"
     local = {(r.inputs["metadata"]["namespace"], r.inputs["metadata"]["name"]): r.inputs["spec"] for r in run.of_type(LQ)}
-    assert local[("kns-lab", "kns-res")] == {"clusterQueue": "kns-res-course", "stopPolicy": "HoldAndDrain"}
-    assert local[("kns-lab", "kns")] == {"clusterQueue": "batch"}  # where atEnd: requeue sends it
+    # Created as the calendar says when the program runs (held here: the challenge is weeks ahead).
     assert local[("kns-train", "kns-res")] == {"clusterQueue": "kns-res-challenge", "stopPolicy": "Hold"}
+    assert local[("kns-lab", "kns-res")]["clusterQueue"] == "kns-res-course"
+    assert local[("kns-lab", "kns")] == {"clusterQueue": "batch"}  # where atEnd: requeue sends it
     assert ("kns-plain", "kns-res") not in local
+    # The switch finds them by label; the one of an entry that requeues names its own queue.
+    metadata = {(r.inputs["metadata"]["namespace"], r.inputs["metadata"]["name"]): r.inputs["metadata"]
+                for r in run.of_type(LQ)}
+    assert metadata[("kns-lab", "kns-res")]["labels"]["kns.io/reservation"] == "course"
+    assert metadata[("kns-lab", "kns-res")]["annotations"]["kns.io/own-queue"] == "kns"
+    assert "kns.io/own-queue" not in metadata[("kns-train", "kns-res")].get("annotations", {})
 
 
 def test_the_switch_is_told_the_calendar_and_starts_by_firing_every_minute(run):
@@ -124,7 +131,7 @@ def test_the_switch_is_told_the_calendar_and_starts_by_firing_every_minute(run):
     told = json.loads(next(e["value"] for e in pod["containers"][0]["env"] if e["name"] == "KNS_RESERVATION"))
     assert told["calendar"] == {"schedule": "0 9 * * 2", "zone": "Europe/Paris", "seconds": 10800}
     assert told["leadSeconds"] == 900 and told["atEnd"] == "requeue"
-    assert told["localQueues"] == [{"namespace": "kns-lab", "name": "kns-res", "ownQueue": "kns"}]
+    assert (told["localQueue"], told["label"]) == ("kns-res", "kns.io/reservation")
     holder = told["holder"]
     assert holder["spec"]["parallelism"] == 16  # one GPU each, admitted partially
     assert holder["metadata"]["annotations"] == {"kueue.x-k8s.io/job-min-parallelism": "1"}
@@ -154,6 +161,8 @@ def test_the_switchs_rbac_names_its_own_objects(run):
             "resourceNames": ["holder"]} in own
     assert {"apiGroups": ["batch"], "resources": ["cronjobs"], "verbs": ["get", "patch"],
             "resourceNames": ["switch"]} in own
+    assert roles[(None, "kns-res-course-find")] == [  # which LocalQueues are its: read only
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues"], "verbs": ["list"]}]
     entries = roles[(None, "kns-res-course-entries")]
     assert entries[0] == {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues"], "verbs": ["get", "patch"],
                           "resourceNames": ["kns-res"]}
