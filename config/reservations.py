@@ -148,7 +148,8 @@ def pool_capacity(pool: NodePool) -> dict[str, Decimal]:
     assert pool.autoscale is not None
     out = {}
     for key, value in pool.autoscale.limits.items():
-        out[gpu_resource(pool) if key in ("nvidia.com/gpu", "amd.com/gpu") else key] = parse(value, kind_for_resource(key))
+        if key != "nodes":  # a count of nodes, not a resource a reservation holds
+            out[gpu_resource(pool) if key in ("nvidia.com/gpu", "amd.com/gpu") else key] = parse(value, kind_for_resource(key))
     return out
 
 
@@ -242,6 +243,11 @@ def _check_holdings(item: Reservation, pool: NodePool, path: str, problems: Prob
             return
         if pool.nodes is not None and item.nodes > len(pool.nodes):
             problems.add(f"{path}.nodes", f"{item.nodes} nodes is more than pool {pool.name} has ({len(pool.nodes)})")
+            return
+        most = (pool.autoscale.limits.get("nodes") if pool.autoscale is not None else None)
+        if most is not None and item.nodes > parse(most, kind_for_resource("nodes")):
+            problems.add(f"{path}.nodes", f"{item.nodes} nodes is more than pool {pool.name} may grow to "
+                                          f"({most} nodes by its limits)")
             return
     elif GPUS in (item.resources or {}) and pool.gpu is None:
         problems.add(f"{path}.resources.gpus", f"pool {pool.name} has no GPUs")

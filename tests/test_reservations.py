@@ -227,6 +227,18 @@ BAD = {
                             ["kns:reservations[course]: " + rules.RESERVATION_HOLDS_ONE.message]),
     "more nodes than the pool": (edit("reservations[maint].nodes", 9),
                                  ["kns:reservations[maint].nodes: 9 nodes is more than pool a100 has (8)"]),
+    "nodes beyond an autoscaled pool's limits": (both(
+        lambda c: c["nodePools"].append({"name": "burst", "role": "gpu", "gpu": {"perNode": 8}, "autoscale": {
+            "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
+            "limits": {"nvidia.com/gpu": 64, "nodes": 4}}}),
+        edit("reservations[maint].pool", "burst"), edit("reservations[maint].nodes", 5)),
+        ["kns:reservations[maint].nodes: 5 nodes is more than pool burst may grow to (4 nodes by its limits)"]),
+    "GPUs beyond an autoscaled pool's limits": (both(
+        lambda c: c["nodePools"].append({"name": "burst", "role": "gpu", "gpu": {"perNode": 8}, "autoscale": {
+            "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
+            "limits": {"nvidia.com/gpu": 16}}}),
+        edit("reservations[maint].pool", "burst"), edit("reservations[maint].nodes", 3)),
+        ["kns:reservations[maint].nodes: holds 24 GPUs, more than pool burst can have (16 GPUs by its limits)"]),
     "nodes on a pool without GPUs": (both(edit("reservations[maint].pool", "cpu"), edit("reservations[maint].nodes", 1)),
                                      ["kns:reservations[maint].nodes: pool cpu has no GPUs"]),
     "name of a queue": (edit("reservations[course].name", "batch"), [
