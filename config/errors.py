@@ -124,6 +124,36 @@ def join_path(base: str, loc: Iterable[Any]) -> str:
 
 def describe(model: type[BaseModel], error: dict[str, Any]) -> str:
     kind, msg, value = error["type"], error["msg"], error.get("input")
+    if not getattr(model, "REPEATS_VALUES", True):
+        return _without_value(_describe(model, error, quiet=True), value)
+    return _describe(model, error)
+
+
+SECRET_LENGTH = 8
+
+
+def _without_value(text: str, value: Any) -> str:
+    """`text` with the value written left out (and the keys and items in it): in a section
+    whose values may be pasted in the wrong place (a token as a start time), a message
+    names the place, not the value."""
+    for part in sorted(_strings(value), key=len, reverse=True):
+        text = text.replace(f'"{part}"', "the value").replace(part, "the value")
+    return text
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        # Short words ("cpu", "2") are no secret, and would be cut out of the message itself.
+        return [value] if len(value.strip()) >= SECRET_LENGTH else []
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(value, (list, tuple)):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+def _describe(model: type[BaseModel], error: dict[str, Any], quiet: bool = False) -> str:
+    kind, msg, value = error["type"], error["msg"], error.get("input")
     if kind == "extra_forbidden":
         known = known_keys(model, error["loc"][:-1])
         unknown = str(error["loc"][-1])
@@ -140,12 +170,13 @@ def describe(model: type[BaseModel], error: dict[str, Any]) -> str:
     if kind == "value_error":
         return msg.removeprefix("Value error, ")
     if kind == "model_type" or kind == "dict_type":
-        return f"must be a mapping, not {_show(value)}"
+        return f"must be a mapping, not {'a ' + type(value).__name__ if quiet else _show(value)}"
     if kind == "list_type":
-        return f"must be a list, not {_show(value)}"
+        return f"must be a list, not {'a ' + type(value).__name__ if quiet else _show(value)}"
     if kind == "string_type" and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return f'{value} is a number; quote it ("{value}") if you mean the text'
-    return f"{_show(value)} is invalid: {msg[0].lower()}{msg[1:]}"
+        return "is a number; quote it if you mean the text" if quiet else \
+            f'{value} is a number; quote it ("{value}") if you mean the text'
+    return f"{'the value' if quiet else _show(value)} is invalid: {msg[0].lower()}{msg[1:]}"
 
 
 def _show(value: Any) -> str:

@@ -194,7 +194,8 @@ def check_config(
     priorities, broken_priorities = _named_items(raw_priorities, "priorities", Priority, problems)
 
     raw_reservations = _list(raw, "reservations", problems)
-    reservations, broken_reservations = _named_items(raw_reservations, "reservations", Reservation, problems)
+    reservations, broken_reservations = _named_items(raw_reservations, "reservations", Reservation, problems,
+                                                     quiet=True)
 
     paths: dict[str, str] = {}
     entries: list[tuple[str, Any, type[Workload]]] = []
@@ -370,13 +371,18 @@ def _workers(raw: Mapping[str, Any], pools: list[NodePool], broken_pools: set[st
 M = TypeVar("M", bound=BaseModel)
 
 
-def _named_items(items: list[Any], key: str, model: type[M], problems: Problems) -> tuple[list[M], set[str]]:
+def _named_items(items: list[Any], key: str, model: type[M], problems: Problems,
+                 quiet: bool = False) -> tuple[list[M], set[str]]:
     """The valid items of a `kns:<key>` list of named objects, and the names of the invalid
-    ones (an entry naming one points at its problems rather than calling it unknown)."""
+    ones (an entry naming one points at its problems rather than calling it unknown).
+    `quiet`: an item whose name is no DNS label is named by its index (its name may be a
+    value pasted in the wrong place)."""
     valid: list[M] = []
     broken: set[str] = set()
     for i, item in enumerate(items):
-        found = problems.validate(model, item, _entry_path(f"kns:{key}", item, i))
+        name = item.get("name") if isinstance(item, dict) else None
+        shown = item if not quiet or (isinstance(name, str) and names.dns1123_label_problem(name) is None) else None
+        found = problems.validate(model, item, _entry_path(f"kns:{key}", shown, i))
         if found is not None:
             valid.append(found)
         elif isinstance(item, dict) and isinstance(item.get("name"), str):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Optional
+from typing import Optional, Sequence
 from xml.sax.saxutils import escape, quoteattr
 
 from config import calendar, cron
@@ -165,8 +165,12 @@ def render(cfg: PlatformConfig, plans: list[WorkloadPlan], start: datetime, hour
                    f"no schedule entries in stack {escape(cfg.stack)}</text>")
     for index, (pool, found) in enumerate(reserved.items()):
         out += _band_row(index, pool, found, scale)
+    by_reservation = {band.reservation: [] for found in reserved.values() for band in found}
+    for found in reserved.values():
+        for band in found:
+            by_reservation[band.reservation].append(band)
     for index, row in enumerate(table, start=len(reserved)):
-        out += _row(index, row, scale)
+        out += _row(index, row, scale, by_reservation.get(row.plan.entry.reservation or "", []))
     out += _legend(height - 48)
     out.append("</svg>")
     return "\n".join(out) + "\n"
@@ -197,7 +201,7 @@ def _axis(scale: Scale, start: datetime, end: datetime, hours: float, bottom: fl
     return out
 
 
-def _row(index: int, row: Row, scale: Scale) -> list[str]:
+def _row(index: int, row: Row, scale: Scale, windows: Sequence[Band] = ()) -> list[str]:
     plan = row.plan
     top = ROWS_TOP + index * ROW_HEIGHT
     middle = top + ROW_HEIGHT / 2
@@ -206,6 +210,11 @@ def _row(index: int, row: Row, scale: Scale) -> list[str]:
            f'data-runs="{len(row.runs)}">']
     if index % 2 == 0:
         out.append(f'<rect x="0" y="{top}" width="{WIDTH}" height="{ROW_HEIGHT}" fill="#f5f7fa"/>')
+    for band in windows:  # its reservation's windows under its runs
+        left, right = scale.x(band.warm_up), scale.x(band.window.end)
+        out.append(f'<rect class="row-reservation" data-reservation={quoteattr(band.reservation)} '
+                   f'x="{number(left)}" y="{top}" width="{number(max(right - left, 0))}" height="{ROW_HEIGHT}" '
+                   f'fill="#3b6fb6" fill-opacity="0.12"/>')
     out.append(f'<text x="16" y="{number(top + 19)}" font-weight="bold">{name}</text>')
     out.append(f'<text x="16" y="{number(top + 35)}" font-size="11" fill="#555555">{escape(_describe(plan))}</text>')
     out.append(f'<line x1="{PLOT_LEFT}" y1="{number(middle)}" x2="{PLOT_LEFT + PLOT_WIDTH}" y2="{number(middle)}" '

@@ -220,7 +220,9 @@ BAD = {
     "start without offset": (edit("reservations[challenge].start", f"{CHALLENGE}T08:00:00"),
                              ["kns:reservations[challenge].start: " + rules.RESERVATION_OFFSET.message]),
     "unknown zone": (edit("reservations[course].timeZone", "Mars/Olympus"), [
-        'kns:reservations[course].timeZone: "Mars/Olympus" is not an IANA time zone']),
+        "kns:reservations[course].timeZone: the value is not an IANA time zone"]),
+    "a short wrong value": (edit("reservations[course].atEnd", "keep"), [
+        "kns:reservations[course].atEnd: the value is invalid: input should be 'requeue' or 'finish'"]),
     "unknown pool": (edit("reservations[course].pool", "h100"),
                      ["kns:reservations[course].pool: names no node pool (pools: a100, cpu)"]),
     "nodes and resources": (edit("reservations[course].resources", {"gpus": 8}),
@@ -294,15 +296,25 @@ def test_reservations_that_meet_beyond_the_pool_name_both_and_the_first_window(t
         f"{night}T06:00+01:00"])
 
 
-def test_a_value_in_the_wrong_place_is_not_repeated(tmp_path, capsys):
-    secretish = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
+SECRETISH = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
+
+
+@pytest.mark.parametrize("key", ["start", "end", "pool", "entries", "timeZone", "schedule", "duration", "name",
+                                 "warmUpMinutes", "nodes", "atEnd", "users", "resources"])
+def test_a_value_in_the_wrong_place_is_never_repeated(tmp_path, capsys, key):
+    """A token pasted into any field of a reservation: refused (where the field can be
+    wrong) at its path, through both doors, and never shown."""
     config = copy.deepcopy(CONFIG)
-    config["reservations"][1]["start"] = secretish
-    config["reservations"][0]["pool"] = secretish
-    config["reservations"][0]["entries"] = [secretish]
-    text = program_text(config)
-    assert secretish not in text and secretish not in validate_text(tmp_path, config, capsys)
-    assert "kns:reservations[challenge].start: is not an RFC 3339 date and time" in text
+    item = next(r for r in config["reservations"] if r["name"] == ("challenge" if key in ("start", "end") else "course"))
+    value = {"entries": [SECRETISH], "users": [SECRETISH], "resources": {SECRETISH: 1}}.get(key, SECRETISH)
+    item[key] = value
+    try:
+        text = program_text(config)
+    except BaseException:  # accepted (users may be anyone's name): nothing to show
+        assert key == "users"
+        return
+    assert SECRETISH not in text and SECRETISH not in validate_text(tmp_path, config, capsys), text
+    assert "kns:reservations[" in text
 
 
 def test_a_one_off_window_already_over_is_a_warning_with_its_date(tmp_path, capsys):
@@ -366,6 +378,14 @@ def test_the_timeline_draws_each_pools_windows_as_bands(tmp_path):
     window = tuesday_in_paris(9).astimezone(timezone.utc)
     assert f'class="reservation" data-reservation="course" data-start="{window.isoformat()}"' in svg
     assert 'class="reservation-warmup" data-reservation="course"' in svg
+    # A schedule on a reservation: its runs drawn over its reservation's windows.
+    config = copy.deepcopy(CONFIG)
+    config["schedules"] = [gpu_job("weekly", groups=["teach"], reservation="course", queue="batch",
+                                   schedule="30 9 * * 2", timeZone="Europe/Paris")]
+    cfg, plans = offline(tmp_path / "with-schedule", config)
+    svg = timeline.render(cfg, plans, start, 12)
+    row = svg[svg.index('data-entry="weekly"'):]
+    assert 'class="row-reservation" data-reservation="course"' in row[:row.index("</g>")]
 
 
 def test_queues_lists_each_reservations_queue_and_whom_it_lends_to(tmp_path):
