@@ -84,9 +84,12 @@ def value_of(cfg: PlatformConfig, entry: Workload) -> int:
 
 
 def prescaled_on_queue(plan: WorkloadPlan) -> bool:
+    """A prescaled schedule whose Jobs its own queue admits. One on a reservation is
+    admitted by the reservation's queue, in its windows (docs/reservations.md): its queue
+    says nothing of its start, and `./kns explain` shows when its Jobs can run instead."""
     entry = plan.entry
     return isinstance(entry, Schedule) and plan.primers is not None and entry.queue is not None \
-        and plan.pod_spec is not None
+        and entry.reservation is None and plan.pod_spec is not None
 
 
 def _pool(plan: WorkloadPlan, queue: Queue) -> Optional[str]:

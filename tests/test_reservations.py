@@ -455,3 +455,18 @@ def test_a_profile_rule_gives_its_entries_a_reservation_and_an_unknown_one_is_it
     assert text.splitlines()[1:] == [  # said once, at the rule
         "  - kns:profiles[@teach].reservation: names no reservation (reservations: challenge, course, maint)"]
     assert validate_text(tmp_path, config, capsys) == text
+
+
+def test_a_prescaled_schedule_on_a_reservation_gets_no_verdict_from_its_own_queue(tmp_path):
+    """Its Jobs are admitted by the reservation's queue: the start check of its own queue
+    would judge the wrong queue; explain says when its Jobs run instead."""
+    from kns_cli import explain
+    config = copy.deepcopy(CONFIG)
+    config["schedules"] = [gpu_job(name, groups=["teach"], queue="batch", schedule="30 9 * * 2",
+                                   timeZone="Europe/Paris", warmUpMinutes=10, **more)
+                           for name, more in (("weekly", {"reservation": "course"}), ("plain-weekly", {}))]
+    cfg, plans = offline(tmp_path, config)
+    entries = {e["name"]: e for e in explain.explain(cfg, plans, now=tuesday_in_paris(6))["entries"]}
+    assert entries["plain-weekly"]["start"] is not None  # the control: a verdict where its queue admits it
+    assert entries["weekly"]["start"] is None
+    assert entries["weekly"]["reservation"]["name"] == "course"
