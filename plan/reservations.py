@@ -31,6 +31,7 @@ which so starts over at BOOTSTRAP.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -47,7 +48,7 @@ from config.quantity import kind_for_resource, render
 from config.errors import Problem
 from config.reservations import Reservation, gpu_resource, holdings, lending_cohort, pool_capacity, show
 
-from . import queues
+from . import kueue_install, queues
 from .model import WorkloadPlan
 from .schedulers import RESTRICTED_CONTAINER, RESTRICTED_POD
 
@@ -111,15 +112,13 @@ def entry_prefix(entry: str) -> str:
     return f"{entry}-reservation"
 
 
-def type_token(manifest: dict[str, Any]) -> str:
-    """`kubernetes:core/v1:Namespace`, `kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue`."""
-    version = manifest["apiVersion"]
-    return f"kubernetes:{'core/v1' if version == 'v1' else version}:{manifest['kind']}"
+# The Pulumi type each object is registered as (`kubernetes:core/v1:Namespace`).
+type_token = kueue_install.type_token
 
 
 def child_name(prefix: str, manifest: dict[str, Any]) -> str:
     """`<prefix>-<kind>-<name>`: a component's child, apart from every other component's."""
-    return f"{prefix}-{manifest['kind'].lower()}-{manifest['metadata']['name']}"
+    return f"{prefix}-{queues.resource_name(manifest)}"
 
 
 def namespace_name(cfg: PlatformConfig, name: str) -> str:
@@ -337,7 +336,8 @@ def switch_spec(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:
             "ownQueueAnnotation": OWN_QUEUE, "holder": holder_manifest(cfg, plan)}
 
 
-def _code_files(zones: list[str]) -> tuple[dict[str, str], dict[str, bytes], list[dict[str, str]]]:
+@functools.lru_cache(maxsize=64)
+def _code_files(zones: tuple[str, ...]) -> tuple[dict[str, str], dict[str, bytes], list[dict[str, str]]]:
     """The switch's code as ConfigMap data, binary data and the items that lay it out under
     CODE_DIR: the script, config/calendar.py and config/kcron.py as they are here, and the
     zones it computes in from the pinned tz database (the image's own is not read)."""
@@ -373,18 +373,21 @@ def _code_files(zones: list[str]) -> tuple[dict[str, str], dict[str, bytes], lis
     return text, binary, items
 
 
+def code_zones(item: Reservation) -> tuple[str, ...]:
+    """The zones the switch computes in: its reservation's, and UTC."""
+    return tuple(sorted({"Etc/UTC", item.time_zone}))
+
+
 def code_config_map(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:
     import base64
-    zones = sorted({"Etc/UTC", plan.reservation.time_zone})
-    text, binary, _ = _code_files(zones)
+    text, binary, _ = _code_files(code_zones(plan.reservation))
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _metadata(cfg, plan.reservation, SWITCH, plan.namespace),
-            "data": text, "binaryData": {k: base64.b64encode(v).decode() for k, v in binary.items()}}
+            "data": dict(text), "binaryData": {k: base64.b64encode(v).decode() for k, v in binary.items()}}
 
 
 def cronjob_manifest(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:
     item = plan.reservation
-    zones = sorted({"Etc/UTC", item.time_zone})
-    _, _, items = _code_files(zones)
+    items = [dict(i) for i in _code_files(code_zones(item))[2]]  # a copy: the cached value is shared
     labels = {names.LABEL_CLUSTER: cfg.cluster.name, names.LABEL_RESERVATION: item.name}
     container = {
         "name": SWITCH, "image": SWITCH_IMAGE, "command": ["python3", "-B", f"{CODE_DIR}/switch.py"],
