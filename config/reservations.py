@@ -19,7 +19,7 @@ from pydantic import BeforeValidator, Field, model_validator
 from . import calendar, podspec, rules
 from .errors import Problems
 from .models import CronExpr, DnsLabel, Model, NodePool, Queue, Queueing, TimeZone, Workload, _quantities
-from .quantity import kind_for_resource, parse
+from .quantity import kind_for_resource, parse, render
 from .queues import resource_name_problem
 
 GPUS = "gpus"
@@ -174,7 +174,6 @@ def lending_cohort(pool: str, queues: Sequence[Queue]) -> tuple[Optional[str], l
 
 
 def show(resource: str, amount: Decimal) -> str:
-    from .quantity import render
     if resource in ("nvidia.com/gpu", "amd.com/gpu"):
         return f"{amount:f} GPUs".replace(".0 ", " ") if amount != 1 else "1 GPU"
     return f"{render(amount, kind_for_resource(resource))} {resource}"

@@ -18,6 +18,7 @@ recording mocks), so a new resource cannot escape the rule.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Iterable, Iterator, Optional
 
 from config.errors import Problem
@@ -248,7 +249,6 @@ def registrations(cfg: PlatformConfig, plans: Iterable[WorkloadPlan]) -> list[Re
 def _reservations(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> Iterator[Registration]:
     """Each reserved pool's component and Cohort, each reservation's component and objects
     (components/reservation.py)."""
-    from datetime import datetime, timezone
     for cohort in reservations.pool_cohorts(cfg, datetime.now(timezone.utc)):
         name = cohort["metadata"]["name"]
         owner = f"kns:nodePools[{cohort['metadata']['labels']['kns.io/pool']}]"
