@@ -34,7 +34,7 @@ from config import fingerprint, source
 from config.errors import ConfigError
 from config.loader import check_stack_config
 from config.models import Cluster
-from plan import kueue_install, multikueue, queues, reservations, stacks
+from plan import devices, kueue_install, multikueue, queues, reservations, stacks
 from plan.outputs import ENTRY_OUTPUTS, stack_outputs
 from plan.planner import plan_checked
 from plan.targeting import plans_to_register
@@ -87,10 +87,12 @@ on_cluster = pulumi.ResourceOptions(providers=[provider], transformations=[own_d
 worker_sides: dict[str, tuple[pulumi.ProviderResource, list[pulumi.Resource]]] = {}
 if this.index is None:
     kueue_objects = None
+    # Every Kueue of the site counts each kind of GPU device the same way (docs/gpus.md).
+    device_mappings = devices.mappings(cfg.node_pools)
     if cfg.queueing.enabled and cfg.queueing.install:
         upstream = kueue_install.load(PROJECT_DIR)
         kueue_objects = kueue_install.install_objects(upstream, cfg.cluster.name, cfg.pools_of(None),
-                                                      cfg.queueing.wait_for_pods_ready)
+                                                      cfg.queueing.wait_for_pods_ready, device_mappings)
     queue_objects = multikueue.queue_objects(cfg) if cfg.queueing.enabled else multikueue.QueueObjects()
     manager = PlatformArgs(
         cfg.cluster.name, cfg.cluster.system_namespace, cfg.pools_of(None), cfg.packing_scheduler, cfg.kns_scheduler,
@@ -106,7 +108,8 @@ if this.index is None:
                 cfg.cluster.name, cfg.cluster.system_namespace, worker.node_pools, cfg.packing_scheduler,
                 cfg.kns_scheduler, cfg.keycloak_client_secret,
                 kueue_install.install_objects(upstream, cfg.cluster.name, worker.node_pools,
-                                              cfg.queueing.wait_for_pods_ready) if kueue_objects is not None else None,
+                                              cfg.queueing.wait_for_pods_ready, device_mappings)
+                if kueue_objects is not None else None,
                 *queue_objects.workers[worker.name], prefix=f"{worker.name}-"),
             multikueue.worker_access(cfg.cluster.name), PROJECT_DIR))
         worker_sides[worker.name] = (workers[worker.name].provider, workers[worker.name].queue_dependencies)

@@ -7,7 +7,8 @@ so adding a node or reordering pools touches nothing else. A node's
 taint list is not keyed for server-side apply, so the pool owns the whole list
 (`pulumi.com/patchForce`); see docs/node-pools.md. An autoscaled pool has no node to
 patch: its one child is the `karpenter.sh/v1` NodePool that plan/nodepools.py builds, whose
-node template carries the same labels and taints.
+node template carries the same labels and taints. A pool that allocates GPUs as devices
+(DRA) also has a DeviceClass per kind of GPU it offers (plan/devices.py, docs/gpus.md).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import pulumi_kubernetes as k8s
 
 from config import resolve
 from config.models import NodePool as NodePoolModel
+from config.devices import is_dra
+from plan.devices import class_resource_name, device_class_manifests
 from plan.nodepools import autoscale_summary, nodepool_manifest
 
 TYPE = "kns:cluster:NodePool"
@@ -48,6 +51,15 @@ class NodePool(pulumi.ComponentResource):
         self.taints = resolve.pool_taints(pool)
         self.node_pool: Optional[k8s.apiextensions.CustomResource] = None
         outputs = {"nodes": self.nodes, "taints": self.taints, "labels": self.labels}
+        self.device_classes = [
+            k8s.apiextensions.CustomResource(
+                class_resource_name(manifest["metadata"]["name"]), api_version=manifest["apiVersion"],
+                kind=manifest["kind"], metadata=manifest["metadata"], spec=manifest["spec"],
+                opts=pulumi.ResourceOptions(parent=self))
+            for manifest in (device_class_manifests(pool, args.cluster_name) if is_dra(pool) else [])
+        ]
+        if self.device_classes:
+            outputs["deviceClasses"] = [c.metadata["name"] for c in self.device_classes]
         if pool.autoscale is not None:
             manifest = nodepool_manifest(pool, args.cluster_name)
             self.node_pool = k8s.apiextensions.CustomResource(

@@ -10,6 +10,7 @@ import pulumi_kubernetes as k8s
 
 from plan.inventory import JOB_TYPE, SCHEDULE_TYPE
 from plan.model import WorkloadPlan
+from plan.devices import claim_resource_name
 from plan.queues import local_queue_resource_name
 from plan.reservations import entry_prefix
 
@@ -91,6 +92,7 @@ class KnsWorkload(pulumi.ComponentResource):
         self.local_queue = self._queue_and_service(name, args.local_queue, self.job_namespace, args.queue_dependencies,
                                                    pulumi.ResourceOptions(parent=self), guards)
         self.service = guards[-1] if plan.service is not None else None
+        self.claim = self._claim(name, self.job_namespace, pulumi.ResourceOptions(parent=self), guards)
         for manifest in args.reservation_objects:
             guards.append(register_reserved(entry_prefix(name), manifest, pulumi.ResourceOptions(
                 parent=self, depends_on=[self.job_namespace.namespace, *args.queue_dependencies])))
@@ -102,6 +104,7 @@ class KnsWorkload(pulumi.ComponentResource):
             guards += remote.guards
             self._queue_and_service(f"{side.worker}-{name}", args.local_queue, remote, side.queue_dependencies,
                                     on_worker, guards)
+            self._claim(f"{side.worker}-{name}", remote, on_worker, guards)
         resource = k8s.batch.v1.CronJob if plan.is_schedule else k8s.batch.v1.Job
         self.workloads: list[pulumi.CustomResource] = [
             resource(
@@ -115,6 +118,20 @@ class KnsWorkload(pulumi.ComponentResource):
             for object_name, manifest in plan.objects.items()
         ]
         self.register_outputs({"namespace": self.namespace_name})
+
+    def _claim(self, name: str, job_namespace: JobNamespace, opts: pulumi.ResourceOptions,
+               guards: list[pulumi.Resource]) -> Optional[k8s.apiextensions.CustomResource]:
+        """The GPU devices' claim object in one cluster's copy of the namespace (docs/gpus.md),
+        added to `guards`: the pods' claims are made from it."""
+        claim = self.plan.claim
+        if claim is None:
+            return None
+        made = k8s.apiextensions.CustomResource(
+            claim_resource_name(name), api_version=claim["apiVersion"], kind=claim["kind"],
+            metadata=claim["metadata"], spec=claim["spec"],
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[job_namespace.namespace])))
+        guards.append(made)
+        return made
 
     def _queue_and_service(self, name: str, local_queue: Optional[dict[str, Any]], job_namespace: JobNamespace,
                            queue_dependencies: list[pulumi.Resource], opts: pulumi.ResourceOptions,

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
-from . import karpenter, kubeconfig, multikueue, names, prescale, profile_rules, resolve, rules
+from . import devices, karpenter, kubeconfig, multikueue, names, podspec, prescale, profile_rules, resolve, rules
 from .errors import Problems, closest
 from .models import Cluster, NodePool, Priority, Profile, Queue, Queueing, Schedule, Worker, Workload
 from .rules import CREDENTIAL_FILE
@@ -151,7 +151,7 @@ def _context_key(name: str) -> str:
 
 
 def check_pools(pools: list[NodePool], cluster_name: str, problems: Problems, base: str = "kns:nodePools",
-                taken: Optional[dict[str, str]] = None) -> None:
+                taken: Optional[dict[str, str]] = None, version: Optional[tuple[str, str]] = None) -> None:
     """The pools of one cluster (`base`: where they are in config): pool names are unique
     (across the site's clusters too: `taken` holds where each name was first given), a node
     belongs to one pool, a node's taints are unique by key and effect (Kubernetes and
@@ -167,6 +167,9 @@ def check_pools(pools: list[NodePool], cluster_name: str, problems: Problems, ba
             problems.add(path + ".name", f'"{pool.name}" names a pool of another cluster too ({taken[pool.name]}); '
                          "pool names are unique across the site")
         taken.setdefault(pool.name, path)
+        if devices.is_dra(pool) and version is not None and devices.minor_of(version[1]) < rules.DRA_MIN_MINOR:
+            problems.add(path + ".gpu.allocation", f"allocation: dra needs resource.k8s.io/v1 (Kubernetes 1."
+                         f"{rules.DRA_MIN_MINOR} or later), and {version[0]} declares kubernetesVersion {version[1]}")
         pairs = [(t["key"], t["effect"]) for t in resolve.pool_taints(pool)]
         for key, effect in sorted({pair for pair in pairs if pairs.count(pair) > 1}):
             problems.add(path + ".taints", f'two taints with key "{key}" and effect {effect} (the role may set one); '
@@ -359,7 +362,10 @@ def check_workloads(
         except resolve.PlacementError as exc:
             problems.add(f"{path}.{exc.field}", str(exc))
             pool = None
-        if pool is not None and pool.gpu is not None and entry.gpus > pool.gpu.per_node:
+        extended = podspec.gpu_totals(entry.pod_spec) if entry.pod_spec is not None else {}
+        for field, message in devices.entry_problems(entry, pool, {r: a for r, a in extended.items() if a}):
+            problems.add(f"{path}.{field}", message)
+        if pool is not None and pool.gpu is not None and not pool.gpu.dra and entry.gpus > pool.gpu.per_node:
             problems.add(
                 path + ".gpus",
                 f"{entry.gpus} GPUs do not fit on one node of pool \"{pool.name}\" (perNode: {pool.gpu.per_node})",

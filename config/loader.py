@@ -19,7 +19,7 @@ from typing import Any, Iterator, Mapping, Optional, TypeVar
 
 from pydantic import BaseModel
 
-from . import checks, names, yamldoc
+from . import checks, devices, names, yamldoc
 from .errors import ConfigError, Problem, Problems, closest
 from .models import (
     Cluster,
@@ -249,11 +249,19 @@ def check_config(
         checks.check_cluster(cluster, project_dir, environ, problems, sealed)
     site_name = cluster.name if cluster is not None else ""
     taken: dict[str, str] = {}
-    checks.check_pools(manager_pools, site_name, problems, taken=taken)
+    declared = ("kns:cluster", cluster.kubernetes_version) if cluster is not None and cluster.kubernetes_version else None
+    checks.check_pools(manager_pools, site_name, problems, taken=taken, version=declared)
     for worker in workers:
-        checks.check_pools(worker.node_pools, site_name, problems, f"kns:workers[{worker.name}].nodePools", taken)
+        checks.check_pools(worker.node_pools, site_name, problems, f"kns:workers[{worker.name}].nodePools", taken,
+                           (f"kns:workers[{worker.name}]", worker.kubernetes_version)
+                           if worker.kubernetes_version else None)
     worker_servers = checks.check_workers(workers, worker_index, cluster, secret_keys, project_dir, environ, problems,
                                           sealed) if workers else {}
+    if queueing.enabled:
+        pool_paths = {p.name: f"kns:nodePools[{p.name}]" for p in manager_pools}
+        pool_paths.update({p.name: f"kns:workers[{w.name}].nodePools[{p.name}]" for w in workers for p in w.node_pools})
+        for path, message in devices.mapping_problems(pools, pool_paths):
+            problems.add(path, message)
     checks.check_credential_sets(credentials, problems)
     checks.check_queues(queueing, bool(raw_queues), queues, pools, broken_pools, problems)
     checks.check_queue_references(jobs + schedules, profiles, queueing, queue_names, broken_queues, paths, problems)

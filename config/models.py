@@ -26,7 +26,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from . import cron, karpenter, multikueue, names, podspec, queues, rules
+from . import cron, devices, karpenter, multikueue, names, podspec, queues, rules
 from .quantity import MIB, Kind, QuantityError, kind_for_resource, normalise, parse
 
 
@@ -167,6 +167,7 @@ CronExpr = Annotated[str, _check(cron.cron_problem)]
 TimeZone = Annotated[str, _check(cron.zone_problem)]
 LabelValue = Annotated[str, _check(names.label_value_problem)]
 Int32 = Annotated[int, Field(le=rules.INT32_MAX)]
+KubernetesVersion = Annotated[str, _check(devices.version_problem)]
 Hours = Annotated[float, Field(allow_inf_nan=False)]
 Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 Vendor = Literal["nvidia", "amd"]
@@ -199,6 +200,9 @@ class Cluster(Model):
     forbidden_contexts: list[str] = Field(default_factory=list)
     namespace_prefix: str = "kns-"
     system_namespace: Annotated[DnsLabel, _check(names.reserved_namespace_problem)] = "kns-system"
+    # The cluster's Kubernetes version, where the site declares it: what the program may
+    # use depends on it (DRA needs 1.34, docs/gpus.md).
+    kubernetes_version: Optional[KubernetesVersion] = None
 
     @model_validator(mode="after")
     def _prefix(self) -> "Cluster":
@@ -232,9 +236,58 @@ class Taint(Model):
         return self
 
 
+MigProfile = Annotated[str, _check(devices.profile_problem)]
+GpuModel = Annotated[str, _check(devices.model_problem)]
+DriverName = Annotated[str, _check(devices.driver_problem)]
+
+
+class GpuPartition(Model):
+    """A MIG profile the pool's GPUs are partitioned into, and how many of it one GPU holds."""
+
+    profile: MigProfile
+    per_gpu: int = Field(strict=True, ge=1, le=rules.MIG_PER_GPU_MAX)
+
+
+class GpuSharing(Model):
+    """How entries with `gpu: {shared: true}` share one whole GPU (the driver's GpuConfig)."""
+
+    strategy: Literal["TimeSlicing", "MPS"] = "TimeSlicing"
+
+
 class GpuSpec(Model):
     vendor: Vendor = "nvidia"
     per_node: Int32 = Field(ge=1)
+    # How pods get GPUs: counted as an extended resource (`nvidia.com/gpu`) or allocated as
+    # devices through Dynamic Resource Allocation (docs/gpus.md).
+    allocation: Literal["extendedResource", "dra"] = "extendedResource"
+    driver: Optional[DriverName] = None
+    model: Optional[GpuModel] = None
+    partitions: list[GpuPartition] = Field(default_factory=list)
+    sharing: Optional[GpuSharing] = None
+
+    @model_validator(mode="after")
+    def _allocation(self) -> "GpuSpec":
+        found: podspec.Found = []
+        if self.allocation != "dra":
+            found += [((to_camel(f),), rules.DRA_FIELDS_NEED_DRA.message)
+                      for f in ("driver", "model", "partitions", "sharing") if f in self.model_fields_set]
+        else:
+            if self.driver is None:
+                found.append((("driver",), rules.DRA_NEEDS_DRIVER.message))
+            if self.vendor != "nvidia":
+                found.append((("vendor",), rules.DRA_NEEDS_NVIDIA.message))
+        seen: dict[str, int] = {}
+        for index, partition in enumerate(self.partitions):
+            if partition.profile in seen:
+                found.append((("partitions", index, "profile"),
+                              f'"{partition.profile}" is already partitions[{seen[partition.profile]}]'))
+            seen.setdefault(partition.profile, index)
+        podspec.raise_if_any(found)
+        return self
+
+    @property
+    def dra(self) -> bool:
+        return self.allocation == "dra"
 
 
 def _limits(value: object) -> object:
@@ -327,6 +380,8 @@ class NodePool(Model):
             raise ValueError(rules.NODES_OR_AUTOSCALE.message)
         if self.topology is not None and self.autoscale is not None:
             podspec.raise_if_any([(("topology",), rules.TOPOLOGY_ON_AUTOSCALED.message)])
+        if self.gpu is not None and self.gpu.dra and self.autoscale is not None:
+            podspec.raise_if_any([(("gpu", "allocation"), rules.DRA_NEEDS_STATIC_POOL.message)])
         for node in self.static_nodes:
             if names.dns1123_subdomain_problem(node):
                 raise ValueError(f'node name {names.dns1123_subdomain_problem(node)}')
@@ -379,6 +434,8 @@ class Worker(Model):
     kubeconfig: Optional[str] = None
     api_server: Optional[Annotated[str, _check(multikueue.api_server_problem)]] = None
     node_pools: list[NodePool] = Field(default_factory=list)
+    # The worker's Kubernetes version, where the site declares it (as kns:cluster's).
+    kubernetes_version: Optional[KubernetesVersion] = None
     # Admit nothing new there; what runs finishes (docs/operations.md, section 5).
     drain: bool = False
 
@@ -660,6 +717,21 @@ EnvValue = Annotated[
     ),
 ]
 
+class GpuAsk(Model):
+    """GPU devices one pod asks of a DRA pool (docs/gpus.md): `count` whole GPUs, or `count`
+    partitions of one MIG profile, or one whole GPU shared with the entry's other pods."""
+
+    count: Int32 = Field(default=1, ge=1)
+    partition: Optional[MigProfile] = None
+    shared: bool = False
+
+    @model_validator(mode="after")
+    def _shared(self) -> "GpuAsk":
+        if self.shared and (self.partition is not None or self.count > 1):
+            raise ValueError(rules.SHARED_IS_ONE_GPU.message)
+        return self
+
+
 class TopologyAsk(Model):
     """Where an entry's workers go (docs/distributed.md): all within one domain of `level`
     of its pool's topology, or as close as Kueue can (`preferred`)."""
@@ -669,7 +741,7 @@ class TopologyAsk(Model):
 
 
 # What an entry of `type: namespace` (no workload) cannot set, beside the container fields.
-WORKLOAD_ONLY_FIELDS = ("pod_spec", "json_overrides", "credentials", "queue", "priority", "reservation", "workers", "leader_port",
+WORKLOAD_ONLY_FIELDS = ("pod_spec", "gpu", "json_overrides", "credentials", "queue", "priority", "reservation", "workers", "leader_port",
                         "restart_workers", "topology")
 
 CONTAINER_FIELDS = (
@@ -697,6 +769,8 @@ class Workload(Model):
     gpus: Int32 = Field(default=0, ge=0)
     gpu_vendor: Vendor = "nvidia"
     gpu_resource: Optional[Annotated[str, _check(lambda v: names.resource_name_problem(v, extended_only=True))]] = None
+    # GPU devices of a DRA pool (docs/gpus.md); `gpus` asks whole GPUs of either kind of pool.
+    gpu: Optional[GpuAsk] = None
     extra_resources: Annotated[dict[str, str], BeforeValidator(_extra_resources), AfterValidator(
         lambda v: podspec.raise_if_any(podspec.extra_resource_problems(v)) or v)] = Field(default_factory=dict)
     cpu_limit: Optional[Cpu] = None
@@ -777,13 +851,18 @@ class Workload(Model):
         for field in ("node_selector", "placement"):
             if names.LABEL_POOL in getattr(self, field):
                 problems.append(f"{to_camel(field)} cannot set {names.LABEL_POOL}; use pool (it also adds the pool's tolerations)")
-        if self.gpu_resource and not self.gpus:
-            problems.append(rules.GPU_RESOURCE_NEEDS_GPUS.message)
+
         owned = [(("labels", key), rules.PROGRAM_OWNED_LABEL.message) for key in self.labels if key == names.QUEUE_LABEL]
         owned += [(("labels", key), rules.PROGRAM_OWNED_PRIORITY_LABEL.message) for key in self.labels
                   if key == names.PRIORITY_LABEL]
         owned += [(("annotations", key), "is set by the program from topology: {level, mode}; use that")
                   for key in self.annotations if key in rules.TOPOLOGY_ANNOTATIONS.values()]
+        if self.gpu_resource and self.gpu is not None:
+            owned.append((("gpuResource",), rules.GPU_RESOURCE_NOT_WITH_GPU.message))
+        elif self.gpu_resource and not self.gpus:
+            problems.append(rules.GPU_RESOURCE_NEEDS_GPUS.message)
+        if self.gpus and self.gpu is not None:
+            owned.append((("gpu",), rules.GPU_ASK_EXCLUSIVE.message))
         podspec.raise_if_any([((), p) for p in problems] + owned + self._pod_problems() + self._worker_problems())
         return self
 

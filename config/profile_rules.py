@@ -129,7 +129,12 @@ def entry_facts(entry: Workload) -> Facts:
                 key = f"{resource}Limit" if limit else resource
                 facts.amounts[resource] = Seen(value, key, f"{value} {unit} is")
     where = "podSpec" if pod_spec is not None else None
-    facts.gpus = [Seen((entry.gpus, entry.gpu_vendor), where or "gpus", f"{entry.gpus} {entry.gpu_vendor} GPUs are")]
+    if entry.gpu is not None:
+        # Devices of a DRA pool: a partition counts as one GPU, as a whole GPU does (docs/gpus.md).
+        count = entry.gpu.count
+        facts.gpus = [Seen((count, entry.gpu_vendor), "gpu.count", f"{count} {entry.gpu_vendor} GPU devices are")]
+    else:
+        facts.gpus = [Seen((entry.gpus, entry.gpu_vendor), where or "gpus", f"{entry.gpus} {entry.gpu_vendor} GPUs are")]
     if pod_spec is not None:
         images = [c.get("image") for c in pod_spec.get("containers", []) + pod_spec.get("initContainers", [])]
     else:

@@ -16,10 +16,6 @@ from .quantity import Kind, QuantityError, kind_for_resource, minimum, parse, re
 
 VCLUSTER_KEY = "node-role.jarvice.io/jarvice-vcluster"
 GPU_PRESENT = "present"
-# The KNS default limit range for job namespaces (the JARVICE KNS scheduler documentation).
-DEFAULT_LIMIT = {"cpu": "1", "memory": "1Gi"}
-DEFAULT_REQUEST = {"cpu": "200m", "memory": "256Mi"}
-NAMESPACE_ENTRY_PODS = 10
 
 
 class PlacementError(ValueError):
@@ -68,18 +64,22 @@ def resolve_pool(entry: Workload, pools: list[NodePool]) -> Optional[NodePool]:
     vendor = entry.gpu_vendor
     if entry.pool is not None:
         pool = next(p for p in pools if p.name == entry.pool)
-        if entry.gpus and (pool.gpu is None or pool.gpu.vendor != vendor):
+        if (entry.gpus or entry.gpu is not None) and (pool.gpu is None or pool.gpu.vendor != vendor):
             what = f"{pool.gpu.vendor} GPU pool" if pool.gpu else f'"{pool.role}" pool'
             raise PlacementError(
-                "pool", f'requests {entry.gpus} {vendor} GPUs but "{pool.name}" is a {what}'
+                "pool", f'requests {entry.gpus or entry.gpu.count} {vendor} GPUs but "{pool.name}" is a {what}'
             )
         return pool
-    if not entry.gpus:
+    if not entry.gpus and entry.gpu is None:
         return None
     candidates = [p for p in pools if p.gpu is not None and p.gpu.vendor == vendor]
+    if entry.gpu is not None and len(candidates) > 1:
+        # Devices are asked of DRA pools only: the others cannot be meant.
+        candidates = [p for p in candidates if p.gpu is not None and p.gpu.dra] or candidates
     if not candidates:
         raise PlacementError(
-            "gpus", f"requests {entry.gpus} {vendor} GPUs but no node pool has role gpu with vendor {vendor}"
+            "gpus" if entry.gpus else "gpu",
+            f"requests {entry.gpus or entry.gpu.count} {vendor} GPUs but no node pool has role gpu with vendor {vendor}"
         )
     if len(candidates) > 1:
         raise PlacementError(
@@ -144,7 +144,7 @@ def apply_profile(entry: Workload, profile: Profile) -> tuple[Workload, list[tup
         if entry.memory is None and entry.memory_limit is None and profile.default_memory is not None:
             update["memory"] = profile.default_memory
         default_gpus = getattr(profile.default_gpus, entry.gpu_vendor, None) if profile.default_gpus else None
-        if "gpus" not in entry.model_fields_set and default_gpus:
+        if "gpus" not in entry.model_fields_set and entry.gpu is None and default_gpus:
             update["gpus"] = default_gpus
         if entry.image is None:
             if profile.default_image is not None:
@@ -175,45 +175,7 @@ def apply_profile(entry: Workload, profile: Profile) -> tuple[Workload, list[tup
     return (entry.model_copy(update=update) if update else entry), problems
 
 
-# ---- resources --------------------------------------------------------------------------
-
-
-def container_resources(entry: Workload, profile: Optional[Profile] = None) -> dict[str, dict[str, str]]:
-    """Requests and limits: a limit defaults to its request; profile ratios set requests."""
-    profile = profile or Profile()
-    requests: dict[str, str] = {}
-    limits: dict[str, str] = {}
-    ratios = {"cpu": profile.cpu_request_ratio, "memory": profile.memory_request_ratio}
-    for resource, request, limit in (
-        ("cpu", entry.cpu, entry.cpu_limit),
-        ("memory", entry.memory, entry.memory_limit),
-        ("ephemeral-storage", entry.storage, entry.storage_limit),
-    ):
-        cap = limit or request
-        if cap is None:
-            continue
-        limits[resource] = cap
-        ratio = ratios.get(resource)
-        kind = kind_for_resource(resource)
-        if ratio is not None:
-            requests[resource] = _ratio(cap, Decimal(str(ratio)), kind)
-        else:
-            requests[resource] = request or cap
-    if entry.gpus:
-        gpu = entry.gpu_resource or gpu_resource_name(entry.gpu_vendor)
-        requests[gpu] = limits[gpu] = str(entry.gpus)
-    for resource, amount in entry.extra_resources.items():
-        requests[resource] = limits[resource] = amount
-    return {"requests": requests, "limits": limits}
-
-
-def _ratio(limit: str, ratio: Decimal, kind: Kind) -> str:
-    amount = parse(limit, kind) * ratio
-    step = Decimal("0.001") if kind is Kind.CPU else Decimal(1)
-    return render((amount / step).to_integral_value(rounding="ROUND_CEILING") * step, kind)
-
-
-COMPUTE = ("cpu", "memory", "ephemeral-storage")
+# ---- raw pod specs ----------------------------------------------------------------------
 
 
 def pod_spec_containers(pod_spec: dict[str, Any]) -> tuple[list[dict[str, dict[str, str]]], list[dict[str, dict[str, str]]]]:
@@ -240,134 +202,6 @@ def pod_spec_containers(pod_spec: dict[str, Any]) -> tuple[list[dict[str, dict[s
                 item["sidecar"] = (container or {}).get("restartPolicy") == "Always"
             target.append(item)
     return out
-
-
-def pod_spec_limits(containers: list[dict[str, dict[str, str]]]) -> dict[str, dict[str, str]]:
-    """Per-container maxima (what LimitRange max must allow) and the GPUs asked for."""
-    limits: dict[str, str] = {}
-    for item in containers:
-        for resource, amount in {**item["requests"], **item["limits"]}.items():
-            kind = kind_for_resource(resource)
-            if resource not in limits or parse(amount, kind) > parse(limits[resource], kind):
-                limits[resource] = amount
-    return {"requests": dict(limits), "limits": limits}
-
-
-def pod_usage(
-    containers: list[dict[str, dict[str, str]]],
-    init_containers: list[dict[str, dict[str, str]]],
-    limit_range_spec: dict[str, Any],
-) -> dict[str, dict[str, str]]:
-    """What one pod counts against the quota, as the scheduler, quota admission and Kueue
-    count it (Kubernetes' pod-requests rules): unset compute resources at the LimitRange
-    defaults, a lone limit also being the request; the containers and every native sidecar
-    (an init container with `restartPolicy: Always`, which keeps running) summed; then the
-    larger of that and each init container's start, which is its own amount plus the
-    sidecars started before it (docs/options.md, "Native sidecars")."""
-
-    def effective(item: dict[str, dict[str, str]]) -> dict[str, dict[str, Decimal]]:
-        requests = dict(item["requests"])
-        limits = dict(item["limits"])
-        for resource, amount in limits.items():
-            requests.setdefault(resource, amount)  # the API server's own defaulting
-        for resource in ("cpu", "memory"):
-            if resource not in requests:
-                requests[resource] = limit_range_spec["defaultRequest"].get(resource)
-            if resource not in limits:
-                limits[resource] = limit_range_spec["default"].get(resource)
-        return {
-            side: {r: parse(a, kind_for_resource(r)) for r, a in values.items() if a is not None}
-            for side, values in (("requests", requests), ("limits", limits))
-        }
-
-    def add(into: dict[str, Decimal], values: dict[str, Decimal]) -> None:
-        for resource, amount in values.items():
-            into[resource] = into.get(resource, Decimal(0)) + amount
-
-    total: dict[str, dict[str, Decimal]] = {"requests": {}, "limits": {}}
-    for item in containers:
-        for side, values in effective(item).items():
-            add(total[side], values)
-    sidecars: dict[str, dict[str, Decimal]] = {"requests": {}, "limits": {}}
-    starts: dict[str, dict[str, Decimal]] = {"requests": {}, "limits": {}}
-    for item in init_containers:
-        for side, values in effective(item).items():
-            if item.get("sidecar"):
-                add(total[side], values)
-                add(sidecars[side], values)
-            start = dict(sidecars[side])
-            if not item.get("sidecar"):
-                add(start, values)
-            for resource, amount in start.items():
-                starts[side][resource] = max(starts[side].get(resource, Decimal(0)), amount)
-    for side, values in starts.items():
-        for resource, amount in values.items():
-            total[side][resource] = max(total[side].get(resource, Decimal(0)), amount)
-    return {side: {r: render(a, kind_for_resource(r)) for r, a in values.items()} for side, values in total.items()}
-
-
-def pods_per_entry(entry: Workload) -> int:
-    """Pods an entry may run at once: its workers or parallelism, doubled for overlapping
-    schedule runs."""
-    if entry.type == "namespace":
-        return NAMESPACE_ENTRY_PODS
-    pods = entry.workers if entry.distributed else entry.parallelism or 1
-    if isinstance(entry, Schedule) and entry.concurrency_policy != "Forbid":
-        pods *= 2
-    return pods
-
-
-def limit_range(entry: Workload, resources: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
-    """LimitRange `kns-defaults` (type Container): default, defaultRequest, max.
-
-    Max is the entry's own limits (no container may outgrow the entry); defaults are the
-    KNS reference defaults clamped under max, since the API server rejects default > max.
-    """
-    override = entry.limit_range
-    maximum = dict(resources["limits"])
-    for key in list(maximum):
-        if kind_for_resource(key) is Kind.COUNT:
-            del maximum[key]
-    if override is not None:
-        maximum.update(override.max)
-    default = {**DEFAULT_LIMIT, **(override.default if override else {})}
-    default_request = {**DEFAULT_REQUEST, **(override.default_request if override else {})}
-    for key, cap in maximum.items():
-        kind = kind_for_resource(key)
-        if key in default:
-            default[key] = minimum(default[key], cap, kind)
-    for key, value in default.items():
-        if key in default_request:
-            default_request[key] = minimum(default_request[key], value, kind_for_resource(key))
-    spec = {"type": "Container", "default": default, "defaultRequest": default_request}
-    if maximum:
-        spec["max"] = maximum
-    if override is not None and override.min:
-        spec["min"] = dict(override.min)
-    return spec
-
-
-def quota(entry: Workload, resources: dict[str, dict[str, str]], limit_range_spec: dict[str, Any]) -> dict[str, str]:
-    """ResourceQuota `kns-quota`: what the entry may use (per-pod amounts x pods at once).
-
-    A resource the entry leaves unset counts at the LimitRange default, which is what
-    admission fills in for it.
-    """
-    pods = pods_per_entry(entry)
-    hard: dict[str, str] = {"pods": str(pods)}
-    for side, fallback in (("requests", limit_range_spec["defaultRequest"]), ("limits", limit_range_spec["default"])):
-        amounts = {**fallback, **resources[side]}
-        for resource, amount in amounts.items():
-            kind = kind_for_resource(resource)
-            key = f"{side}.{resource}"
-            if side == "limits" and kind is Kind.COUNT:
-                continue  # extended resources are quota'd by requests only
-            hard[key] = scale(amount, pods, kind)
-    if entry.distributed:
-        hard["services"] = "1"  # the Service that names the workers
-    if entry.quota:
-        hard.update(entry.quota)
-    return dict(sorted(hard.items()))
 
 
 # ---- labels -----------------------------------------------------------------------------

@@ -55,6 +55,38 @@ KNS_NEEDS_IMAGE = Rule("enabled: true needs image (the JARVICE KNS scheduler ima
 INGRESS_NEEDS_DOMAIN = Rule("ingress: true needs jobsDomain (the host the Ingress serves)")
 MOUNT_PATH_NEEDS_CREDENTIALS = Rule("credentialsMountPath is set but credentials lists no set")
 GPU_RESOURCE_NEEDS_GPUS = Rule("gpuResource is set but gpus is 0")
+
+# ---- GPUs as devices: DRA (docs/gpus.md) -----------------------------------------------
+
+# A MIG profile as NVIDIA's DRA driver publishes it in a device's `profile` attribute
+# (`1g.10gb`, `3g.40gb`, `1g.10gb+me`, `1c.3g.40gb`).
+MIG_PROFILE = Rule('not a MIG profile such as "1g.10gb" or "3g.40gb+me"',
+                   pattern=r"^([1-9]c\.)?[1-9]g\.[1-9][0-9]*gb(\+[a-z]+)?$")
+# The GPU product name the driver publishes in `productName` ("NVIDIA A100-SXM4-80GB").
+GPU_MODEL = Rule("a GPU product name as the driver publishes it (letters, digits, spaces, - _ . ( ))",
+                 pattern=r"^[A-Za-z0-9][-A-Za-z0-9 _.()]*$", max_length=128)
+# A MIG GPU holds at most seven instances (NVIDIA's MIG user guide).
+MIG_PER_GPU_MAX = 7
+DRA_FIELDS_NEED_DRA = Rule("driver, model, partitions and sharing are for allocation: dra")
+DRA_NEEDS_DRIVER = Rule("allocation: dra needs driver (the DRA driver's name, e.g. gpu.nvidia.com)")
+DRA_NEEDS_NVIDIA = Rule("allocation: dra reads the attributes NVIDIA's DRA driver publishes: vendor must be nvidia")
+DRA_NEEDS_STATIC_POOL = Rule("allocation: dra needs a static pool (nodes): Karpenter does not provision nodes for "
+                             "DRA claims by default (docs/gpus.md)")
+# resource.k8s.io/v1 (DRA GA) is served from Kubernetes 1.34.
+DRA_MIN_MINOR = 34
+KUBERNETES_VERSION = Rule('not a Kubernetes version such as "1.36" or "v1.36.1"',
+                          pattern=r"^v?1\.[0-9]+(\.[0-9]+)?$")
+GPU_ASK_EXCLUSIVE = Rule("set gpus or gpu: {...}, not both")
+GPU_RESOURCE_NOT_WITH_GPU = Rule("gpuResource is for extended-resource GPUs (gpus: N); gpu: {...} asks devices of "
+                                 "a DRA pool")
+SHARED_IS_ONE_GPU = Rule("shared: true shares one whole GPU: it takes neither partition nor a count above 1")
+# Kueue admits Jobs whose claims come from ResourceClaimTemplates only; a claim shared by
+# several pods is a ResourceClaim (docs/gpus.md).
+SHARED_NOT_QUEUED = Rule("shared: true makes one ResourceClaim the entry's pods share, which Kueue cannot admit "
+                         "(it counts ResourceClaimTemplates only): drop queue or shared")
+# Kueue's Configuration holds at most 16 device class mappings of at most 8 classes each.
+KUEUE_DEVICE_MAPPINGS_MAX = 16
+KUEUE_CLASSES_PER_MAPPING_MAX = 8
 WARM_UP_OR_PRIMER = Rule("set warmUpMinutes or primerSchedule, not both")
 
 # ---- distributed entries: `workers` (docs/distributed.md) -------------------------------

@@ -3,8 +3,8 @@
 Every fact comes from the `WorkloadPlan` the program builds (`plan_workload`) and the
 manifests in it; nothing is derived differently here. Per-container requests and limits
 are those of the pod as finally built (profiles, ratios and `jsonOverrides` applied),
-normalised by `resolve.pod_spec_containers`, and the pod totals are what one pod counts
-against the quota (`resolve.pod_usage`, as the planner's own accounting computes them).
+and the pod totals are what one pod counts against the quota, both as the planner's
+accounting settled them (plan/accounting.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from config import calendar, reservations, resolve, rules
 from config.reservations import Reservation, holdings, lending_cohort
 from config.quantity import kind_for_resource, scale
 from config.loader import PlatformConfig
-from plan import manifests, multikueue, queues, wait
+from plan import accounting, manifests, multikueue, queues, wait
 from plan.model import WorkloadPlan
 from plan.nodepools import autoscale_summary
 
@@ -132,7 +132,9 @@ def entry_facts(cfg: PlatformConfig, plan: WorkloadPlan, now: Optional[datetime]
     totals = None
     images: list[str] = []
     if pod is not None:
-        normal, normal_init = resolve.pod_spec_containers(pod)
+        account = accounting.of(plan)
+        assert account is not None
+        normal, normal_init = account.containers, account.init_containers
         for raw, amounts, init in [*((c, a, True) for c, a in zip(pod.get("initContainers") or [], normal_init)),
                                    *((c, a, False) for c, a in zip(pod.get("containers") or [], normal))]:
             containers.append({
@@ -145,7 +147,10 @@ def entry_facts(cfg: PlatformConfig, plan: WorkloadPlan, now: Optional[datetime]
             })
             if raw.get("image") and raw.get("image") not in images and not (init and raw.get("name") == wait.NAME):
                 images.append(raw["image"])
-        totals = resolve.pod_usage(normal, normal_init, plan.limit_range)
+        totals = {"requests": account.requests, "limits": account.limits}
+        if account.devices or account.shared_devices:
+            # GPU devices of a DRA pool, per device class (docs/gpus.md).
+            totals["devices"] = {**account.devices, **account.shared_devices}
     facts: dict[str, Any] = {
         "name": entry.name,
         "kind": "schedule" if plan.is_schedule else "job",
@@ -322,6 +327,11 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
         ["tolerations", ", ".join(_toleration(t) for t in facts["tolerations"]) or "-"],
         ["node selector", _amounts(facts["nodeSelector"])],
     ]
+    claimed = (facts["podTotals"] or {}).get("devices")
+    if claimed:
+        field_rows.append(["GPU devices", "; ".join(f"{count} of DeviceClass {device_class}"
+                                                    for device_class, count in claimed.items())
+                           + " per pod (claim kns-gpu, docs/gpus.md)"])
     if facts["job"] is not None:
         field_rows.append(["each Job", _job_text(facts["job"])])
     queue = facts["queue"]

@@ -13,7 +13,7 @@ and to what the program guarantees about the objects it builds:
   `karpenter.sh/do-not-disrupt` stay as built; overrides add no toleration (the pod
   tolerates no more than its pool and the entry's `tolerations`) and change no GPU
   request (GPUs come from `gpus` or the `podSpec`, which place the pod and are held to
-  `maxGpus`).
+  `maxGpus`) and no device claim (`gpu`, docs/gpus.md: the quota and the queue count them).
 
 Each problem is reported under the override that wrote where it is (the last one whose
 pointer is that place, inside it or around it), as a JSON pointer into the Job.
@@ -135,6 +135,10 @@ def _kept_problems(before: Mapping[str, Any], after: Mapping[str, Any], placemen
             found.append((POD + ("tolerations", index),
                           f"{podspec.show(toleration)} is not a toleration the pod has from {tolerations_from}; "
                           "overrides may not add tolerations"))
+    for loc, was, now in _claim_changes(before, after):
+        found.append((loc, f"is {podspec.show(was)}, the pod's GPU device claim (gpu or gpus, docs/gpus.md), which "
+                           f"the quota and the queue count; overrides may not change it (they make it "
+                           f"{podspec.show(now)})"))
     gpus_before, gpus_after = podspec.gpu_totals(_at(before, POD)), podspec.gpu_totals(_at(after, POD))
     if gpus_before != gpus_after:
         def listed(totals: Mapping[str, Any]) -> str:
@@ -144,6 +148,23 @@ def _kept_problems(before: Mapping[str, Any], after: Mapping[str, Any], placemen
                                              f"{listed(gpus_after)}; GPUs come from gpus (or the podSpec), "
                                              "which place the pod on a GPU pool and are held to maxGpus"))
     return found
+
+
+def _claim_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[tuple[tuple, Any, Any]]:
+    """(location, built, overridden) of the pod's device claims and each app container's
+    use of them, where overrides changed them (a missing one as [])."""
+    out = []
+    places = [POD + ("resourceClaims",)]
+    for job in (before, after):
+        containers = _at(job, POD + ("containers",))
+        places += [POD + ("containers", i, "resources", "claims")
+                   for i in range(len(containers) if isinstance(containers, list) else 0)]
+    for loc in dict.fromkeys(places):
+        was, now = _at(before, loc), _at(after, loc)
+        was, now = ([] if was is _MISSING else was), ([] if now is _MISSING else now)
+        if was != now:
+            out.append((loc, was, now))
+    return out
 
 
 def problems(before: Mapping[str, Any], after: Mapping[str, Any], placement: str, tolerations_from: str) -> podspec.Found:

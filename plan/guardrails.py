@@ -380,6 +380,38 @@ def reservation_rbac_is_narrow(resources: Iterable[Resource], config: Mapping[st
     return found
 
 
+CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
+
+
+def device_claims_are_counted(resources: Iterable[Resource], config: Mapping[str, Any]) -> list[Violation]:
+    """Every device a claim asks is counted (docs/gpus.md): an `exactly` request of a count
+    of devices of one class, which the ResourceQuota and Kueue count. `allocationMode: All`
+    takes however many match, `firstAvailable` alternatives Kueue refuses, and `adminAccess`
+    reaches devices allocated to other pods."""
+    found = []
+    for resource in resources:
+        if resource.kind not in CLAIM_KINDS:
+            continue
+        spec = _mapping(resource.props.get("spec"))
+        if resource.kind == "ResourceClaimTemplate":
+            spec = _mapping(spec.get("spec"))
+        for request in _sequence(_mapping(spec.get("devices")).get("requests")):
+            request = _mapping(request)
+            name = request.get("name") or "?"
+            exactly = _mapping(request.get("exactly"))
+            if not exactly:
+                found.append(Violation(resource.urn, f"{resource.label}: request {name} asks no exact device class "
+                                                     "and count (firstAvailable is counted by neither quota nor queue)"))
+                continue
+            if (exactly.get("allocationMode") or "ExactCount") != "ExactCount":
+                found.append(Violation(resource.urn, f"{resource.label}: request {name} takes every matching device "
+                                                     f"(allocationMode {exactly.get('allocationMode')}); ask a count"))
+            if exactly.get("adminAccess"):
+                found.append(Violation(resource.urn, f"{resource.label}: request {name} asks adminAccess, which "
+                                                     "reaches devices allocated to other pods"))
+    return found
+
+
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 # Extended resource -> the taint key of its pools: read by both GPU rules.
 _GPU_TAINTS = {"type": "object", "additionalProperties": {"type": "string"}, "default": dict(DEFAULT_GPU_TAINTS)}
@@ -414,6 +446,9 @@ GUARD_RAILS = (
               gpu_pools_are_tainted, {"gpuTaints": _GPU_TAINTS}),
     GuardRail("cluster-admin-only-kns", "cluster-admin is bound only to the KNS scheduler's ServiceAccount.",
               cluster_admin_only_kns, {"allowedSubjects": {**_STRINGS, "default": []}}, stack=True),
+    GuardRail("device-claims-are-counted",
+              "Device claims ask a count of devices of one class, which the quota and the queues count.",
+              device_claims_are_counted, {}),
     GuardRail("reservation-rbac-is-narrow",
               "A reservation's switch is bound only inside namespaces, with no wildcard, naming what it changes.",
               reservation_rbac_is_narrow, {}, stack=True),
@@ -466,6 +501,8 @@ def _objects(cfg: Any, plans: Iterable[Any]) -> Iterator[tuple[str, Resource]]:
             "metadata": {"name": plan.namespace, "labels": manifests.namespace_labels(plan)}})
         for manifest in plan.objects.values():
             yield path, Resource(f"kubernetes:batch/v1:{manifest['kind']}", path, manifest)
+        if plan.claim is not None:
+            yield path, Resource(f"kubernetes:{plan.claim['apiVersion']}:{plan.claim['kind']}", path, plan.claim)
     for pool in cfg.node_pools:
         path = f"kns:nodePools[{pool.name}]"
         if pool.autoscale is not None:

@@ -25,9 +25,9 @@ from config.errors import Problem
 from config.loader import PlatformConfig
 from config.rules import DERIVED_NAME
 
-from config import names
+from config import devices as config_devices, names
 
-from . import kueue_install, multikueue, queues, reservations
+from . import devices, kueue_install, multikueue, queues, reservations
 from .model import WorkloadPlan
 from .schedulers import KNS_ACCOUNT
 
@@ -80,6 +80,12 @@ def _pools(cfg: PlatformConfig, worker: Optional[str], base: tuple[str, ...]) ->
         if pool.autoscale is not None:
             yield Registration(base + ("kns:cluster:NodePool", "kubernetes:karpenter.sh/v1:NodePool"), pool.name,
                                owner, "autoscale", "Karpenter NodePool")
+        if config_devices.is_dra(pool):
+            for kind in config_devices.kinds(pool):
+                device_class = config_devices.class_name(pool.name, kind)
+                yield Registration(base + ("kns:cluster:NodePool", f"kubernetes:{devices.API_VERSION}:DeviceClass"),
+                                   devices.class_resource_name(device_class), owner, "gpu",
+                                   f'DeviceClass "{device_class}"')
 
 
 def _schedulers(cfg: PlatformConfig, base: tuple[str, ...] = (), prefix: str = "") -> Iterator[Registration]:
@@ -232,6 +238,9 @@ def _namespace(plan: WorkloadPlan, top: tuple[str, ...], name: str, owner: str, 
     if plan.service is not None:
         yield Registration(top + ("kubernetes:core/v1:Service",), f"{name}-workers", owner, "workers",
                            "Service of its workers" + where)
+    if plan.claim is not None:
+        yield Registration(top + (f"kubernetes:{devices.API_VERSION}:{plan.claim['kind']}",),
+                           devices.claim_resource_name(name), owner, "gpu", plan.claim["kind"] + where)
 
 
 def registrations(cfg: PlatformConfig, plans: Iterable[WorkloadPlan]) -> list[Registration]:

@@ -95,15 +95,20 @@ KUBE_SCORE_IGNORED = ("pod-networkpolicy", "deployment-replicas")
 # The fields of Kueue's Configuration the program sets from `kns:queueing`; the rest is
 # upstream's. A Kueue the tests run as a process is started with exactly these, taken from
 # the configuration the program renders (kns_testing/kueue.py `start_kueue`).
-OWNED_FIELDS = ("waitForPodsReady",)
+OWNED_FIELDS = ("waitForPodsReady", "resources")
 
 
-def owned_configuration(wait_for_pods_ready: Optional[str] = None) -> dict[str, Any]:
-    """What `kns:queueing` sets in Kueue's Configuration: `waitForPodsReady` evicts and
-    requeues whole an admitted Job whose pods are not all Ready within the timeout."""
+def owned_configuration(wait_for_pods_ready: Optional[str] = None,
+                        device_mappings: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
+    """What the config sets in Kueue's Configuration: `waitForPodsReady` (from
+    `kns:queueing`) evicts and requeues whole an admitted Job whose pods are not all Ready
+    within the timeout; `resources.deviceClassMappings` (from the DRA pools) counts each
+    kind of GPU device as one resource of the queues' quota (docs/gpus.md)."""
     owned: dict[str, Any] = {}
     if wait_for_pods_ready:
         owned["waitForPodsReady"] = {"timeout": wait_for_pods_ready}
+    if device_mappings:
+        owned["resources"] = {"deviceClassMappings": device_mappings}
     return owned
 
 
@@ -116,13 +121,14 @@ def configuration(objects: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
 
 
 def install_objects(upstream: list[dict[str, Any]], cluster: str, pools: list[NodePool],
-                    wait_for_pods_ready: Optional[str] = None) -> list[dict[str, Any]]:
+                    wait_for_pods_ready: Optional[str] = None,
+                    device_mappings: Optional[list[dict[str, Any]]] = None) -> list[dict[str, Any]]:
     """The upstream objects with the platform's rules applied (see the module docstring),
     and the settings of `kns:queueing` the program owns (`owned_configuration`) in the
     controller's configuration."""
     out = []
     configured = None
-    owned = owned_configuration(wait_for_pods_ready)
+    owned = owned_configuration(wait_for_pods_ready, device_mappings)
     for document in upstream:
         obj = copy.deepcopy(document)
         metadata = obj.setdefault("metadata", {})

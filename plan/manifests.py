@@ -12,7 +12,7 @@ from config import names, resolve, rules
 from config.loader import PlatformConfig
 from config.models import Schedule, Workload
 
-from . import wait
+from . import devices, wait
 from .model import CREDENTIALS_VOLUME, WorkloadPlan, credential_secret_name
 
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
@@ -128,6 +128,7 @@ def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
             raw.setdefault("volumes", []).append(_credentials_volume(plan))
             for container in raw["containers"]:
                 container.setdefault("volumeMounts", []).append(_credentials_mount(entry))
+        devices.claim_pod(raw, plan.device_ask)
         return {"metadata": metadata, "spec": _as_worker(plan, raw)}
 
     container: dict[str, Any] = {"name": entry.name, "image": entry.image}
@@ -162,6 +163,7 @@ def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
         spec["volumes"] = copy.deepcopy(entry.volumes)
     if plan.credentials:
         spec.setdefault("volumes", []).append(_credentials_volume(plan))
+    devices.claim_pod(spec, plan.device_ask)
     return {"metadata": metadata, "spec": _as_worker(plan, spec)}
 
 

@@ -7,11 +7,16 @@ components/namespace.py) and by the offline `kns` commands.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from config.models import NodePool, Profile, Schedule, Workload
 from config.podspec import CREDENTIALS_VOLUME
 from config.prescale import Primers
+
+if TYPE_CHECKING:
+    from config.devices import DeviceAsk
+
+    from .accounting import PodAccount
 
 
 @dataclass
@@ -35,6 +40,12 @@ class WorkloadPlan:
     objects: dict[str, dict[str, Any]] = field(default_factory=dict)
     # A distributed entry's headless Service, which names its workers (docs/distributed.md).
     service: Optional[dict[str, Any]] = None
+    # The GPU devices each pod claims on a DRA pool, and the claim object that asks them: a
+    # ResourceClaimTemplate, or the ResourceClaim the pods share (docs/gpus.md).
+    device_ask: Optional["DeviceAsk"] = None
+    claim: Optional[dict[str, Any]] = None
+    # What one pod counts and how many run at once (plan/accounting.py), settled by the planner.
+    account: Optional["PodAccount"] = None
 
     @property
     def is_schedule(self) -> bool:

@@ -16,6 +16,7 @@ from config.models import NodePool
 from config.names import LABEL_CLUSTER, MANAGED_BY
 from config.quantity import kind_for_resource, parse
 
+from . import accounting
 from .model import WorkloadPlan
 
 API_VERSION = "karpenter.sh/v1"
@@ -134,8 +135,8 @@ def fit_problems(plans: Iterable[WorkloadPlan], paths: dict[str, str], cluster: 
         pool = plan.pool
         if pool is None or pool.autoscale is None or plan.pod_spec is None:
             continue
-        containers, init_containers = resolve.pod_spec_containers(plan.pod_spec)
-        asked = resolve.pod_usage(containers, init_containers, plan.limit_range)["requests"]
+        account = accounting.of(plan)
+        asked = account.requests if account is not None else {}
         reasons = []
         for resource, limit in pool.autoscale.limits.items():
             kind = kind_for_resource(resource)

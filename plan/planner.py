@@ -15,12 +15,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from config import names, pointer, profile_rules, resolve
+from config import devices as config_devices, names, pointer, profile_rules, resolve
 from config.errors import Problem
 from config.loader import POLICY_CONFIG_VARIABLE, Checked, PlatformConfig
 from config.models import Profile, Workload
+from config.quantity import kind_for_resource, parse
 
-from . import final, guardrails, inventory, nodepools, queues, reservations, wait
+from . import accounting, devices, final, guardrails, inventory, nodepools, queues, reservations, wait
 from .manifests import (
     NAMESPACE_RUNNER_RULES,
     POD_RUNNER_RULES,
@@ -39,18 +40,22 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
     reveal (an override pointer that does not fit, a bad quantity in a raw pod spec)."""
     profile, _, source = resolve.resolve_profile_sources(cfg.profiles, entry.user, entry.groups)
     pool = resolve.resolve_pool(entry, cfg.node_pools)
+    ask = config_devices.ask_of(entry, pool)
     if entry.pod_spec is not None:
         try:
-            containers, init_containers = resolve.pod_spec_containers(entry.pod_spec)
-        except resolve.PlacementError as exc:
+            containers, init_containers = accounting.pod_spec_containers(entry.pod_spec)
+        except accounting.PlacementError as exc:
             raise PlanError([(exc.field, str(exc))]) from None
-        resources = resolve.pod_spec_limits(containers + init_containers)
+        resources = accounting.pod_spec_limits(containers + init_containers)
+    elif ask is not None:
+        # GPUs of a DRA pool are claimed devices, not an extended resource (docs/gpus.md).
+        resources = accounting.container_resources(entry.model_copy(update={"gpus": 0}), profile)
     else:
-        resources = resolve.container_resources(entry, profile)
+        resources = accounting.container_resources(entry, profile)
     # A namespace runs what its users start: no container outgrows the profile's maxima.
     caps = profile_rules.profile_caps(profile) if entry.type == "namespace" else {}
     # Provisional for a pod entry: `_account` settles both from the pod as finally built.
-    limits = resolve.limit_range(entry, {**resources, "limits": {**caps, **resources["limits"]}})
+    limits = accounting.limit_range(entry, {**resources, "limits": {**caps, **resources["limits"]}})
     scheduler = entry.scheduler_name or (
         cfg.packing_scheduler.name if cfg.packing_scheduler.enabled else None
     )
@@ -63,7 +68,7 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
         profile=profile,
         resources=resources,
         limit_range=limits,
-        quota=resolve.quota(entry, resources, limits),
+        quota=accounting.quota(entry, resources, limits),
         role_rules=copy.deepcopy(NAMESPACE_RUNNER_RULES if entry.type == "namespace" else POD_RUNNER_RULES),
         scheduler_name=scheduler,
         primers=cfg.primers.get(entry.name),
@@ -74,6 +79,9 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
         found = profile_rules.check(profile_rules.quota_facts(plan.quota, "quota"), profile, source)
         if found:
             raise PlanError(found)
+    if ask is not None and entry.type == "pod":
+        plan.device_ask = ask
+        plan.claim = devices.claim_manifest(plan, ask)
     if entry.distributed:
         plan.role_rules += copy.deepcopy(WORKER_SERVICE_RULES)
         plan.service = service_manifest(plan)
@@ -101,38 +109,42 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
                                               plan.primers.lead if plan.primers else None)
         if problems:
             raise PlanError(sorted(set(problems)))
-        _account(plan, profile, source, bool(overrides))
+        _account(plan, profile, source, bool(overrides), devices.resource_of_class(cfg.node_pools))
     return plan
 
 
-def _account(plan: WorkloadPlan, profile: Profile, source: dict[str, str], overridden: bool) -> None:
+def _account(plan: WorkloadPlan, profile: Profile, source: dict[str, str], overridden: bool,
+             device_resources: dict[str, str]) -> None:
     """LimitRange and quota from the pod as finally built (overrides may add containers or
     change resources), and that pod held to the profile's rules again when overrides
     could have changed it."""
     entry = plan.entry
     final = plan.pod_spec
     try:
-        containers, init_containers = resolve.pod_spec_containers(final)
-    except resolve.PlacementError as exc:
+        containers, init_containers = accounting.pod_spec_containers(final)
+    except accounting.PlacementError as exc:
         raise PlanError([("jsonOverrides", str(exc).replace("containers[", "the final pod's containers[", 1))]) from None
     own = [c for c, raw in zip(init_containers, final.get("initContainers") or []) if raw.get("name") != wait.NAME]
-    limits = resolve.limit_range(entry, resolve.pod_spec_limits(containers + own))
+    limits = accounting.limit_range(entry, accounting.pod_spec_limits(containers + own))
     if plan.primers is not None:
-        _fit_waits(plan, resolve.pod_usage(containers, own, limits)["requests"])
-        containers, init_containers = resolve.pod_spec_containers(final)
+        _fit_waits(plan, accounting.pod_usage(containers, own, limits)["requests"])
+        containers, init_containers = accounting.pod_spec_containers(final)
     for item in containers + init_containers:
         for resource in ("cpu", "memory"):
             # A request with no limit gets the default limit at admission: make room for it.
             request = item["requests"].get(resource)
             if request and resource not in item["limits"] and resource in limits["default"]:
-                kind = resolve.kind_for_resource(resource)
-                if resolve.parse(request, kind) > resolve.parse(limits["default"][resource], kind):
+                kind = kind_for_resource(resource)
+                if parse(request, kind) > parse(limits["default"][resource], kind):
                     limits["default"][resource] = request
     plan.limit_range = limits
-    plan.quota = resolve.quota(entry, resolve.pod_usage(containers, init_containers, limits), limits)
+    claims = {plan.claim["metadata"]["name"]: plan.claim} if plan.claim is not None else {}
+    plan.account = accounting.count_pod(final, limits, entry.pods_per_run, claims, device_resources)
+    plan.quota = accounting.quota(entry, {"requests": plan.account.requests, "limits": plan.account.limits},
+                                  limits, plan.account)
     if not overridden:
         return
-    usage = resolve.pod_usage(containers, own, limits)
+    usage = accounting.pod_usage(containers, own, limits)
     facts = profile_rules.final_pod_facts(final, usage["limits"], wait.NAME)
     problems = profile_rules.check(facts, profile, source)
     if problems:

@@ -22,10 +22,11 @@ from config.loader import PlatformConfig
 from config.models import NodePool, Priority, Queue
 from config.quantity import kind_for_resource, parse, render
 
+from . import accounting
 from .model import WorkloadPlan
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
-PODS = "pods"
+PODS = accounting.PODS
 # The program's Queues component (components/queues.py).
 COMPONENT = "queues"
 
@@ -149,19 +150,12 @@ def pods_at_once(plan: WorkloadPlan) -> int:
 
 
 def workload_requests(plan: WorkloadPlan) -> dict[str, Decimal]:
-    """What one Job of the entry asks of its queue: the pod's requests as admission fills
-    them in, times the pods that run at once, and `pods` itself. Empty for an entry that
-    runs no pod (`type: namespace`)."""
-    spec = plan.pod_spec
-    if spec is None:
-        return {}
-    containers, init_containers = resolve.pod_spec_containers(spec)
-    per_pod = resolve.pod_usage(containers, init_containers, plan.limit_range)["requests"]
-    count = pods_at_once(plan)
-    amounts = {resource: parse(amount, kind_for_resource(resource)) for resource, amount in per_pod.items()}
-    out = {resource: amount * count for resource, amount in amounts.items() if amount > 0}
-    out[PODS] = Decimal(count)
-    return out
+    """What one Job of the entry asks of its queue (plan/accounting.py): the pod's requests
+    as admission fills them in and its devices by Kueue's names for them, times the pods
+    that run at once, and `pods` itself. Empty for an entry that runs no pod
+    (`type: namespace`)."""
+    account = accounting.of(plan)
+    return {} if account is None else account.job_requests()
 
 
 def lendable(queue: Queue, pool: str, resource: str) -> Decimal:

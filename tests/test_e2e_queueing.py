@@ -10,6 +10,7 @@ up`, the server's timestamps in them, and Kueue's Workload conditions.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -23,6 +24,7 @@ from config.karpenter import duration_seconds
 from kns_cli import explain
 from kns_cli import stack as kns_stack
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
+from kns_testing.dra import resource_slice
 from kns_testing.kueue import program_configuration, start_kueue
 from kns_testing.pace import slack
 from kns_testing.reservations import SwitchKubelet
@@ -124,7 +126,11 @@ def kueue_configuration(cluster) -> dict:
     """Kueue's Configuration as the program renders it for the stack with waitForPodsReady."""
     config = stack_config(cluster)
     config["kns:queueing"] = {**config["kns:queueing"], "waitForPodsReady": PODS_READY}
-    return program_configuration(config)
+    rendered = program_configuration(config)
+    # The devices' stack shares this Kueue: its device class mappings, as the program
+    # renders them for that stack (docs/gpus.md), are the one thing it adds.
+    rendered["resources"] = program_configuration(dra_config(cluster))["resources"]
+    return rendered
 
 
 @pytest.fixture(scope="module")
@@ -795,6 +801,202 @@ def test_the_switch_may_touch_only_its_own_objects(course, kueue):
     assert not kueue.can(who, "create", "jobs.batch", "kns-resv-lab")
 
 
+
+
+# ---- GPUs as devices (docs/gpus.md): a third stack on the same control plane and Kueue -------
+# kwok runs no DRA driver: the test publishes each DRA node's ResourceSlice as NVIDIA's
+# driver would (kns_testing/dra.py, from tests/fixtures/nvidia-dra-devices.yaml); the real
+# kube-scheduler allocates the claims, the real kube-controller-manager makes them from the
+# templates, the API server's quota counts them, and Kueue counts them through the device
+# class mappings the program renders.
+
+MIG_GPU = ["1g.10gb"] * 7  # one A100 in seven 1g.10gb instances
+MIG_LAYOUT = [MIG_GPU, ["3g.40gb", "3g.40gb"], *["gpu"] * 6]
+DRA_NODES = {"mig-a": MIG_LAYOUT, "mig-b": MIG_LAYOUT, "mig-c": MIG_LAYOUT,
+             "whole-a": ["gpu"] * 8, "whole-b": ["gpu"] * 8, "sw-a": ["gpu"] * 2}
+DRA_MODEL = "NVIDIA A100-SXM4-80GB"  # the fixture's productName
+MIG_PARTITIONS = [{"profile": "1g.10gb", "perGpu": 7}, {"profile": "3g.40gb", "perGpu": 2}]
+LONG = {"kwok.x-k8s.io/run-for": "2h"}  # pods run until the test ends
+
+
+def dra_gpu(**more) -> dict:
+    return {"vendor": "nvidia", "perNode": 8, "allocation": "dra", "driver": "gpu.nvidia.com", "model": DRA_MODEL,
+            **more}
+
+
+def dra_config(cluster: Cluster) -> dict:
+    device = {"user": "ann", "image": "busybox:1.37", "cpu": 1, "memory": 1024, "annotations": LONG}
+    return {
+        "kns:cluster": {"name": "kns-dra", "kubeconfig": str(cluster.kubeconfig), "kubernetesVersion": "1.36"},
+        "kns:nodePools": [
+            {"name": "mig-one", "role": "gpu", "nodes": ["mig-a"], "gpu": dra_gpu(partitions=MIG_PARTITIONS)},
+            {"name": "mig", "role": "gpu", "nodes": ["mig-b", "mig-c"], "gpu": dra_gpu(partitions=MIG_PARTITIONS)},
+            {"name": "whole", "role": "gpu", "nodes": ["whole-a", "whole-b"], "gpu": dra_gpu()},
+            # Extended resources first; switched to DRA by a test.
+            {"name": "switch", "role": "gpu", "nodes": ["sw-a"], "gpu": {"vendor": "nvidia", "perNode": 2}}],
+        "kns:packingScheduler": {"enabled": False},
+        "kns:queueing": {"enabled": True, "install": False},
+        "kns:queues": [
+            {"name": "mig-q", "quota": {"mig": {"cpu": 32, "memory": "64Gi", "gpu.nvidia.com/1g.10gb": 14}}},
+            {"name": "whole-q", "quota": {"whole": {"cpu": 32, "memory": "64Gi", "gpu.nvidia.com/gpu": 16}}}],
+        "kns:jobs": [
+            {"name": "slices", **device, "pool": "mig-one", "gpu": {"partition": "1g.10gb"}, "parallelism": 8,
+             "completions": 8},
+            {"name": "notebooks", **device, "pool": "mig", "queue": "mig-q", "gpu": {"partition": "1g.10gb"},
+             "parallelism": 14, "completions": 14},
+            {"name": "train", **device, "pool": "whole", "queue": "whole-q", "gpus": 8, "workers": 2},
+            {"name": "capped", **device, "pool": "mig", "gpu": {"partition": "3g.40gb"}, "parallelism": 2,
+             "completions": 2, "quota": {"kns-mig-3g.40gb.deviceclass.resource.k8s.io/devices": "1"}},
+            {"name": "switched", **device, "pool": "switch", "gpus": 1}],
+    }
+
+
+def dra_node(name: str) -> dict:
+    # The switch pool's node offers its GPUs both ways (a device plugin and the DRA driver).
+    return node_manifest(name, 32, 2 if name == "sw-a" else 0)
+
+
+@dataclass
+class Devices:
+    stack: Stack
+    watches: dict
+
+
+@pytest.fixture(scope="module")
+def devices(kueue, tmp_path_factory):
+    """The DRA stack after its `up`; the nodes and their ResourceSlices first (the driver
+    publishes before any pod asks), then, once `notebooks` holds the mig queue, a second
+    queued entry that must wait (applied by a second `up`)."""
+    kueue.apply(*(dra_node(name) for name in DRA_NODES))
+    kueue.wait(lambda: all(n in {i["metadata"]["name"] for i in kueue.get("nodes")["items"]} for n in DRA_NODES))
+    kueue.apply(*(resource_slice(name, layout) for name, layout in DRA_NODES.items()))
+    found = {kind: Watch(kueue, kind) for kind in ("resourceclaims.resource.k8s.io", "events")}
+    live = project(tmp_path_factory, kueue, "devices", dra_config(kueue))
+    live.up()
+    yield Devices(live, found)
+    for watch in found.values():
+        watch.stop()
+    live.pulumi("destroy", "--yes", check=False)
+    kueue.kubectl("delete", "resourceslices", "-l", "kns-test/dra=true", "--wait=false")
+
+
+def dra_pods(cluster: Cluster, namespace: str) -> list[dict]:
+    return cluster.get("pods", "-n", namespace)["items"]
+
+
+def running(pods: list[dict]) -> list[dict]:
+    return [p for p in pods if p["status"].get("phase") == "Running"]
+
+
+def allocated(cluster: Cluster, namespace: str) -> dict[str, list[dict]]:
+    """Each pod's claim's allocated devices (`status.allocation`), by pod name."""
+    out = {}
+    for claim in cluster.get("resourceclaims.resource.k8s.io", "-n", namespace)["items"]:
+        owner = next((o["name"] for o in claim["metadata"].get("ownerReferences") or [] if o["kind"] == "Pod"), None)
+        results = ((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or []
+        out[owner or claim["metadata"]["name"]] = results
+    return out
+
+
+def test_seven_one_slice_pods_get_a_slice_each_and_the_eighth_waits_for_the_scheduler(devices, kueue):
+    namespace = "kns-slices"
+    kueue.wait(lambda: len(running(dra_pods(kueue, namespace))) == 7, message="seven of eight pods Running")
+    pods = dra_pods(kueue, namespace)
+    assert len(pods) == 8
+    claims = allocated(kueue, namespace)
+    for pod in running(pods):
+        (result,) = claims[pod["metadata"]["name"]]
+        assert result["pool"] == pod["spec"]["nodeName"] == "mig-a"
+        assert re.fullmatch(r"gpu-0-mig-1g10gb-19-[0-6]", result["device"]), result  # a 1g.10gb slice, never a GPU
+    assert len({claims[p["metadata"]["name"]][0]["device"] for p in running(pods)}) == 7
+    (waiting,) = [p for p in pods if p["status"].get("phase") != "Running"]
+    assert claims[waiting["metadata"]["name"]] == []
+    reason = kueue.wait(lambda: next((e for _, e in devices.watches["events"].all()
+                                      if e["involvedObject"].get("name") == waiting["metadata"]["name"]
+                                      and e["reason"] == "FailedScheduling"), None),
+                        message="the scheduler's reason for the eighth pod")
+    assert "cannot allocate all claims" in reason["message"]
+
+
+def test_a_queue_with_room_for_fourteen_slices_admits_fourteen_one_slice_pods(devices, kueue):
+    namespace = "kns-notebooks"
+    kueue.wait(lambda: len(running(dra_pods(kueue, namespace))) == 14, message="fourteen notebooks Running")
+    (workload,) = kueue.get("workloads.kueue.x-k8s.io", "-n", namespace)["items"]
+    (assignment,) = workload["status"]["admission"]["podSetAssignments"]
+    assert assignment["count"] == 14 and assignment["resourceUsage"]["gpu.nvidia.com/1g.10gb"] == "14"
+    claims = allocated(kueue, namespace)
+    assert sorted(r[0]["pool"] for r in claims.values()) == ["mig-b"] * 7 + ["mig-c"] * 7
+    assert all("-mig-1g10gb-" in r[0]["device"] for r in claims.values())
+
+
+def test_a_queue_admits_both_eight_gpu_workers_or_none_each_claim_holding_one_nodes_gpus(devices, kueue):
+    namespace = "kns-train"
+    kueue.wait(lambda: len(running(dra_pods(kueue, namespace))) == 2, message="both workers Running")
+    claims = allocated(kueue, namespace)
+    nodes = set()
+    for pod in running(dra_pods(kueue, namespace)):
+        results = claims[pod["metadata"]["name"]]
+        assert len(results) == 8 and {r["pool"] for r in results} == {pod["spec"]["nodeName"]}
+        assert all(re.fullmatch(r"gpu-[0-7]", r["device"]) for r in results)
+        nodes.add(pod["spec"]["nodeName"])
+    assert nodes == {"whole-a", "whole-b"}
+    (workload,) = kueue.get("workloads.kueue.x-k8s.io", "-n", namespace)["items"]
+    (assignment,) = workload["status"]["admission"]["podSetAssignments"]
+    assert assignment["count"] == 2 and assignment["resourceUsage"]["gpu.nvidia.com/gpu"] == "16"
+    # A second gang of the same shape: the queue holds none of it while the first runs.
+    devices.stack.edit(lambda config: config["kns:jobs"].append(
+        {**next(e for e in config["kns:jobs"] if e["name"] == "train"), "name": "train-next"}))
+    devices.stack.up()
+    pending = kueue.wait(lambda: next(iter(kueue.get("workloads.kueue.x-k8s.io", "-n", "kns-train-next")["items"]),
+                                      None), message="train-next's Workload")
+    reserved = kueue.wait(lambda: condition(kueue.get("workloads.kueue.x-k8s.io", pending["metadata"]["name"], "-n",
+                                                      "kns-train-next"), "QuotaReserved"),
+                          message="train-next's QuotaReserved condition")
+    assert reserved["status"] == "False" and "gpu.nvidia.com/gpu" in reserved["message"], reserved
+    assert dra_pods(kueue, "kns-train-next") == []
+    assert kueue.get("job", "train-next", "-n", "kns-train-next")["spec"]["suspend"] is True
+
+
+def test_the_api_servers_quota_refuses_a_claim_beyond_the_entrys_device_quota(devices, kueue):
+    namespace = "kns-capped"
+    kueue.wait(lambda: len(running(dra_pods(kueue, namespace))) == 1, message="one capped pod Running")
+    refused = kueue.wait(lambda: next((e for _, e in devices.watches["events"].all()
+                                       if e["involvedObject"].get("namespace") == namespace
+                                       and "exceeded quota" in e.get("message", "")), None),
+                         message="the quota's refusal of the second claim")
+    assert "kns-mig-3g.40gb.deviceclass.resource.k8s.io/devices" in refused["message"]
+    assert len(kueue.get("resourceclaims.resource.k8s.io", "-n", namespace)["items"]) == 1
+    used = kueue.get("resourcequota", "kns-quota", "-n", namespace)["status"]["used"]
+    assert used["kns-mig-3g.40gb.deviceclass.resource.k8s.io/devices"] == "1"
+
+
+def test_a_pool_switched_to_dra_previews_what_changes_and_up_changes_only_that(devices, kueue):
+    namespace = "kns-switched"
+    kueue.wait(lambda: len(running(dra_pods(kueue, namespace))) == 1, message="switched's pod Running")
+    (pod,) = dra_pods(kueue, namespace)
+    assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+
+    def to_dra(config):
+        pool = next(p for p in config["kns:nodePools"] if p["name"] == "switch")
+        pool["gpu"] = dra_gpu(perNode=2)
+
+    devices.stack.edit(to_dra)
+    preview = json.loads(devices.stack.pulumi("preview", "--json").stdout)
+    changed = sorted((step["op"], step["urn"].rsplit("::", 1)[1]) for step in preview["steps"]
+                     if step["op"] not in ("same", "read"))
+    assert changed == [("create", "kns-switch-gpu"), ("create", "switched-gpu-claim"),
+                       ("create-replacement", "switched"), ("delete-replaced", "switched"),
+                       ("replace", "switched"), ("update", "switched-quota")], changed
+    devices.stack.up()
+    kueue.wait(lambda: [p for p in running(dra_pods(kueue, namespace)) if p["spec"].get("resourceClaims")],
+               message="the switched entry's new pod Running with its claim")
+    (pod,) = [p for p in dra_pods(kueue, namespace) if p["spec"].get("resourceClaims")]
+    assert "nvidia.com/gpu" not in pod["spec"]["containers"][0]["resources"].get("limits", {})
+    (result,) = allocated(kueue, namespace)[pod["metadata"]["name"]]
+    assert result["pool"] == "sw-a" and re.fullmatch(r"gpu-[01]", result["device"])
+    assert kueue.get("resourcequota", "kns-quota", "-n", namespace)["spec"]["hard"][
+        "kns-switch-gpu.deviceclass.resource.k8s.io/devices"] == "1"
+    devices.stack.pulumi("preview", "--expect-no-changes")
 
 def test_destroy_removes_queues_flavors_and_local_queues(stack, kueue):
     stack.pulumi("destroy", "--yes")

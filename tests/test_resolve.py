@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from config import resolve
+from plan import accounting
 from config.models import Job, NodePool, Profile, Schedule
 
 VC = {"key": "node-role.jarvice.io/jarvice-vcluster", "value": "true", "effect": "NoSchedule"}
@@ -122,7 +123,7 @@ def test_several_gpu_pools_need_an_explicit_choice():
 
 
 def test_limits_default_to_requests():
-    r = resolve.container_resources(job(cpu=2, memory="4Gi", storage=1024))
+    r = accounting.container_resources(job(cpu=2, memory="4Gi", storage=1024))
     assert r == {
         "requests": {"cpu": "2", "memory": "4Gi", "ephemeral-storage": "1Gi"},
         "limits": {"cpu": "2", "memory": "4Gi", "ephemeral-storage": "1Gi"},
@@ -130,31 +131,31 @@ def test_limits_default_to_requests():
 
 
 def test_explicit_limits_and_gpus():
-    r = resolve.container_resources(job(cpu=1, cpuLimit=4, memory=512, memoryLimit="1Gi", gpus=2))
+    r = accounting.container_resources(job(cpu=1, cpuLimit=4, memory=512, memoryLimit="1Gi", gpus=2))
     assert r["requests"] == {"cpu": "1", "memory": "512Mi", "nvidia.com/gpu": "2"}
     assert r["limits"] == {"cpu": "4", "memory": "1Gi", "nvidia.com/gpu": "2"}
 
 
 def test_custom_gpu_resource_and_extra_resources():
-    r = resolve.container_resources(job(gpus=1, gpuResource="nvidia.com/mig-1g.10gb", extraResources={"example.com/fpga": 1}))
+    r = accounting.container_resources(job(gpus=1, gpuResource="nvidia.com/mig-1g.10gb", extraResources={"example.com/fpga": 1}))
     assert r["requests"] == {"nvidia.com/mig-1g.10gb": "1", "example.com/fpga": "1"}
     assert r["limits"] == r["requests"]
 
 
 def test_profile_ratios_set_requests_from_limits():
     profile = Profile(cpu_request_ratio=0.5, memory_request_ratio=0.25)
-    r = resolve.container_resources(job(cpuLimit=3, memoryLimit="4Gi"), profile)
+    r = accounting.container_resources(job(cpuLimit=3, memoryLimit="4Gi"), profile)
     assert r["requests"] == {"cpu": "1500m", "memory": "1Gi"}
     assert r["limits"] == {"cpu": "3", "memory": "4Gi"}
 
 
 def test_no_resources_means_none_set():
-    assert resolve.container_resources(job()) == {"requests": {}, "limits": {}}
+    assert accounting.container_resources(job()) == {"requests": {}, "limits": {}}
 
 
 def test_limit_range_defaults_are_clamped_under_the_entry_limits():
     entry = job(cpu="500m", memory=128)
-    spec = resolve.limit_range(entry, resolve.container_resources(entry))
+    spec = accounting.limit_range(entry, accounting.container_resources(entry))
     assert spec == {
         "type": "Container",
         "default": {"cpu": "500m", "memory": "128Mi"},
@@ -165,7 +166,7 @@ def test_limit_range_defaults_are_clamped_under_the_entry_limits():
 
 def test_limit_range_of_a_big_job_keeps_the_kns_defaults():
     entry = job(cpu=8, memory="64Gi", gpus=4)
-    spec = resolve.limit_range(entry, resolve.container_resources(entry))
+    spec = accounting.limit_range(entry, accounting.container_resources(entry))
     assert spec["default"] == {"cpu": "1", "memory": "1Gi"}
     assert spec["defaultRequest"] == {"cpu": "200m", "memory": "256Mi"}
     assert spec["max"] == {"cpu": "8", "memory": "64Gi"}  # counts (GPUs) are quota'd, not capped here
@@ -173,12 +174,12 @@ def test_limit_range_of_a_big_job_keeps_the_kns_defaults():
 
 def test_limit_range_without_resources_has_no_max():
     entry = job()
-    assert "max" not in resolve.limit_range(entry, resolve.container_resources(entry))
+    assert "max" not in accounting.limit_range(entry, accounting.container_resources(entry))
 
 
 def test_limit_range_override():
     entry = job(cpu=2, limitRange={"default": {"cpu": 1.5}, "max": {"memory": 2048}, "min": {"cpu": "100m"}})
-    spec = resolve.limit_range(entry, resolve.container_resources(entry))
+    spec = accounting.limit_range(entry, accounting.container_resources(entry))
     assert spec["default"]["cpu"] == "1500m"
     assert spec["max"] == {"cpu": "2", "memory": "2Gi"}
     assert spec["min"] == {"cpu": "100m"}
@@ -186,8 +187,8 @@ def test_limit_range_override():
 
 def test_quota_is_per_pod_amounts_times_parallelism():
     entry = job(cpu=2, memory="4Gi", gpus=1, parallelism=3)
-    r = resolve.container_resources(entry)
-    hard = resolve.quota(entry, r, resolve.limit_range(entry, r))
+    r = accounting.container_resources(entry)
+    hard = accounting.quota(entry, r, accounting.limit_range(entry, r))
     assert hard == {
         "limits.cpu": "6",
         "limits.memory": "12Gi",
@@ -200,8 +201,8 @@ def test_quota_is_per_pod_amounts_times_parallelism():
 
 def test_quota_counts_unset_resources_at_the_limit_range_defaults():
     entry = job()
-    r = resolve.container_resources(entry)
-    hard = resolve.quota(entry, r, resolve.limit_range(entry, r))
+    r = accounting.container_resources(entry)
+    hard = accounting.quota(entry, r, accounting.limit_range(entry, r))
     assert hard == {"limits.cpu": "1", "limits.memory": "1Gi", "pods": "1", "requests.cpu": "200m", "requests.memory": "256Mi"}
 
 
@@ -209,14 +210,14 @@ def test_quota_of_overlapping_schedule_runs_is_doubled():
     forbid = Schedule.model_validate({"name": "s", "image": "i", "schedule": "0 * * * *", "cpu": 1})
     allow = forbid.model_copy(update={"concurrency_policy": "Allow"})
     for entry, pods in ((forbid, "1"), (allow, "2")):
-        r = resolve.container_resources(entry)
-        assert resolve.quota(entry, r, resolve.limit_range(entry, r))["pods"] == pods
+        r = accounting.container_resources(entry)
+        assert accounting.quota(entry, r, accounting.limit_range(entry, r))["pods"] == pods
 
 
 def test_quota_override_wins():
     entry = job(cpu=1, quota={"pods": 5, "requests.memory": 1024})
-    r = resolve.container_resources(entry)
-    hard = resolve.quota(entry, r, resolve.limit_range(entry, r))
+    r = accounting.container_resources(entry)
+    hard = accounting.quota(entry, r, accounting.limit_range(entry, r))
     assert hard["pods"] == "5" and hard["requests.memory"] == "1Gi"
 
 

@@ -72,6 +72,7 @@ BOOL_TEXT = (
     r"|[tTfFyYnN01])$"
 )
 DNS_LABEL = rules.DNS1123_LABEL
+DNS_SUBDOMAIN = rules.DNS1123_SUBDOMAIN
 _SUBDOMAIN = rules.DNS1123_SUBDOMAIN.strip("^$")
 _LABEL_NAME = rules.LABEL_NAME.strip("^$")
 # `prefix/name`: an optional DNS subdomain and "/", then a name of 1 to 63 characters.
@@ -217,6 +218,23 @@ def _after_validators() -> dict[Callable, Callable[[dict[str, Any]], dict[str, A
             "pattern": r"^[^/]*$", "patternErrorMessage": 'the API group alone, without "/" or a version',
             "description": "The node class's API group (`karpenter.k8s.aws`, `karpenter.azure.com`, `karpenter.kwok.sh`).",
         },
+        _func(models.MigProfile): lambda s: s | {
+            "pattern": rules.MIG_PROFILE.pattern, "patternErrorMessage": rules.MIG_PROFILE.message,
+            "description": 'A MIG profile as the DRA driver publishes it (`"1g.10gb"`, `"3g.40gb"`). See docs/gpus.md.',
+        },
+        _func(models.GpuModel): lambda s: s | {
+            "pattern": rules.GPU_MODEL.pattern, "maxLength": rules.GPU_MODEL.max_length,
+            "patternErrorMessage": rules.GPU_MODEL.message,
+            "description": 'The GPU product name the driver publishes (`"NVIDIA A100-SXM4-80GB"`).',
+        },
+        _func(models.DriverName): lambda s: s | {
+            "pattern": DNS_SUBDOMAIN, "maxLength": 253, "patternErrorMessage": "not a DNS-1123 subdomain",
+            "description": "The DRA driver's name (`gpu.nvidia.com`).",
+        },
+        _func(models.KubernetesVersion): lambda s: s | {
+            "pattern": rules.KUBERNETES_VERSION.pattern, "patternErrorMessage": rules.KUBERNETES_VERSION.message,
+            "description": 'The cluster\'s Kubernetes version (`"1.36"`): what the program may use depends on it.',
+        },
         _func(models.DurationOrNever): lambda s: s | {
             "pattern": rules.DURATION_OR_NEVER.pattern, "patternErrorMessage": rules.DURATION_OR_NEVER.message,
             "description": 'A duration as Karpenter reads it (`"30s"`, `"10m"`, `"1h30m"`), or `"Never"`.',
@@ -321,7 +339,13 @@ MODEL_HELP = {
     "NodePool": "A node pool: labels and taints on existing nodes (`nodes`), or a Karpenter NodePool that "
     "creates them (`autoscale`). See docs/node-pools.md and docs/autoscaling.md.",
     "Taint": "A taint put on every node of the pool.",
-    "GpuSpec": "The GPUs of each node of a `role: gpu` pool.",
+    "GpuSpec": "The GPUs of each node of a `role: gpu` pool: counted as an extended resource (`nvidia.com/gpu`), "
+    "or allocated as devices through DRA (`allocation: dra`: whole GPUs, MIG partitions, shared GPUs). "
+    "See docs/gpus.md.",
+    "GpuPartition": "A MIG profile the pool's GPUs are partitioned into, and how many of it one GPU holds.",
+    "GpuSharing": "How `gpu: {shared: true}` entries share one whole GPU (the NVIDIA driver's sharing strategy).",
+    "GpuAsk": "GPU devices one pod claims from a DRA pool: `count` whole GPUs, `count` partitions of one "
+    "profile, or one shared GPU. See docs/gpus.md.",
     "PackingScheduler": "`kns:packingScheduler`: the node-packing second kube-scheduler. See docs/schedulers.md.",
     "Keycloak": "Keycloak for the KNS scheduler; its client secret is the secret key "
     "`kns:keycloakClientSecret`.",
@@ -394,6 +418,13 @@ def _rules(cls: type[BaseModel]) -> list[dict[str, Any]]:
     """The rules of the model validators that one object can show alone, as `if`/`then`
     with keywords whose failures editors report with `errorMessage` (the program's words)."""
     found: list[dict[str, Any]] = []
+    if issubclass(cls, models.GpuSpec):
+        found += [
+            {"if": {"not": _present(cls, "allocation", {"const": "dra"})},
+             "then": _unset(cls, ["driver", "model", "partitions", "sharing"], rules.DRA_FIELDS_NEED_DRA.message)},
+            {"if": _present(cls, "allocation", {"const": "dra"}),
+             "then": _needs(cls, "driver", {"type": "string"}, rules.DRA_NEEDS_DRIVER.message)},
+        ]
     if issubclass(cls, models.NodePool):
         found += [
             {"if": _present(cls, "role", {"const": "gpu"}),
