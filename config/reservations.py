@@ -16,7 +16,7 @@ from typing import Annotated, ClassVar, Literal, Mapping, Optional, Sequence
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from . import calendar, podspec, rules
+from . import calendar, devices, podspec, rules
 from .errors import Problems
 from .models import CronExpr, DnsLabel, Model, NodePool, Queue, Queueing, TimeZone, Workload, _quantities
 from .quantity import kind_for_resource, parse, render
@@ -126,7 +126,17 @@ class Reservation(Model):
 
 
 def gpu_resource(pool: NodePool) -> str:
+    """What a pool's whole GPUs are counted as: its extended resource, or on a DRA pool the
+    resource Kueue counts its whole-GPU devices as (docs/gpus.md)."""
+    if devices.is_dra(pool):
+        assert pool.gpu is not None and pool.gpu.driver is not None
+        return devices.kueue_resource(pool.gpu.driver, devices.WHOLE)
     return "amd.com/gpu" if pool.gpu is not None and pool.gpu.vendor == "amd" else "nvidia.com/gpu"
+
+
+def is_gpu(resource: str) -> bool:
+    """Whole GPUs, counted either way (`nvidia.com/gpu`, `gpu.nvidia.com/gpu`)."""
+    return resource.endswith("/gpu")
 
 
 def holdings(item: Reservation, pool: NodePool) -> dict[str, Decimal]:
@@ -152,7 +162,7 @@ def pool_capacity(pool: NodePool) -> dict[str, Decimal]:
     out = {}
     for key, value in pool.autoscale.limits.items():
         if key != "nodes":  # a count of nodes, not a resource a reservation holds
-            out[gpu_resource(pool) if key in ("nvidia.com/gpu", "amd.com/gpu") else key] = parse(value, kind_for_resource(key))
+            out[gpu_resource(pool) if is_gpu(key) else key] = parse(value, kind_for_resource(key))
     return out
 
 
@@ -174,7 +184,7 @@ def lending_cohort(pool: str, queues: Sequence[Queue]) -> tuple[Optional[str], l
 
 
 def show(resource: str, amount: Decimal) -> str:
-    if resource in ("nvidia.com/gpu", "amd.com/gpu"):
+    if is_gpu(resource):
         return f"{amount:f} GPUs".replace(".0 ", " ") if amount != 1 else "1 GPU"
     return f"{render(amount, kind_for_resource(resource))} {resource}"
 

@@ -146,7 +146,8 @@ def queued_pools(cfg: PlatformConfig) -> list[NodePool]:
 def pods_at_once(plan: WorkloadPlan) -> int:
     """The pods of one of the entry's Jobs that Kueue admits together (one pod set): its
     workers, or parallelism (fewer completions)."""
-    return plan.entry.pods_per_run
+    account = accounting.of(plan)
+    return account.pods if account is not None else plan.entry.pods_per_run
 
 
 def workload_requests(plan: WorkloadPlan) -> dict[str, Decimal]:

@@ -41,10 +41,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Optional
 
-from config import calendar, names, queues as queue_rules, rules
+from config import calendar, devices as config_devices, names, queues as queue_rules, rules
 from config.loader import PlatformConfig
 from config.models import NodePool
-from config.quantity import kind_for_resource, render
+from config.quantity import kind_for_resource, parse, render
 from config.errors import Problem
 from config.reservations import Reservation, gpu_resource, holdings, lending_cohort, pool_capacity, show
 
@@ -210,8 +210,10 @@ def _objects(cfg: PlatformConfig, plan: ReservationPlan) -> list[dict[str, Any]]
                     "subjects": [{"kind": "ServiceAccount", "name": SWITCH, "namespace": ns}],
                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                 "name": f"{plan.cluster_queue}-find"}}
+    claim = holder_claim_manifest(cfg, plan)
     return [namespace, cluster_queue_manifest(cfg, plan), holder_queue, account, role, binding, find, find_binding,
-            entries_role(cfg, plan), code_config_map(cfg, plan), cronjob_manifest(cfg, plan)]
+            entries_role(cfg, plan), code_config_map(cfg, plan), cronjob_manifest(cfg, plan),
+            *([claim] if claim is not None else [])]
 
 
 def entries_role(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:
@@ -304,8 +306,40 @@ def holder_pods(plan: ReservationPlan) -> tuple[int, dict[str, str]]:
     return count, each
 
 
+def holder_devices(plan: ReservationPlan, each: dict[str, str]) -> dict[str, int]:
+    """Of what each holder pod holds, the devices of a DRA pool, by device class (each
+    kind's resource, `gpu.nvidia.com/1g.10gb`, is the pool's class of that kind): the
+    holder claims them, as the reservation's entries do (docs/gpus.md)."""
+    pool = plan.pool
+    if not config_devices.is_dra(pool):
+        return {}
+    assert pool.gpu is not None and pool.gpu.driver is not None
+    by_resource = {config_devices.kueue_resource(pool.gpu.driver, kind): config_devices.class_name(pool.name, kind)
+                   for kind in config_devices.kinds(pool)}
+    return {by_resource[r]: int(parse(amount)) for r, amount in each.items() if r in by_resource}
+
+
+def holder_claim_manifest(cfg: PlatformConfig, plan: ReservationPlan) -> Optional[dict[str, Any]]:
+    """The ResourceClaimTemplate each holder pod's devices come from, on a DRA pool."""
+    claimed = holder_devices(plan, holder_pods(plan)[1])
+    if not claimed:
+        return None
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": _metadata(cfg, plan.reservation, config_devices.CLAIM, plan.namespace),
+            "spec": {"spec": {"devices": {"requests": [
+                {"name": f"r{i}", "exactly": {"deviceClassName": device_class, "allocationMode": "ExactCount",
+                                              "count": count}}
+                for i, (device_class, count) in enumerate(claimed.items())]}}}}
+
+
 def holder_manifest(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:
     count, each = holder_pods(plan)
+    claimed = holder_devices(plan, each)
+    if claimed:
+        pool = plan.pool
+        assert pool.gpu is not None and pool.gpu.driver is not None
+        held = {config_devices.kueue_resource(pool.gpu.driver, k) for k in config_devices.kinds(pool)}
+        each = {r: a for r, a in each.items() if r not in held}
     requests = {"cpu": "10m", "memory": "16Mi", **each}
     labels = {names.QUEUE_LABEL: HOLDER, names.PRIORITY_LABEL: rules.RESERVATION_HOLDER_PRIORITY,
               names.LABEL_CLUSTER: cfg.cluster.name, names.LABEL_RESERVATION: plan.name}
@@ -317,8 +351,13 @@ def holder_manifest(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any
                          "restartPolicy": "Never", "automountServiceAccountToken": False,
                          "terminationGracePeriodSeconds": 0, "securityContext": RESTRICTED_POD,
                          "containers": [{"name": "hold", "image": HOLDER_IMAGE,
-                                         "resources": {"requests": requests, "limits": requests},
-                                         "securityContext": RESTRICTED_CONTAINER}]}}}}
+                                         "resources": {"requests": requests, "limits": requests,
+                                                       **({"claims": [{"name": config_devices.CLAIM}]}
+                                                          if claimed else {})},
+                                         "securityContext": RESTRICTED_CONTAINER}],
+                         **({"resourceClaims": [{"name": config_devices.CLAIM,
+                                                 "resourceClaimTemplateName": config_devices.CLAIM}]}
+                            if claimed else {})}}}}
 
 
 def switch_spec(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -330,3 +331,44 @@ def test_the_pack_passes_the_programs_claims_and_refuses_uncounted_ones(run):
     assert len(found) == 3
     assert any("allocationMode All" in m for m in found) and any("adminAccess" in m for m in found)
     assert any("request alt asks no exact" in m for m in found)
+
+
+# ---- reservations on a DRA pool (docs/reservations.md, docs/gpus.md) ----------------------------
+
+
+def test_a_reservation_on_a_dra_pool_holds_gpu_devices_and_its_holder_claims_them():
+    from config.loader import check_config
+    from plan import reservations as plan_reservations
+    from plan.planner import plan_checked
+
+    config = copy.deepcopy(CONFIG)
+    config["queues"][0]["cohort"] = "site"
+    # The pool's 16 whole GPUs: 8 for the queue, a node's 8 for the course (more is overbooked).
+    config["queues"][0]["quota"]["a100"]["gpu.nvidia.com/gpu"] = "8"
+    config["jobs"][1]["gpus"] = 4
+    config["reservations"] = [{"name": "course", "pool": "a100", "nodes": 1, "schedule": "0 9 * * 2",
+                               "timeZone": "Europe/Paris", "duration": "3h", "entries": ["notebook"]},
+                              {"name": "labs", "pool": "a100", "schedule": "0 14 * * 3", "timeZone": "Europe/Paris",
+                               "duration": "2h", "resources": {"gpu.nvidia.com/1g.10gb": 7, "cpu": 7}}]
+    config["jobs"][0]["reservation"] = "course"
+    checked = check_config(config, project_dir=ROOT, environ={}, secret_keys=frozenset())
+    cfg = checked.clean()
+    plans = plan_checked(checked)
+    (cohort,) = plan_reservations.pool_cohorts(cfg, datetime.now(timezone.utc))
+    quota = {r["name"]: r["nominalQuota"] for r in cohort["spec"]["resourceGroups"][0]["flavors"][0]["resources"]}
+    assert quota["gpu.nvidia.com/gpu"] == "8" and quota["gpu.nvidia.com/1g.10gb"] == "7"
+    planned = {p.name: p for p in plan_reservations.plan_reservations(cfg, plans)}
+    for name, device_class, count, pods in (("course", "kns-a100-gpu", 1, 8), ("labs", "kns-a100-1g.10gb", 1, 7)):
+        (claim,) = [o for o in planned[name].objects if o["kind"] == "ResourceClaimTemplate"]
+        (request,) = claim["spec"]["spec"]["devices"]["requests"]
+        assert request["exactly"]["deviceClassName"] == device_class and request["exactly"]["count"] == count
+        holder = plan_reservations.holder_manifest(cfg, planned[name])
+        assert holder["spec"]["parallelism"] == pods
+        pod = holder["spec"]["template"]["spec"]
+        assert pod["resourceClaims"] == [{"name": "kns-gpu", "resourceClaimTemplateName": "kns-gpu"}]
+        (container,) = pod["containers"]
+        assert container["resources"]["claims"] == [{"name": "kns-gpu"}]
+        assert not [r for r in container["resources"]["requests"] if "gpu" in r]
+    run = run_program(config)
+    assert apiserver.problems(run.resources) == []
+    assert sum(1 for r in run.of_type(TEMPLATE) if r.inputs["metadata"]["namespace"].startswith("kns-res-")) == 2

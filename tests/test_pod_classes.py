@@ -558,6 +558,21 @@ INVENTORY_STACKS = {
               {"name": "free", "image": "i"}],
         schedules=[{"name": "s", "image": "i", "queue": "cpu", "schedule": "0 3 * * *", "warmUpMinutes": 5}],
     ),
+    # GPUs as devices (docs/gpus.md): a DRA pool's DeviceClasses, the entries' claim objects
+    # (a shared one too) and a reservation whose holder claims devices.
+    "devices": stack_config(
+        nodePools=[{"name": "mig", "role": "gpu", "nodes": ["m1", "m2"], "gpu": {
+            "perNode": 8, "allocation": "dra", "driver": "gpu.nvidia.com", "partitions": [
+                {"profile": "1g.10gb", "perGpu": 7}], "sharing": {"strategy": "MPS"}}}],
+        queueing={"enabled": True, "install": False},
+        queues=[{"name": "q", "cohort": "all", "quota": {"mig": {"cpu": 8, "memory": "64Gi",
+                                                                 "gpu.nvidia.com/1g.10gb": 7}}}],
+        reservations=[{"name": "lab", "pool": "mig", "schedule": "0 9 * * 2", "timeZone": "Etc/UTC",
+                       "duration": "1h", "resources": {"gpu.nvidia.com/1g.10gb": 7}}],
+        jobs=[{"name": "nb", "image": "i", "queue": "q", "gpu": {"partition": "1g.10gb"}},
+              {"name": "serve", "image": "i", "gpu": {"shared": True}, "parallelism": 2},
+              {"name": "train", "image": "i", "gpus": 8, "workers": 2}],
+    ),
 }
 
 

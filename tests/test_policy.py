@@ -341,7 +341,7 @@ def test_stack_policies_report_through_the_engine_callback():
 def test_every_policy_is_mandatory_and_documented():
     assert {p.name for p in POLICIES} == {"containers-have-limits", "privileged-only-where-allowed", "allowed-registries",
                                          "gpu-pods-tolerate-gpu-taint", "gpu-pools-are-tainted", "cluster-admin-only-kns",
-                                         "reservation-rbac-is-narrow"}
+                                         "device-claims-are-counted", "reservation-rbac-is-narrow"}
     assert all(p.enforcement_level.value == "mandatory" for p in POLICIES)
     page = (ROOT / "docs" / "policy.md").read_text()
     assert all(f"`{p.name}`" in page for p in POLICIES)
@@ -438,3 +438,16 @@ def test_engine_passes_the_policy_pack_config_to_the_rules(engine, tmp_path):
     assert done.returncode != 0, output
     assert "image 'busybox:1.37' (docker.io/library/busybox) is not from an allowed registry (nvcr.io, ghcr.io)" in output
     assert "image 'nvcr.io/" not in output
+
+
+def test_the_device_claim_policy_reports_through_the_engine_callback():
+    claim = Resource("kubernetes:resource.k8s.io/v1:ResourceClaimTemplate",
+                     "urn:pulumi:s::p::kubernetes:resource.k8s.io/v1:ResourceClaimTemplate::train-gpu-claim",
+                     {"metadata": {"name": "kns-gpu", "namespace": "kns-train"}, "spec": {"spec": {"devices": {
+                         "requests": [{"name": "gpu", "exactly": {"deviceClassName": "kns-a100-gpu",
+                                                                  "adminAccess": True}}]}}}})
+    args = ResourceValidationArgs(claim.type, claim.props, claim.urn, "train-gpu-claim",
+                                  PolicyResourceOptions(False, [], False, [], None, []), None, {}, None)
+    reported = []
+    policy("device-claims-are-counted").validate(args, lambda message, urn=None: reported.append((message, urn)))
+    assert len(reported) == 1 and "adminAccess" in reported[0][0] and reported[0][1] == claim.urn
