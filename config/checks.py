@@ -362,7 +362,7 @@ def check_workloads(
         except resolve.PlacementError as exc:
             problems.add(f"{path}.{exc.field}", str(exc))
             pool = None
-        extended = podspec.gpu_totals(entry.pod_spec) if entry.pod_spec is not None else {}
+        extended = podspec.gpu_totals(entry.pod_spec, init=True) if entry.pod_spec is not None else {}
         for field, message in devices.entry_problems(entry, pool, {r: a for r, a in extended.items() if a}):
             problems.add(f"{path}.{field}", message)
         if pool is not None and pool.gpu is not None and not pool.gpu.dra and entry.gpus > pool.gpu.per_node:

@@ -139,11 +139,15 @@ def entry_problems(entry: "Workload", pool: Optional["NodePool"], extended_gpus:
         what = (f'pool "{pool.name}" counts GPUs as an extended resource (allocation: extendedResource): gpu: {{...}} '
                 "is for allocation: dra pools; use gpus: N") if pool.gpu is not None else \
             f'pool "{pool.name}" has no GPUs: name a pool with gpu.allocation: dra'
-        found.append(("gpu", f"asks GPU devices, but {what}"))
+        asked = "a partition" if entry.gpu.partition is not None else "GPU devices"
+        found.append(("gpu.partition" if entry.gpu.partition is not None else "gpu", f"asks {asked}, but {what}"))
         return found
     if not is_dra(pool):
         return found
     assert pool is not None and pool.gpu is not None
+    if entry.gpu_resource is not None:
+        found.append(("gpuResource", f"names the extended resource {entry.gpu_resource}, but pool \"{pool.name}\" "
+                                     "allocates GPUs as devices (allocation: dra): ask gpus: N or gpu: {...}"))
     for resource, amount in extended_gpus.items():
         found.append(("podSpec", f"asks {amount} {resource}, but pool \"{pool.name}\" allocates GPUs as devices "
                                  "(allocation: dra), so no node offers that resource: use gpu: {...}"))

@@ -309,10 +309,11 @@ def gpu_resource_problem(resource: str, vendor: str) -> Optional[str]:
     return None
 
 
-def gpu_totals(pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:
-    """GPU resources (GPU_DOMAINS) the app containers of a pod ask for, summed."""
+def gpu_totals(pod_spec: Mapping[str, Any], init: bool = False) -> dict[str, Decimal]:
+    """GPU resources (GPU_DOMAINS) the app containers of a pod ask for (with `init`, its
+    init containers too), summed."""
     totals: dict[str, Decimal] = {}
-    for container in pod_spec.get("containers") or []:
+    for container in [*(pod_spec.get("containers") or []), *((pod_spec.get("initContainers") or []) if init else [])]:
         resources = container.get("resources") or {}
         asked = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
         for resource, value in asked.items():

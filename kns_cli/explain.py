@@ -148,9 +148,12 @@ def entry_facts(cfg: PlatformConfig, plan: WorkloadPlan, now: Optional[datetime]
             if raw.get("image") and raw.get("image") not in images and not (init and raw.get("name") == wait.NAME):
                 images.append(raw["image"])
         totals = {"requests": account.requests, "limits": account.limits}
-        if account.devices or account.shared_devices:
-            # GPU devices of a DRA pool, per device class (docs/gpus.md).
-            totals["devices"] = {**account.devices, **account.shared_devices}
+        # GPU devices of a DRA pool, per device class (docs/gpus.md): each pod's own, or one
+        # claim all the entry's pods share.
+        if account.devices:
+            totals["devices"] = dict(account.devices)
+        if account.shared_devices:
+            totals["sharedDevices"] = dict(account.shared_devices)
     facts: dict[str, Any] = {
         "name": entry.name,
         "kind": "schedule" if plan.is_schedule else "job",
@@ -327,11 +330,12 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
         ["tolerations", ", ".join(_toleration(t) for t in facts["tolerations"]) or "-"],
         ["node selector", _amounts(facts["nodeSelector"])],
     ]
-    claimed = (facts["podTotals"] or {}).get("devices")
-    if claimed:
-        field_rows.append(["GPU devices", "; ".join(f"{count} of DeviceClass {device_class}"
-                                                    for device_class, count in claimed.items())
-                           + " per pod (claim kns-gpu, docs/gpus.md)"])
+    totals = facts["podTotals"] or {}
+    for key, how in (("devices", "per pod"), ("sharedDevices", "shared by the entry's pods")):
+        if totals.get(key):
+            field_rows.append(["GPU devices", "; ".join(f"{count} of DeviceClass {device_class}"
+                                                        for device_class, count in totals[key].items())
+                               + f" {how} (claim kns-gpu, docs/gpus.md)"])
     if facts["job"] is not None:
         field_rows.append(["each Job", _job_text(facts["job"])])
     queue = facts["queue"]

@@ -165,6 +165,8 @@ def test_explain_and_queues_count_devices_as_the_planner_does(tmp_path, capsys):
     assert cli.main(["explain", "notebook", "--stack", "case", "--project-dir", str(root)]) == 0
     text = capsys.readouterr().out
     assert "1 of DeviceClass kns-a100-1g.10gb per pod" in text
+    assert cli.main(["explain", "serve", "--stack", "case", "--project-dir", str(root)]) == 0
+    assert "1 of DeviceClass kns-a100-gpu shared by the entry's pods" in capsys.readouterr().out
     assert cli.main(["queues", "--stack", "case", "--project-dir", str(root)]) == 0
     text = capsys.readouterr().out
     line = next(l for l in text.splitlines() if "gpu.nvidia.com/1g.10gb" in l)
@@ -245,8 +247,25 @@ BAD = {
     "gpu on an extended-resource pool": (
         lambda c: (c["nodePools"].append(EXT_POOL), c["jobs"][0].update(pool="t4"), c["jobs"][0].pop("queue"),
                    [e.update(pool="a100") for e in c["jobs"][1:] + c["schedules"]]),
-        ['kns:jobs[notebook].gpu: asks GPU devices, but pool "t4" counts GPUs as an extended resource '
+        ['kns:jobs[notebook].gpu.partition: asks a partition, but pool "t4" counts GPUs as an extended resource '
          "(allocation: extendedResource): gpu: {...} is for allocation: dra pools; use gpus: N"]),
+    "whole devices on an extended-resource pool": (
+        lambda c: (c["nodePools"].append(EXT_POOL), c["jobs"][2].update(pool="t4", gpu={"count": 2}),
+                   [e.update(pool="a100") for e in c["jobs"][:2] + c["schedules"]]),
+        ['kns:jobs[serve].gpu: asks GPU devices, but pool "t4" counts GPUs as an extended resource '
+         "(allocation: extendedResource): gpu: {...} is for allocation: dra pools; use gpus: N"]),
+    "gpuResource on a dra pool": (
+        lambda c: c["jobs"][1].update(gpuResource="nvidia.com/mig-1g.10gb"),
+        ['kns:jobs[train].gpuResource: names the extended resource nvidia.com/mig-1g.10gb, but pool "a100" '
+         "allocates GPUs as devices (allocation: dra): ask gpus: N or gpu: {...}"]),
+    "an init container asking extended GPUs on a dra pool": (
+        lambda c: c["jobs"].__setitem__(0, {"name": "notebook", "user": "ann", "pool": "a100", "podSpec": {
+            "initContainers": [{"name": "i", "image": "busybox:1.37",
+                                "resources": {"limits": {"nvidia.com/gpu": 2, "cpu": 1, "memory": "1Gi"}}}],
+            "containers": [{"name": "n", "image": "busybox:1.37",
+                            "resources": {"limits": {"cpu": 1, "memory": "1Gi"}}}]}}),
+        ['kns:jobs[notebook].podSpec: asks 2 nvidia.com/gpu, but pool "a100" allocates GPUs as devices '
+         "(allocation: dra), so no node offers that resource: use gpu: {...}"]),
     "partitions without dra": (
         lambda c: c["nodePools"].append({**EXT_POOL, "gpu": {**EXT_POOL["gpu"], "partitions": [
             {"profile": "1g.10gb", "perGpu": 7}]}}),
