@@ -34,9 +34,9 @@ from config import fingerprint, source
 from config.errors import ConfigError
 from config.loader import check_stack_config
 from config.models import Cluster
-from plan import devices, kueue_install, multikueue, queues, reservations, stacks
+from plan import devices, digests, kueue_install, multikueue, queues, reservations, stacks
 from plan.outputs import ENTRY_OUTPUTS, stack_outputs
-from plan.planner import plan_checked
+from plan.planner import plan_checked, plan_own
 from plan.targeting import plans_to_register
 
 PROJECT_DIR = Path(__file__).resolve().parent
@@ -57,9 +57,15 @@ try:
     stack_file = source.read_stack_file(PROJECT_DIR, this.base)
     checked = check_stack_config(raw, stack_file, project_dir=PROJECT_DIR,
                                  stack=this.base, secret_keys=secret_keys)
-    plans = plan_checked(checked)
     entry_stacks = checked.config.state.entry_stacks if checked.config.state else None
     stacks.check_role(this, entry_stacks)
+    program = fingerprint.program_digest(PROJECT_DIR)
+    checked_now = digests.checked_digest(stack_file.config or {}, checked.config.workloads, program)
+    if this.index is not None and os.environ.get(digests.CHECKED_ENV) == checked_now:
+        # The platform stack's run checked this config whole: plan only what this stack holds.
+        plans = plan_own(checked, lambda name: stacks.holds(this, name, entry_stacks))
+    else:
+        plans = plan_checked(checked)
     held = [plan for plan in plans if stacks.holds(this, plan.entry.name, entry_stacks)]
     # Every entry this stack holds, except in a run by `./kns preview` or `./kns up`, which
     # names those to register (plan/targeting.py).
@@ -148,6 +154,13 @@ if this.index is None:
         pulumi.export(key, value)
     # What `./kns up ENTRY...` compares before a targeted apply (config/fingerprint.py).
     pulumi.export(fingerprint.OUTPUT, fingerprint.platform_digest(stack_file.config or {}, PROJECT_DIR))
+    if entry_stacks is not None:
+        # What the run of the entry stacks reads back (plan/digests.py).
+        pulumi.export(digests.CHECKED_OUTPUT, checked_now)
+        pulumi.export(digests.DIGESTS_OUTPUT, digests.entry_stack_digests(
+            plans, this.base, entry_stacks, stack_file.config or {}, program))
 else:
     for key in ENTRY_OUTPUTS:
         pulumi.export(key, outputs[key])
+    if len(registered) == len(held):  # a targeted run (./kns up ENTRY...) registers fewer
+        pulumi.export(digests.ENTRY_STACK_OUTPUT, digests.entry_stack_digest(held, stack_file.config or {}, program))

@@ -31,7 +31,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Mapping, Optional, Sequence
+from typing import IO, Any, Mapping, Optional, Sequence
 
 from . import summary as summary_module
 
@@ -123,9 +123,10 @@ def copy_output(source: IO[bytes], log: IO[bytes], echo: Optional[IO[bytes]], pl
 
 def run(action: str, stack: str, command: Sequence[str], *, verbose: bool, log_dir: Path,
         out: IO[str], err: IO[str], tty: bool, env: Optional[Mapping[str, str]] = None,
-        cwd: Optional[Path] = None) -> int:
+        cwd: Optional[Path] = None, outputs: Optional[dict[str, Any]] = None) -> int:
     """Run `command` (in `cwd`, with `env`: default this process's) with an event log; print
-    the progress to `err` and the summary to `out`."""
+    the progress to `err` and the summary to `out`. `outputs` gets the program's exports as
+    the run computed them."""
     log_dir.mkdir(parents=True, exist_ok=True)
     path = log_path(log_dir, stack, action)
     env = {**(os.environ if env is None else env), "PULUMI_DEBUG_COMMANDS": "true"}
@@ -176,6 +177,8 @@ def run(action: str, stack: str, command: Sequence[str], *, verbose: bool, log_d
             progress.update(events.done, planned.total)  # the whole log: its last events included
         progress.close()
     status = proc.returncode
+    if outputs is not None:
+        outputs.update(events.stack_outputs)
     prune(log_dir)
     shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
     steps = events.applied if action == "up" and events.applied else events.planned

@@ -75,6 +75,9 @@ class Events:
     done: int = 0  # resources the update finished (its resource outputs events)
     violations: list[dict[str, str]] = field(default_factory=list)
     diagnostics: list[dict[str, str]] = field(default_factory=list)  # errors and warnings
+    # The program's exports (the root stack's outputs), as the run computed them: a preview's
+    # too, which the backend never stores (kns_cli/fullrun.py reads the platform's digests).
+    stack_outputs: dict[str, Any] = field(default_factory=dict)
 
     def add(self, event: dict[str, Any]) -> None:
         pre = event.get("resourcePreEvent")
@@ -85,6 +88,9 @@ class Events:
         outputs = event.get("resOutputsEvent")
         if outputs and not outputs.get("planning"):
             self.done += 1
+        if outputs and (outputs.get("metadata") or {}).get("type") == "pulumi:pulumi:Stack":
+            state = (outputs.get("metadata") or {}).get("new") or {}
+            self.stack_outputs = dict(state.get("outputs") or {})
         policy = event.get("policyEvent")
         if policy:
             violation = {key: str(policy.get(key, "")) for key in

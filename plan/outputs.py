@@ -11,6 +11,7 @@ from config.reservations import holdings
 from config.loader import PlatformConfig
 from config.models import NodePool, Schedule
 
+from . import digests
 from .model import WorkloadPlan
 from .multikueue import served
 from .nodepools import autoscale_summary
@@ -22,9 +23,13 @@ from .schedulers import KNS_ACCOUNT
 ENTRY_OUTPUTS = ("namespaces", "schedules")
 
 
+# What a full `make up` records for itself in split stacks (plan/digests.py), not the stack's.
+RUN_RECORDS = (digests.CHECKED_OUTPUT, digests.DIGESTS_OUTPUT)
+
+
 def merge_outputs(platform: dict[str, Any], entry_stacks: list[dict[str, Any]]) -> dict[str, Any]:
     """The outputs of a stack spread over entry stacks, as one stack would have them."""
-    merged = dict(platform)
+    merged = {key: value for key, value in platform.items() if key not in RUN_RECORDS}
     for key in ENTRY_OUTPUTS:
         merged[key] = {name: value for part in [platform, *entry_stacks]
                        for name, value in sorted((part.get(key) or {}).items())}

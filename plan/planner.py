@@ -13,7 +13,7 @@ is reported under the entry's config path, with every problem the checks found
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Callable, Optional
 
 from config import devices as config_devices, names, pointer, profile_rules, resolve
 from config.errors import Problem
@@ -181,11 +181,14 @@ def apply_overrides(manifest: dict[str, Any], overrides: list[tuple[str, Any]]) 
     return problems
 
 
-def plan_all(cfg: PlatformConfig) -> tuple[list[WorkloadPlan], list[Problem]]:
-    """Plan every entry before any resource exists (entries keep config order), with the
-    problems only planning reveals, each under its entry's config path."""
+def plan_all(cfg: PlatformConfig, only: Optional[Callable[[str], bool]] = None) -> tuple[list[WorkloadPlan], list[Problem]]:
+    """Plan every entry (or those `only` names) before any resource exists (entries keep
+    config order), with the problems only planning reveals, each under its entry's config
+    path."""
     plans, problems = [], []
     for entry in cfg.workloads:
+        if only is not None and not only(entry.name):
+            continue
         try:
             plans.append(plan_workload(entry, cfg))
         except PlanError as exc:
@@ -206,6 +209,18 @@ def plan_checked(checked: Checked) -> list[WorkloadPlan]:
     problems += [Problem(POLICY_CONFIG_VARIABLE, f"the policy pack config {m}") for m in file_problems]
     problems += [Problem(path, message) for path, message in guardrails.config_problems(cfg, plans, settings)]
     problems += inventory.collisions(cfg, plans, [p.path for p in checked.problems.items + problems])
+    checked.problems.items.extend(problems)
+    checked.problems.raise_if_any()
+    return plans
+
+
+def plan_own(checked: Checked, only: Callable[[str], bool]) -> list[WorkloadPlan]:
+    """Plan only the entries `only` names, for an entry stack run after the platform stack's
+    program checked this very config whole (plan/digests.py, `KNS_CHECKED`): the checks that
+    need every entry (queue fit, reservations, pools, guard rails, name collisions) passed
+    there, and are not recomputed per stack (docs/entry-stacks.md)."""
+    checked.problems.raise_if_any()
+    plans, problems = plan_all(checked.clean(), only)
     checked.problems.items.extend(problems)
     checked.problems.raise_if_any()
     return plans

@@ -4,8 +4,9 @@
 #   scripts/up.sh preview  pulumi preview --diff
 #   scripts/up.sh outputs  pulumi stack output --json (make outputs, ./kns outputs)
 # A stack with kns:state.entryStacks (docs/entry-stacks.md) is several Pulumi stacks: the
-# stack (its platform) first, then each entry stack, with the stack's config; outputs are
-# theirs merged. Entries the config puts in another stack stop it before anything runs
+# stack (its platform) first, then the entry stacks side by side (KNS_PARALLEL_STACKS),
+# those unchanged since their last update skipped (KNS_FULL=true runs them all), with the
+# stack's config; outputs are theirs merged. Entries the config puts in another stack stop it before anything runs
 # (./kns restack moves them).
 # up and preview print the per-entry summary (kns_cli/engine_run.py, docs/cli.md "What
 # `make up` and `make preview` print"); the engine's own output goes to build/logs/, and
@@ -26,9 +27,6 @@ verbose=()
 if [ "${VERBOSE:-}" = 1 ] || [ "${2:-}" = --diff ]; then
   verbose=(--verbose)
 fi
-engine() { # action, Pulumi stack, then the pulumi command line
-  "$py" -m kns_cli.engine_run "$1" --stack "$2" ${verbose[@]+"${verbose[@]}"} -- "${@:3}"
-}
 
 export PULUMI_SKIP_UPDATE_CHECK=true
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
@@ -77,16 +75,12 @@ if [ "$action" != outputs ]; then
   done
   pulumi stack select "$stack" --non-interactive
 fi
-# An entry stack's --config-file Pulumi.<stack>.yaml, or nothing (word-split on purpose).
-config_of() { "$py" -m kns_cli.layout config "$1"; }
 
 case "$action" in
   up)
-    for each in "${pulumi_stacks[@]}"; do
-      # shellcheck disable=SC2046
-      engine up "$each" pulumi up --stack "$each" $(config_of "$each") --yes --non-interactive --diff \
-        ${refresh[@]+"${refresh[@]}"} "${policy[@]}"
-    done
+    # The stack, then its entry stacks side by side, unchanged ones skipped (kns_cli/fullrun.py).
+    "$py" -m kns_cli.fullrun up --stack "$stack" ${verbose[@]+"${verbose[@]}"} -- --yes --non-interactive --diff \
+      ${refresh[@]+"${refresh[@]}"} "${policy[@]}"
     render_dir=$(pulumi config get --stack "$stack" --path kns:cluster.renderDir 2>/dev/null || true)
     if [ -n "$render_dir" ] && [ -d "$render_dir" ]; then
       echo "Manifests: $(find "$render_dir" -name '*.yaml' | wc -l) objects in $render_dir"
@@ -99,11 +93,8 @@ case "$action" in
     "$py" -m kns_cli.layout outputs "$stack"
     ;;
   preview)
-    for each in "${pulumi_stacks[@]}"; do
-      # shellcheck disable=SC2046
-      engine preview "$each" pulumi preview --stack "$each" $(config_of "$each") --diff --non-interactive \
-        ${refresh[@]+"${refresh[@]}"} "${policy[@]}"
-    done
+    "$py" -m kns_cli.fullrun preview --stack "$stack" ${verbose[@]+"${verbose[@]}"} -- --diff --non-interactive \
+      ${refresh[@]+"${refresh[@]}"} "${policy[@]}"
     ;;
   *)
     echo "usage: scripts/up.sh up|preview [--diff] | outputs" >&2

@@ -1,0 +1,167 @@
+"""A full `make up` / `make preview` of a stack and its entry stacks (scripts/up.sh;
+docs/entry-stacks.md, "What a full `make up` runs").
+
+    python -m kns_cli.fullrun up|preview --stack STACK [--verbose] [--log-dir DIR] -- PULUMI_ARGS...
+
+The platform stack runs first (its program checks the whole config and plans every
+entry). Then each entry stack:
+
+- is **skipped**, in one line, when its last update succeeded and recorded
+  (`entryStackDigest`) the digest the platform's run computed for it now
+  (`entryStackDigests`, plan/digests.py): its entries, the sections they depend on and the
+  program are the same, so the engine would have nothing to do. `KNS_FULL=true` and
+  `KNS_REFRESH=true` run every stack; so does a stack whose last update failed, was
+  interrupted (pending operations, or no record of a success) or was a targeted
+  `./kns up` (which records no digest);
+- otherwise runs with `KNS_CHECKED` set to the platform's `checkedDigest`, so its program
+  plans only the entries it holds (plan/planner.py `plan_own`), side by side with the
+  others, at most `KNS_PARALLEL_STACKS` at once (default: the machine's cores), each with
+  its own log and its own state lock. Their summaries are printed in stack order.
+
+PULUMI_ARGS are the engine's arguments after `pulumi <action> --stack <stack>` and the
+stack's config file (`--yes`, `--diff`, `--refresh`, the policy pack). The exit status is
+the first failing stack's, else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from plan import digests, stacks
+
+from . import engine_run
+from .layout import declared_entry_stacks
+
+TRUE = ("1", "true", "yes")
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    return env.get(name, "").strip().lower() in TRUE
+
+
+def parallel_stacks(env: Mapping[str, str]) -> int:
+    """`KNS_PARALLEL_STACKS`, or the machine's cores; at least 1."""
+    value = env.get("KNS_PARALLEL_STACKS", "").strip()
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            raise SystemExit(f"fullrun: KNS_PARALLEL_STACKS={value!r} is not a whole number of at least 1")
+        return int(value)
+    return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class Record:
+    """What the backend says of an entry stack's last update."""
+
+    digest: Optional[str]
+    succeeded: bool
+    pending: bool
+
+    def why_run(self, wanted: Optional[str]) -> Optional[str]:
+        """Why the stack must run (None: it may be skipped)."""
+        if wanted is None:
+            return "no digest from the platform's run"
+        if not self.succeeded:
+            return "its last update did not succeed"
+        if self.pending:
+            return "its last update was interrupted"
+        if self.digest != wanted:
+            return "its entries or what they depend on changed" if self.digest else "no record of a full update"
+        return None
+
+
+def _pulumi_json(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> Any:
+    """What a pulumi command prints as JSON; None when it fails (the stack then runs)."""
+    done = subprocess.run(["pulumi", *args, "--non-interactive"], cwd=cwd, env=dict(env),
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        return None
+    try:
+        return json.loads(done.stdout or "null")
+    except json.JSONDecodeError:
+        return None
+
+
+def record(stack: str, env: Mapping[str, str], cwd: Path) -> Record:
+    """An entry stack's recorded digest and how its last update ended, from the backend."""
+    history = _pulumi_json(["stack", "history", "--stack", stack, "--page-size", "1", "--json"], env, cwd) or []
+    last = history[0] if isinstance(history, list) and history else {}
+    succeeded = last.get("kind") == "update" and last.get("result") == "succeeded"
+    exported = _pulumi_json(["stack", "export", "--stack", stack], env, cwd) or {}
+    deployment = (exported.get("deployment") or {}) if isinstance(exported, dict) else {}
+    root = next((r for r in deployment.get("resources") or [] if r.get("type") == "pulumi:pulumi:Stack"), {})
+    digest = (root.get("outputs") or {}).get(digests.ENTRY_STACK_OUTPUT)
+    return Record(digest if isinstance(digest, str) else None, succeeded, bool(deployment.get("pending_operations")))
+
+
+def command(action: str, stack: str, pulumi_args: Sequence[str]) -> list[str]:
+    return ["pulumi", action, "--stack", stack, *stacks.config_arguments(stack), *pulumi_args]
+
+
+def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] = None,
+         cwd: Optional[Path] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kns_cli.fullrun", description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", choices=("up", "preview"))
+    parser.add_argument("--stack", required=True)
+    parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--log-dir", type=Path, default=Path("build/logs"))
+    given = list(sys.argv[1:] if argv is None else argv)
+    split = given.index("--") if "--" in given else len(given)
+    args = parser.parse_args(given[:split])
+    pulumi_args = given[split + 1:]
+    env = dict(os.environ if env is None else env)
+    cwd = Path.cwd() if cwd is None else cwd
+    base = args.stack
+    tty = sys.stderr.isatty()
+
+    outputs: dict[str, Any] = {}
+    status = engine_run.run(args.action, base, command(args.action, base, pulumi_args), verbose=args.verbose,
+                            log_dir=args.log_dir, out=sys.stdout, err=sys.stderr, tty=tty, env=env, cwd=cwd,
+                            outputs=outputs)
+    entry_stacks = declared_entry_stacks(cwd, base)
+    if status != 0 or entry_stacks is None:
+        return status
+    wanted = outputs.get(digests.DIGESTS_OUTPUT) if isinstance(outputs.get(digests.DIGESTS_OUTPUT), dict) else {}
+    checked = outputs.get(digests.CHECKED_OUTPUT)
+    every = _flag(env, "KNS_FULL") or _flag(env, "KNS_REFRESH")
+    names = stacks.stacks(base, entry_stacks)[1:]
+    width = parallel_stacks(env)
+    with ThreadPoolExecutor(max_workers=width) as pool:
+        records = dict(zip(names, pool.map(lambda s: record(s, env, cwd), names))) if not every else {}
+    run_env = {**env, digests.CHECKED_ENV: checked} if isinstance(checked, str) else env
+    to_run = []
+    for stack in names:
+        why = "KNS_FULL or KNS_REFRESH" if every else records[stack].why_run(wanted.get(stack))
+        if why is None:
+            print(f"{'Update' if args.action == 'up' else 'Preview'} of stack {stack}: skipped, unchanged since "
+                  "its last update (KNS_FULL=true runs it)", flush=True)
+        else:
+            to_run.append(stack)
+
+    def one(stack: str) -> tuple[int, str]:
+        out = io.StringIO()
+        code = engine_run.run(args.action, stack, command(args.action, stack, pulumi_args),
+                              verbose=args.verbose and width == 1, log_dir=args.log_dir, out=out, err=sys.stderr,
+                              tty=tty and width == 1, env=run_env, cwd=cwd)
+        return code, out.getvalue()
+
+    with ThreadPoolExecutor(max_workers=width) as pool:
+        for stack, (code, text) in zip(to_run, pool.map(one, to_run)):
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            if code != 0 and status == 0:
+                status = code
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

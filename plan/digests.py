@@ -1,0 +1,91 @@
+"""What an entry stack's run depends on, as digests (docs/entry-stacks.md, "What a full
+`make up` runs").
+
+A full `make up` runs the platform stack first; its program checks the whole config and
+plans every entry. It exports two digests that the run of the entry stacks reads back:
+
+- `checkedDigest`: the config it checked (the stack file as written, every entry as read,
+  job files included) and the program. An entry stack whose program computes the same
+  digest (`KNS_CHECKED`) knows the whole-config checks passed for exactly this config, and
+  plans only the entries it holds;
+- `entryStackDigests`: per entry stack, what its program would register (each entry's
+  objects as planned, secrets left out) with the sections every entry depends on and the
+  program. Each entry stack exports its own (`entryStackDigest`) when it runs; one whose
+  last update succeeded with the digest the platform computes now has nothing to do, and
+  `make up` does not start the engine for it.
+
+Secrets never go into a digest: the stack file's encrypted values count as their
+ciphertext (config/fingerprint.py), and a plan's credential sets by name only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Any, Iterable, Mapping, Optional
+
+from config import fingerprint
+
+from . import stacks
+from .model import WorkloadPlan
+
+CHECKED_OUTPUT = "checkedDigest"
+DIGESTS_OUTPUT = "entryStackDigests"
+ENTRY_STACK_OUTPUT = "entryStackDigest"
+# The environment variable the run of the entry stacks passes the platform's checkedDigest in.
+CHECKED_ENV = "KNS_CHECKED"
+# Sections an entry's registered objects depend on beyond the shared ones of
+# config/fingerprint.py: a reservation's objects in the entry's namespace.
+ENTRY_SECTIONS = ("kns:reservations",)
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    """A plan's values as JSON: models dumped, dataclasses as dicts."""
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json", by_alias=True)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def plan_view(plan: WorkloadPlan) -> dict[str, Any]:
+    """Everything of an entry's plan that decides what it registers; credential sets by
+    name (their values are secrets)."""
+    view = {f.name: _plain(getattr(plan, f.name)) for f in dataclasses.fields(plan)
+            if f.name not in ("credentials", "account")}
+    view["credentials"] = sorted(plan.credentials)
+    return view
+
+
+def entry_stack_digest(plans: Iterable[WorkloadPlan], stack_config: Mapping[str, Any], program: str) -> str:
+    """What the entry stack holding `plans` registers, with what it depends on."""
+    shared = {**fingerprint.shared_digests(stack_config),
+              **{key: _sha(fingerprint.canonical(stack_config.get(key))) for key in ENTRY_SECTIONS}}
+    entries = {plan.entry.name: _sha(fingerprint.canonical(plan_view(plan))) for plan in plans}
+    return _sha(fingerprint.canonical({"shared": shared, "program": program, "entries": entries}))
+
+
+def entry_stack_digests(plans: Iterable[WorkloadPlan], base: str, entry_stacks: Optional[int],
+                        stack_config: Mapping[str, Any], program: str) -> dict[str, str]:
+    """`entryStackDigests`: every entry stack's digest (an empty one too)."""
+    if entry_stacks is None:
+        return {}
+    held = stacks.group((p.entry.name for p in plans), base, entry_stacks)
+    by_name = {p.entry.name: p for p in plans}
+    return {stack: entry_stack_digest([by_name[n] for n in held.get(stack, [])], stack_config, program)
+            for stack in stacks.stacks(base, entry_stacks)[1:]}
+
+
+def checked_digest(stack_config: Mapping[str, Any], entries: Iterable[Any], program: str) -> str:
+    """The config the whole-config checks passed for: the stack file as written, every
+    entry as read (job files' too, as models) and the program."""
+    return _sha(fingerprint.canonical({"config": stack_config, "entries": [_plain(e) for e in entries],
+                                       "program": program}))

@@ -1,0 +1,244 @@
+"""A full `make up` of a stack split into entry stacks (issue 47; docs/entry-stacks.md, "What
+a full `make up` runs"): the digests the program exports and compares (plan/digests.py),
+an entry stack planning only its own entries once the platform's run checked the config,
+and the run of the entry stacks (kns_cli/fullrun.py): unchanged ones skipped, failed or
+interrupted ones never, side by side, each with its own state lock and log.
+
+The engine runs of the orchestration are a stand-in `pulumi` (below) that records each
+call and answers from files: what is tested is which stacks run, how and in what order.
+Whether a no-change `up` restores an object edited by hand (it does not: the engine diffs
+against state) is proven on the real engine and cluster in tests/test_drift.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import stat
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from config import fingerprint
+from config.loader import check_config
+from kns_cli import fullrun
+from kns_testing.program import ROOT, dev_stack_config, run_program
+from plan import digests, planner, stacks
+
+SPLIT = 3
+
+
+def split_config(**over) -> dict:
+    return {**dev_stack_config(), "state": {"entryStacks": SPLIT}, **over}
+
+
+# ---- what the program exports ------------------------------------------------------------------
+
+
+def test_each_entry_stack_exports_the_digest_the_platforms_run_computed_for_it(monkeypatch):
+    platform = run_program(split_config(), stack="dev").outputs
+    wanted = platform[digests.DIGESTS_OUTPUT]
+    assert sorted(wanted) == [stacks.entry_stack("dev", i) for i in range(SPLIT)]
+    assert len(set(wanted.values())) == SPLIT
+    monkeypatch.setenv(digests.CHECKED_ENV, platform[digests.CHECKED_OUTPUT])
+    for stack, digest in wanted.items():
+        assert run_program(split_config(), stack=stack).outputs[digests.ENTRY_STACK_OUTPUT] == digest
+    monkeypatch.delenv(digests.CHECKED_ENV)
+    stack, digest = next(iter(wanted.items()))
+    assert run_program(split_config(), stack=stack).outputs[digests.ENTRY_STACK_OUTPUT] == digest
+
+
+def test_after_the_platforms_check_an_entry_stack_plans_only_its_own_entries(monkeypatch):
+    planned: list[str] = []
+    real = planner.plan_workload
+    monkeypatch.setattr(planner, "plan_workload", lambda entry, cfg: planned.append(entry.name) or real(entry, cfg))
+    platform = run_program(split_config(), stack="dev").outputs
+    everyone = sorted(planned)
+    assert len(everyone) == 7
+    stack = stacks.entry_stack("dev", 1)
+    own = sorted(n for n in everyone if stacks.holder("dev", n, SPLIT) == stack)
+    assert 0 < len(own) < len(everyone)
+    planned.clear()
+    monkeypatch.setenv(digests.CHECKED_ENV, platform[digests.CHECKED_OUTPUT])
+    run_program(split_config(), stack=stack)
+    assert sorted(planned) == own
+    # Another config than the one checked: the entry stack checks and plans it all itself.
+    planned.clear()
+    run_program(split_config(jobs=[{**dev_stack_config()["jobs"][0], "cpu": "3"}, *dev_stack_config()["jobs"][1:]]),
+                stack=stack)
+    assert len(planned) == len(everyone)
+
+
+def _digests(stack_config: dict, config: dict) -> dict[str, str]:
+    checked = check_config(config, project_dir=ROOT, environ={}, secret_keys=frozenset())
+    plans = planner.plan_checked(checked)
+    return digests.entry_stack_digests(plans, "dev", SPLIT, stack_config, "program")
+
+
+def test_a_change_of_any_shared_section_runs_every_entry_stack():
+    config = split_config()
+    stack_config = {f"kns:{k}": v for k, v in config.items()}
+    before = _digests(stack_config, config)
+    for key in (*fingerprint.SHARED, *digests.ENTRY_SECTIONS):
+        changed = {**stack_config, key: {"changed": key}}
+        after = _digests(changed, config)
+        assert all(after[s] != before[s] for s in before), key
+    assert _digests(stack_config, config) == before
+
+
+def test_a_change_of_one_entry_runs_only_the_stack_that_holds_it():
+    config = split_config()
+    stack_config = {f"kns:{k}": v for k, v in config.items()}
+    before = _digests(stack_config, config)
+    for index, change in ((0, {"image": "busybox:1.36"}), (1, {"cpu": "3"})):
+        edited = copy.deepcopy(config)
+        edited["jobs"][index].update(change)
+        after = _digests(stack_config, edited)
+        holder = stacks.holder("dev", edited["jobs"][index]["name"], SPLIT)
+        assert {s for s in before if after[s] != before[s]} == {holder}, change
+
+
+# ---- the run of the stacks (a stand-in pulumi) ---------------------------------------------------
+
+FAKE = textwrap.dedent('''\
+    #!{python}
+    """A stand-in pulumi: records each call, answers from $FAKE_DIR."""
+    import json, os, sys, time
+    d = os.environ["FAKE_DIR"]
+    args = sys.argv[1:]
+    stack = args[args.index("--stack") + 1] if "--stack" in args else ""
+    if args[:2] == ["stack", "history"]:
+        print(json.dumps(json.load(open(os.path.join(d, "history", stack + ".json")))))
+        sys.exit(0)
+    if args[:2] == ["stack", "export"]:
+        print(json.dumps(json.load(open(os.path.join(d, "export", stack + ".json")))))
+        sys.exit(0)
+    start = time.time()
+    time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
+    outputs = json.load(open(os.path.join(d, "outputs.json"))) if "." not in stack else {{}}
+    log = args[args.index("--event-log") + 1]
+    with open(log, "w") as f:
+        f.write(json.dumps({{"resOutputsEvent": {{"metadata": {{"type": "pulumi:pulumi:Stack", "op": "same",
+                "new": {{"outputs": outputs}}}}}}}}) + "\\n")
+    with open(os.path.join(d, "calls.jsonl"), "a") as f:
+        f.write(json.dumps({{"args": args, "stack": stack, "start": start, "end": time.time(),
+                            "checked": os.environ.get("KNS_CHECKED")}}) + "\\n")
+    sys.exit(int(os.environ.get("FAKE_FAIL_" + stack.replace(".", "_").replace("-", "_"), "0")))
+''')
+
+
+class Fake:
+    def __init__(self, root: Path):
+        self.dir = root / "fake"
+        for sub in ("history", "export", "bin"):
+            (self.dir / sub).mkdir(parents=True)
+        script = self.dir / "bin" / "pulumi"
+        script.write_text(FAKE.format(python=sys.executable))
+        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+        self.project = root / "project"
+        self.project.mkdir()
+        (self.project / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": {"kns:state": {"entryStacks": SPLIT}}}))
+        self.names = [stacks.entry_stack("dev", i) for i in range(SPLIT)]
+        self.wanted = {s: f"digest-{s}" for s in self.names}
+        (self.dir / "outputs.json").write_text(json.dumps({digests.CHECKED_OUTPUT: "checked-1",
+                                                           digests.DIGESTS_OUTPUT: self.wanted}))
+        for stack in self.names:
+            self.record(stack, self.wanted[stack])
+
+    def record(self, stack: str, digest, result: str = "succeeded", pending: bool = False) -> None:
+        (self.dir / "history" / f"{stack}.json").write_text(json.dumps([{"kind": "update", "result": result}]))
+        root = {"type": "pulumi:pulumi:Stack", "outputs": {digests.ENTRY_STACK_OUTPUT: digest} if digest else {}}
+        deployment = {"resources": [root], **({"pending_operations": [{"type": "creating"}]} if pending else {})}
+        (self.dir / "export" / f"{stack}.json").write_text(json.dumps({"deployment": deployment}))
+
+    def run(self, capsys, action: str = "up", **env: str) -> tuple[int, str, list[dict]]:
+        calls = self.dir / "calls.jsonl"
+        calls.unlink(missing_ok=True)
+        environ = {**os.environ, "PATH": f"{self.dir / 'bin'}:{os.environ['PATH']}", "FAKE_DIR": str(self.dir), **env}
+        code = fullrun.main([action, "--stack", "dev", "--log-dir", str(self.dir / "logs"), "--", "--yes"],
+                            env=environ, cwd=self.project)
+        out = capsys.readouterr().out
+        made = [json.loads(line) for line in calls.read_text().splitlines()] if calls.exists() else []
+        return code, out, made
+
+
+@pytest.fixture
+def fake(tmp_path):
+    return Fake(tmp_path)
+
+
+def ran(calls: list[dict]) -> list[str]:
+    return [c["stack"] for c in calls]
+
+
+def test_unchanged_entry_stacks_are_skipped_in_one_line_each(fake, capsys):
+    code, out, calls = fake.run(capsys)
+    assert code == 0 and ran(calls) == ["dev"]
+    assert [line for line in out.splitlines() if "skipped" in line] == [
+        f"Update of stack {s}: skipped, unchanged since its last update (KNS_FULL=true runs it)" for s in fake.names]
+    code, out, calls = fake.run(capsys, "preview")
+    assert ran(calls) == ["dev"] and out.count("Preview of stack dev.entries-") == SPLIT
+
+
+@pytest.mark.parametrize("state, reason", [
+    ({"digest": "digest-old"}, "changed"),
+    ({"digest": None}, "a targeted ./kns up records none"),
+    ({"result": "failed"}, "failed"),
+    ({"result": "in-progress"}, "never finished"),
+    ({"pending": True}, "interrupted"),
+])
+def test_a_changed_failed_or_interrupted_entry_stack_always_runs(fake, capsys, state, reason):
+    stack = fake.names[1]
+    fake.record(stack, state.get("digest", fake.wanted[stack]), state.get("result", "succeeded"),
+                state.get("pending", False))
+    code, out, calls = fake.run(capsys)
+    assert ran(calls) == ["dev", stack], reason
+    assert calls[1]["checked"] == "checked-1"  # the platform's verdict, so it plans its own entries only
+
+
+@pytest.mark.parametrize("flag", ["KNS_FULL", "KNS_REFRESH"])
+def test_kns_full_and_kns_refresh_run_every_stack(fake, capsys, flag):
+    code, out, calls = fake.run(capsys, **{flag: "true"})
+    assert sorted(ran(calls)) == ["dev", *fake.names] and "skipped" not in out
+
+
+def test_entry_stacks_run_side_by_side_each_with_its_own_lock_and_log_summaries_in_order(fake, capsys):
+    for stack in fake.names:
+        fake.record(stack, "digest-old")
+    code, out, calls = fake.run(capsys, KNS_PARALLEL_STACKS="3", FAKE_SLEEP="1.5")
+    entries = [c for c in calls if c["stack"] != "dev"]
+    assert sorted(ran(entries)) == fake.names
+    # They overlapped: each started before another ended.
+    assert max(c["start"] for c in entries) < min(c["end"] for c in entries)
+    assert all(["--stack", c["stack"]] == c["args"][1:3] for c in entries)
+    assert all(c["args"][3:5] == ["--config-file", "Pulumi.dev.yaml"] for c in entries)
+    logs = sorted(p.name for p in (fake.dir / "logs").iterdir())
+    assert len(logs) == 1 + SPLIT and all(any(p.startswith(f"{s}-up-") for p in logs) for s in ["dev", *fake.names])
+    order = [line.split()[3].rstrip(":") for line in out.splitlines() if line.startswith("Update of stack")]
+    assert order == ["dev", *fake.names]
+
+
+def test_one_stack_at_a_time_when_so_bounded_and_a_failure_is_the_exit_status(fake, capsys):
+    for stack in fake.names:
+        fake.record(stack, "digest-old")
+    failing = fake.names[0].replace(".", "_").replace("-", "_")
+    code, out, calls = fake.run(capsys, KNS_PARALLEL_STACKS="1", FAKE_SLEEP="0.3", **{f"FAKE_FAIL_{failing}": "5"})
+    entries = [c for c in calls if c["stack"] != "dev"]
+    assert all(a["end"] <= b["start"] for a, b in zip(entries, entries[1:]))
+    assert code == 5 and len(entries) == SPLIT
+
+
+def test_a_failed_platform_run_runs_no_entry_stack(fake, capsys, monkeypatch):
+    code, out, calls = fake.run(capsys, FAKE_FAIL_dev="2")
+    assert code == 2 and ran(calls) == ["dev"]
+
+
+@pytest.mark.parametrize("value", ["0", "two", "-1"])
+def test_a_bad_parallel_bound_is_refused(value):
+    with pytest.raises(SystemExit, match="KNS_PARALLEL_STACKS"):
+        fullrun.parallel_stacks({"KNS_PARALLEL_STACKS": value})
