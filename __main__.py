@@ -153,7 +153,7 @@ if this.index is None:
     for key, value in outputs.items():
         pulumi.export(key, value)
     # What `./kns up ENTRY...` compares before a targeted apply (config/fingerprint.py).
-    pulumi.export(fingerprint.OUTPUT, fingerprint.platform_digest(stack_file.config or {}, PROJECT_DIR))
+    pulumi.export(fingerprint.OUTPUT, fingerprint.platform_digest(stack_file.config or {}, PROJECT_DIR, program))
     if entry_stacks is not None:
         # What the run of the entry stacks reads back (plan/digests.py).
         pulumi.export(digests.CHECKED_OUTPUT, checked_now)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Optional
 
 # The shared sections, in the order they are reported (their stack config keys).
 SHARED = ("kns:cluster", "kns:nodePools", "kns:packingScheduler", "kns:knsScheduler", "kns:queueing",
@@ -76,9 +76,10 @@ def program_digest(project_dir: Path) -> str:
     return digest.hexdigest()
 
 
-def platform_digest(stack_config: Mapping[str, Any], project_dir: Path) -> dict[str, str]:
-    """The `platformDigest` output: each shared section's digest, and the program's."""
-    return {**shared_digests(stack_config), PROGRAM: program_digest(project_dir)}
+def platform_digest(stack_config: Mapping[str, Any], project_dir: Path, program: Optional[str] = None) -> dict[str, str]:
+    """The `platformDigest` output: each shared section's digest, and the program's
+    (`program`, when the caller hashed the program's files already)."""
+    return {**shared_digests(stack_config), PROGRAM: program or program_digest(project_dir)}
 
 
 def differences(recorded: Any, current: Mapping[str, str]) -> list[str]:

@@ -48,7 +48,7 @@ from config.quantity import kind_for_resource, parse, render
 from config.errors import Problem
 from config.reservations import Reservation, gpu_resource, holdings, lending_cohort, pool_capacity, show
 
-from . import kueue_install, queues
+from . import devices, kueue_install, queues
 from .model import WorkloadPlan
 from .schedulers import RESTRICTED_CONTAINER, RESTRICTED_POD
 
@@ -307,15 +307,10 @@ def holder_pods(plan: ReservationPlan) -> tuple[int, dict[str, str]]:
 
 
 def holder_devices(plan: ReservationPlan, each: dict[str, str]) -> dict[str, int]:
-    """Of what each holder pod holds, the devices of a DRA pool, by device class (each
-    kind's resource, `gpu.nvidia.com/1g.10gb`, is the pool's class of that kind): the
-    holder claims them, as the reservation's entries do (docs/gpus.md)."""
-    pool = plan.pool
-    if not config_devices.is_dra(pool):
-        return {}
-    assert pool.gpu is not None and pool.gpu.driver is not None
-    by_resource = {config_devices.kueue_resource(pool.gpu.driver, kind): config_devices.class_name(pool.name, kind)
-                   for kind in config_devices.kinds(pool)}
+    """Of what each holder pod holds, the devices of a DRA pool, by device class (the
+    class Kueue counts as that resource, plan/devices.py): the holder claims them, as the
+    reservation's entries do (docs/gpus.md)."""
+    by_resource = {r: c for c, r in devices.resource_of_class([plan.pool]).items()}
     return {by_resource[r]: int(parse(amount)) for r, amount in each.items() if r in by_resource}
 
 
@@ -336,9 +331,7 @@ def holder_manifest(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any
     count, each = holder_pods(plan)
     claimed = holder_devices(plan, each)
     if claimed:
-        pool = plan.pool
-        assert pool.gpu is not None and pool.gpu.driver is not None
-        held = {config_devices.kueue_resource(pool.gpu.driver, k) for k in config_devices.kinds(pool)}
+        held = set(devices.resource_of_class([plan.pool]).values())
         each = {r: a for r, a in each.items() if r not in held}
     requests = {"cpu": "10m", "memory": "16Mi", **each}
     labels = {names.QUEUE_LABEL: HOLDER, names.PRIORITY_LABEL: rules.RESERVATION_HOLDER_PRIORITY,
