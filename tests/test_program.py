@@ -514,3 +514,29 @@ def test_a_registration_carries_the_line_that_made_the_resource_not_the_call_sta
     for type_, frames, position in objects:
         assert frames and frames[0] == position and position.endswith(".py"), (type_, frames, position)
         assert "/components/" in position or position.endswith("/__main__.py"), position
+
+
+def test_the_innermost_frame_is_the_sdks_first_frame_found_without_the_whole_stack(monkeypatch):
+    """components/source_positions.py walks the frames instead of letting the SDK extract
+    the whole stack (source lines included) and convert every frame: each registration
+    still sends exactly the SDK's own first frame."""
+    from pulumi.runtime import resource as runtime
+    from components import source_positions
+
+    # The SDK's function (an earlier run in this process may have replaced it already).
+    sdk = source_positions.sdk_stack_trace or runtime._get_stack_trace
+    assert not getattr(sdk, "innermost_only", False)
+    compared = []
+    ours = source_positions.innermost_frame
+
+    def checking():
+        mine, theirs = ours(), sdk()
+        compared.append((list(mine.frames), list(theirs.frames[:1])))
+        return mine
+
+    checking.innermost_only = False
+    monkeypatch.setattr(runtime, "_get_stack_trace", sdk)
+    monkeypatch.setattr(source_positions, "innermost_frame", checking)
+    run_program(dev_stack_config())
+    assert len(compared) > 40
+    assert all(mine == theirs for mine, theirs in compared)
