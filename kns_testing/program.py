@@ -179,6 +179,8 @@ def engine_project(root: Path, bin_dir: str, passphrase: str, base_env: Optional
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
     })
+    # As scripts/lib/engine.sh runs it: no automatic debug log (docs/operations.md, "The CLI patch").
+    env.setdefault("PULUMI_AUTOMATIC_LOGGING", "false")
     return env
 
 

@@ -9,6 +9,9 @@
 #   needs) and cached under
 #     ${KNS_TOOLS_DIR:-$HOME/.cache/kns-platform/tools}/pulumi-<ver>-k8s-<ver>/bin
 #   where only what is missing is rebuilt.
+#   The CLI built here carries scripts/patches/pulumi-cli.patch (PULUMI_AUTOMATIC_LOGGING=false
+#   turns off the automatic debug log, docs/operations.md "The CLI patch"); a stamp beside
+#   it names the patch, so a changed patch rebuilds it. A CLI on PATH is taken unpatched.
 # Provider: exactly PULUMI_KUBERNETES_VERSION, from the Pulumi plugin cache
 #   (${PULUMI_HOME:-$HOME/.pulumi}/plugins) when it is there (with the patch it needs);
 #   else, when the pinned provider needs no patch, `pulumi plugin install` (from its
@@ -84,6 +87,8 @@ case $host_mode in auto | upstream | minimal) ;; *) die "KNS_PYTHON_HOST must be
 # one `pulumi plugin install` of a provider that needs no patch.
 export PULUMI_SKIP_UPDATE_CHECK=true
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
+# Nor leave an automatic debug log per `pulumi version` it asks (the CLI patch, above).
+export PULUMI_AUTOMATIC_LOGGING=false
 
 PULUMI_MODULE=github.com/pulumi/pulumi
 PKG_MOD=$PULUMI_MODULE/pkg/v3
@@ -107,6 +112,10 @@ else
     die "cannot read the provider patch $provider_patch (KNS_PROVIDER_PATCH=none if the pinned provider needs none)"
   PROVIDER_PATCH_REV=$(sha256sum "$provider_patch" | cut -c1-16)
 fi
+# The CLI built here carries scripts/patches/pulumi-cli.patch, whose hash its stamp names.
+cli_patch=$repo_root/scripts/patches/pulumi-cli.patch
+[[ -r $cli_patch ]] || die "cannot read the CLI patch $cli_patch"
+CLI_PATCH_REV=$(sha256sum "$cli_patch" | cut -c1-16)
 plugin_install_timeout=${KNS_PLUGIN_INSTALL_TIMEOUT:-120}
 [[ $plugin_install_timeout =~ ^[1-9][0-9]*$ ]] ||
   die "KNS_PLUGIN_INSTALL_TIMEOUT must be a number of seconds (got '$plugin_install_timeout')"
@@ -115,6 +124,7 @@ key_dir=$tools_root/pulumi-$PULUMI_VERSION-k8s-$PULUMI_KUBERNETES_VERSION
 bin_dir=$key_dir/bin
 provider_cache=$key_dir/provider-$PROVIDER_PATCH_REV/pulumi-resource-kubernetes
 host_kind_file=$bin_dir/.pulumi-language-python.kind
+cli_stamp=$bin_dir/.pulumi-cli-patch
 
 pulumi_home=${PULUMI_HOME:-$HOME/.pulumi}
 plugin_dir=$pulumi_home/plugins/resource-kubernetes-v$PULUMI_KUBERNETES_VERSION
@@ -226,7 +236,8 @@ fi
 need_cli=0 need_host=0 need_exec=0 need_provider_build=0
 if [[ -z $cli ]]; then
   cli=$bin_dir/pulumi
-  [[ -x $cli && $("$cli" version 2>/dev/null || true) == "v$PULUMI_VERSION" ]] || need_cli=1
+  [[ -x $cli && $("$cli" version 2>/dev/null || true) == "v$PULUMI_VERSION" &&
+    $(cat "$cli_stamp" 2>/dev/null) == "$CLI_PATCH_REV" ]] || need_cli=1
   if [[ ! -x $bin_dir/pulumi-language-python ]]; then
     need_host=1
   else
@@ -260,7 +271,7 @@ report() { # prefix provider-text
   if [[ $out_dir != "$bin_dir" ]]; then
     how="pulumi CLI $existing_ver on PATH ($out_dir)"
   else
-    how="pulumi CLI v$PULUMI_VERSION built from Go modules in $bin_dir"
+    how="pulumi CLI v$PULUMI_VERSION built from Go modules (patched) in $bin_dir"
     local notes=
     ((need_cli + need_host + need_exec > 0)) || notes=cached
     [[ -z $cli_note ]] || notes+="${notes:+, }$cli_note"
@@ -298,7 +309,7 @@ if ((need_cli + need_host + need_exec + need_provider_build > 0)); then
 
   if ((need_cli + need_host + need_exec > 0)); then
     mod_download "$PKG_MOD" "v$PULUMI_VERSION" || die "cannot download $PKG_MOD@v$PULUMI_VERSION from the Go module proxy"
-    pkg_gomod=$MOD_GOMOD pkg_time=$MOD_TIME
+    pkg_gomod=$MOD_GOMOD pkg_time=$MOD_TIME pkg_dir=$MOD_DIR
     if [[ $MOD_HASH != - && $MOD_HASH != "$PULUMI_COMMIT" ]]; then
       die "$PKG_MOD@v$PULUMI_VERSION is commit $MOD_HASH, but $versions_file says PULUMI_COMMIT=$PULUMI_COMMIT"
     fi
@@ -306,8 +317,19 @@ if ((need_cli + need_host + need_exec + need_provider_build > 0)); then
 
   build_cli() {
     log "building pulumi CLI v$PULUMI_VERSION ..."
+    # From a writable copy of the pkg module with the CLI patch applied (it must apply
+    # cleanly to this exact source), which the wrapper module replaces the published one with.
+    local src=$work/pulumi-pkg
+    cp -R "$pkg_dir" "$src"
+    chmod -R u+w "$src"
+    (cd "$src" && git apply --check -p1 "$cli_patch" 2>&1 && git apply -p1 "$cli_patch") >&2 ||
+      die "$cli_patch does not apply to $PKG_MOD@v$PULUMI_VERSION: rebase it on that source"
+    log "applied $(basename "$cli_patch") ($CLI_PATCH_REV)"
     write_wrapper "$work/pulumi-cli" "$PKG_MOD" "v$PULUMI_VERSION" "$pkg_gomod"
+    (cd "$work/pulumi-cli" && go mod edit -replace="$PKG_MOD=$src")
+    rm -f "$cli_stamp"
     go_build "$work/pulumi-cli" "$bin_dir/pulumi" "$GO_TAGS" "$CLI_LDFLAGS" "$PKG_MOD/cmd/pulumi"
+    printf '%s\n' "$CLI_PATCH_REV" >"$cli_stamp"
   }
   # The CLI, the language host and the provider are independent builds: side by side.
   if ((need_cli)); then

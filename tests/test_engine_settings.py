@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kns_cli.engine import engine_settings
-from kns_testing.program import ROOT, dev_stack_config, run_program
+from kns_testing.program import ROOT, built_toolchain, dev_stack_config, run_program
 
 TUNED = {
     "PULUMI_SKIP_CHECKPOINTS": "true",
@@ -22,6 +22,7 @@ TUNED = {
     "PULUMI_PARALLEL_DIFF": "true",
     "PULUMI_K8S_CLIENT_QPS": "200",
     "PULUMI_K8S_CLIENT_BURST": "400",
+    "PULUMI_AUTOMATIC_LOGGING": "false",
 }
 SKIP_AWAIT = "pulumi.com/skipAwait"
 
@@ -32,9 +33,30 @@ def test_the_engine_settings():
 
 def test_the_operator_s_own_values_win():
     own = {"PULUMI_SKIP_CHECKPOINTS": "false", "PULUMI_PARALLEL": "4", "PULUMI_PARALLEL_DIFF": "false",
-           "PULUMI_K8S_CLIENT_QPS": "50", "PULUMI_K8S_CLIENT_BURST": "120"}
+           "PULUMI_K8S_CLIENT_QPS": "50", "PULUMI_K8S_CLIENT_BURST": "120", "PULUMI_AUTOMATIC_LOGGING": "true"}
     assert engine_settings(own) == own
     assert engine_settings({"PULUMI_PARALLEL": "4"}) == {**TUNED, "PULUMI_PARALLEL": "4"}
+
+
+@pytest.mark.parametrize("setting", [None, "true", "false"])
+def test_the_built_cli_writes_its_automatic_log_unless_told_not_to(tmp_path, setting):
+    """The CLI scripts/toolchain.sh builds carries scripts/patches/pulumi-cli.patch: with
+    PULUMI_AUTOMATIC_LOGGING=false a command starts no log in $PULUMI_HOME/logs; unset or
+    anything else, upstream's automatic log is written (docs/operations.md, "The CLI patch")."""
+    bin_dir = built_toolchain()
+    home = tmp_path / "pulumi-home"
+    env = {key: value for key, value in os.environ.items() if key != "PULUMI_AUTOMATIC_LOGGING"}
+    env.update({"PULUMI_HOME": str(home), "PULUMI_SKIP_UPDATE_CHECK": "true"})
+    if setting is not None:
+        env["PULUMI_AUTOMATIC_LOGGING"] = setting
+    done = subprocess.run([f"{bin_dir}/pulumi", "stack", "ls", "--non-interactive"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    logs = sorted(path.name for path in (home / "logs").glob("*.log")) if (home / "logs").is_dir() else []
+    assert done.stdout or done.stderr, "the CLI ran and said something"
+    if setting == "false":
+        assert logs == []
+    else:
+        assert len(logs) == 1 and "stack_list" in logs[0], logs
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from kns_testing.program import ROOT
 
 SCRIPT = ROOT / "scripts" / "toolchain.sh"
 PATCH = ROOT / "scripts" / "patches" / "pulumi-kubernetes-provider.patch"
+CLI_PATCH = ROOT / "scripts" / "patches" / "pulumi-cli.patch"
 PIN, K8S = "3.259.0", "4.25.0"
 VERSIONS = (f"PULUMI_VERSION={PIN}\n"
             "PULUMI_COMMIT=a05d88f24d05726fa3beae771bfdedb0c0c6a94a\n"
@@ -183,7 +184,7 @@ def test_an_installed_cli_of_the_pinned_major_and_not_older_is_used_as_it_is(wor
 def test_an_installed_cli_older_than_the_pin_or_of_another_major_is_not_used(world, version, why):
     cli = world.cli(version)
     world.cached_provider(patch_rev())
-    assert plan(world) == (f"pulumi CLI v{PIN} built from Go modules in {world.bin_dir} "
+    assert plan(world) == (f"pulumi CLI v{PIN} built from Go modules (patched) in {world.bin_dir} "
                            f"(pulumi {version} in {cli} {why}); "
                            f"kubernetes provider v{K8S} from the plugin cache (patched)")
     done = world.run()
@@ -195,7 +196,7 @@ def test_an_installed_cli_older_than_the_pin_or_of_another_major_is_not_used(wor
 
 def test_an_installed_cli_with_no_version_is_not_used(world):
     cli = world.cli("pulumi, a tool")
-    assert plan(world).startswith(f"pulumi CLI v{PIN} built from Go modules in {world.bin_dir} "
+    assert plan(world).startswith(f"pulumi CLI v{PIN} built from Go modules (patched) in {world.bin_dir} "
                                   f"(pulumi in {cli} answers no version to `pulumi version`); ")
 
 
@@ -204,7 +205,7 @@ def test_an_installed_cli_without_its_language_host_beside_it_is_not_used(world,
     cli = world.cli("v3.260.1", host=missing != "pulumi-language-python",
                     exec_script=missing != "pulumi-language-python-exec")
     world.cached_provider(patch_rev())
-    assert plan(world) == (f"pulumi CLI v{PIN} built from Go modules in {world.bin_dir} "
+    assert plan(world) == (f"pulumi CLI v{PIN} built from Go modules (patched) in {world.bin_dir} "
                            f"(pulumi v3.260.1 in {cli} has no {missing} beside it); "
                            f"kubernetes provider v{K8S} from the plugin cache (patched)")
     done = world.run()
@@ -227,19 +228,27 @@ def test_a_linked_cli_is_used_from_the_directory_it_links_to(world):
 
 
 def test_with_no_installed_cli_everything_is_built(world):
-    assert plan(world) == (f"pulumi CLI v{PIN} built from Go modules in {world.bin_dir}; "
+    assert plan(world) == (f"pulumi CLI v{PIN} built from Go modules (patched) in {world.bin_dir}; "
                            f"kubernetes provider v{K8S} built from Go modules (patched)")
     done = world.run()
     assert done.returncode != 0 and world.went_to_go()
 
 
-def test_a_cached_build_is_used_and_said_to_be_cached(world):
+def cached_cli(world: World, stamp: str | None) -> Path:
+    """A build of the pinned CLI in the cache, stamped with that CLI patch (None: no stamp)."""
     build = world.bin_dir
     executable(build / "pulumi", STUB_PULUMI.replace("@VERSION@", f"v{PIN}"))
     executable(build / "pulumi-language-python", "#!/bin/sh\n")
     (build / "pulumi-language-python-exec").write_text("")
+    if stamp is not None:
+        (build / ".pulumi-cli-patch").write_text(stamp + "\n")
+    return build
+
+
+def test_a_cached_build_is_used_and_said_to_be_cached(world):
+    build = cached_cli(world, hashlib.sha256(CLI_PATCH.read_bytes()).hexdigest()[:16])
     world.cached_provider(patch_rev())
-    line = (f"toolchain: pulumi CLI v{PIN} built from Go modules in {build} (cached); "
+    line = (f"toolchain: pulumi CLI v{PIN} built from Go modules (patched) in {build} (cached); "
             f"kubernetes provider v{K8S} from the plugin cache (patched)")
     done = world.run()
     assert done.returncode == 0, done.stderr
@@ -250,6 +259,21 @@ def test_a_cached_build_is_used_and_said_to_be_cached(world):
     done = world.run()
     assert done.returncode == 0 and done.stdout == f"{build}\n" and done.stderr.splitlines() == [line]
     assert not world.went_to_go()
+
+
+@pytest.mark.parametrize("stamp", [None, "0123456789abcdef"], ids=["unstamped", "another patch"])
+def test_a_cached_cli_without_this_cli_patch_is_built_again(world, stamp):
+    """A cached CLI of the pinned version built before scripts/patches/pulumi-cli.patch, or
+    with another revision of it, is not used: the run goes to the build (the stub go fails)."""
+    cached_cli(world, stamp)
+    world.cached_provider(patch_rev())
+    planned = world.run("--plan")
+    assert planned.returncode == 0 and report(planned).startswith(
+        f"toolchain: plan: pulumi CLI v{PIN} built from Go modules (patched) in {world.bin_dir}; "), planned.stderr
+    assert "(cached)" not in report(planned) and not world.went_to_go()
+    done = world.run()
+    assert done.returncode != 0 and world.went_to_go(), done.stderr
+    assert f"cannot download github.com/pulumi/pulumi/pkg/v3@v{PIN}" in done.stderr, "it went for the CLI's source"
 
 
 # --- The provider -------------------------------------------------------------------------

@@ -18,8 +18,13 @@
 #   limit (its defaults: 50 requests/s, burst 120), which a 300-entry `up` spends waiting on
 #   (about 3,000 applies plus a watch per namespace). The API server's priority and
 #   fairness still bounds what it serves; kubectl, for comparison, has no such limit.
+# PULUMI_AUTOMATIC_LOGGING: `false` starts no automatic debug log in ~/.pulumi/logs (the CLI
+#   patch, docs/operations.md "The CLI patch": marshalling, compressing and encrypting every
+#   logged property value was half of the engine's CPU). `true` keeps upstream's log, to
+#   share with Pulumi (`pulumi logs`). A CLI on PATH, taken unpatched, always writes it.
 export PULUMI_SKIP_CHECKPOINTS="${PULUMI_SKIP_CHECKPOINTS:-true}"
 export PULUMI_PARALLEL="${PULUMI_PARALLEL:-32}"
 export PULUMI_PARALLEL_DIFF="${PULUMI_PARALLEL_DIFF:-true}"
 export PULUMI_K8S_CLIENT_QPS="${PULUMI_K8S_CLIENT_QPS:-200}"
 export PULUMI_K8S_CLIENT_BURST="${PULUMI_K8S_CLIENT_BURST:-400}"
+export PULUMI_AUTOMATIC_LOGGING="${PULUMI_AUTOMATIC_LOGGING:-false}"
