@@ -126,8 +126,9 @@ if this.index is None:
         *multikueue.connection_objects(cfg), depends_on=[kueue] if kueue else []), on_cluster)] if site else []
     queue_dependencies = register_queues(manager, kueue, connection, on_cluster)
     # A pool's reserved capacity from now on (plan/reservations.py pool_cohorts).
+    cohorts = reservations.pool_cohorts(cfg, datetime.now(timezone.utc))
     pools_set_aside = [ReservedPool(cohort["metadata"]["name"], cohort, queue_dependencies, on_cluster)
-                       for cohort in reservations.pool_cohorts(cfg, datetime.now(timezone.utc))]
+                       for cohort in cohorts]
     for name, planned in reserved.items():
         Reservation(reservations.component_name(name), ReservationArgs(planned.objects, [*queue_dependencies, *pools_set_aside]),
                     on_cluster)
@@ -157,10 +158,15 @@ if this.index is None:
     if entry_stacks is not None:
         # What the run of the entry stacks reads back (plan/digests.py).
         pulumi.export(digests.CHECKED_OUTPUT, checked_now)
+        settings = os.environ.get(digests.SETTINGS_ENV, "")
         pulumi.export(digests.DIGESTS_OUTPUT, digests.entry_stack_digests(
-            plans, this.base, entry_stacks, stack_file.config or {}, program))
+            plans, this.base, entry_stacks, stack_file.config or {}, program, settings))
+        # What the next full run compares before it starts this stack's engine (plan/digests.py).
+        pulumi.export(digests.PLATFORM_OUTPUT, digests.platform_stack_digest(
+            stack_file.config or {}, program, list(reserved.values()), cohorts, settings))
 else:
     for key in ENTRY_OUTPUTS:
         pulumi.export(key, outputs[key])
     if len(registered) == len(held):  # a targeted run (./kns up ENTRY...) registers fewer
-        pulumi.export(digests.ENTRY_STACK_OUTPUT, digests.entry_stack_digest(held, stack_file.config or {}, program))
+        pulumi.export(digests.ENTRY_STACK_OUTPUT, digests.entry_stack_digest(
+            held, stack_file.config or {}, program, os.environ.get(digests.SETTINGS_ENV, "")))

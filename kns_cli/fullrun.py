@@ -4,7 +4,11 @@ docs/entry-stacks.md, "What a full `make up` runs").
     python -m kns_cli.fullrun up|preview --stack STACK [--verbose] [--log-dir DIR] -- PULUMI_ARGS...
 
 The platform stack runs first (its program checks the whole config and plans every
-entry). Then each entry stack:
+entry), unless it is **skipped** too: its last update succeeded and recorded
+(`platformStackDigest`) the digest this run computes for it offline, where `./kns
+validate` checks the whole config and plans every entry (kns_cli/stack.py) with the
+program's own code. The entry stacks' digests then come from that offline run, otherwise
+from the platform's. Then each entry stack:
 
 - is **skipped**, in one line, when its last update succeeded and recorded
   (`entryStackDigest`) the digest the platform's run computed for it now
@@ -26,6 +30,7 @@ the first failing stack's, else 0.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
 import json
 import os
@@ -33,13 +38,19 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from plan import digests, stacks
+from config import fingerprint
+from config.errors import ConfigError
+from config.loader import check_stack_config
+from plan import digests, reservations, stacks
+from plan.planner import plan_checked
 
 from . import engine_run
 from .layout import declared_entry_stacks
+from .stack import UsageError, offline_config, stack_file
 
 TRUE = ("1", "true", "yes")
 
@@ -91,16 +102,66 @@ def _pulumi_json(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> Any:
         return None
 
 
-def record(stack: str, env: Mapping[str, str], cwd: Path) -> Record:
-    """An entry stack's recorded digest and how its last update ended, from the backend."""
+def record(stack: str, env: Mapping[str, str], cwd: Path, output: str = digests.ENTRY_STACK_OUTPUT) -> Record:
+    """A stack's recorded digest (`output`: an entry stack's, or the platform's) and how its
+    last update ended, from the backend."""
     history = _pulumi_json(["stack", "history", "--stack", stack, "--page-size", "1", "--json"], env, cwd) or []
     last = history[0] if isinstance(history, list) and history else {}
     succeeded = last.get("kind") == "update" and last.get("result") == "succeeded"
     exported = _pulumi_json(["stack", "export", "--stack", stack], env, cwd) or {}
     deployment = (exported.get("deployment") or {}) if isinstance(exported, dict) else {}
     root = next((r for r in deployment.get("resources") or [] if r.get("type") == "pulumi:pulumi:Stack"), {})
-    digest = (root.get("outputs") or {}).get(digests.ENTRY_STACK_OUTPUT)
+    digest = (root.get("outputs") or {}).get(output)
     return Record(digest if isinstance(digest, str) else None, succeeded, bool(deployment.get("pending_operations")))
+
+
+@dataclass(frozen=True)
+class Offline:
+    """The digests the platform's program would export, computed without the engine."""
+
+    checked: str
+    entries: dict[str, str]
+    platform: str
+
+
+def offline_digests(cwd: Path, base: str, entry_stacks: int, env: Mapping[str, str],
+                    settings: str) -> Optional[Offline]:
+    """The platform program's digests for this config (plan/digests.py), from the same
+    check and plan as the program, read offline as `./kns validate` reads it; None when the
+    config does not pass offline (the platform then runs, and its program says why)."""
+    try:
+        file = stack_file(cwd, base)
+        raw, secret, sealed = offline_config(file.config or {})
+        checked = check_stack_config(raw, file, project_dir=cwd, stack=base, secret_keys=secret, environ=env,
+                                     sealed=sealed)
+        plans = plan_checked(checked)
+    except (ConfigError, UsageError):
+        return None
+    config = file.config or {}
+    program = fingerprint.program_digest(cwd)
+    planned = reservations.plan_reservations(checked.config, plans)
+    cohorts = reservations.pool_cohorts(checked.config, datetime.now(timezone.utc))
+    return Offline(digests.checked_digest(config, checked.config.workloads, program),
+                   digests.entry_stack_digests(plans, base, entry_stacks, config, program, settings),
+                   digests.platform_stack_digest(config, program, planned, cohorts, settings))
+
+
+def run_settings(pulumi_args: Sequence[str], cwd: Path) -> str:
+    """`KNS_RUN_SETTINGS`: what the engine's arguments change in what is applied beyond the
+    config: the policy pack config file's content (its digest); "" without one."""
+    for index, arg in enumerate(pulumi_args):
+        if arg.startswith("--policy-pack-config"):
+            name = arg.split("=", 1)[1] if "=" in arg else (pulumi_args[index + 1] if index + 1 < len(pulumi_args) else "")
+            try:
+                return hashlib.sha256((cwd / name).read_bytes()).hexdigest()
+            except OSError:
+                return "unreadable:" + name
+    return ""
+
+
+def skipped(action: str, stack: str) -> None:
+    print(f"{'Update' if action == 'up' else 'Preview'} of stack {stack}: skipped, unchanged since "
+          "its last update (KNS_FULL=true runs it)", flush=True)
 
 
 def command(action: str, stack: str, pulumi_args: Sequence[str]) -> list[str]:
@@ -123,18 +184,33 @@ def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] 
     base = args.stack
     tty = sys.stderr.isatty()
 
-    outputs: dict[str, Any] = {}
-    status = engine_run.run(args.action, base, command(args.action, base, pulumi_args), verbose=args.verbose,
-                            log_dir=args.log_dir, out=sys.stdout, err=sys.stderr, tty=tty, env=env, cwd=cwd,
-                            outputs=outputs)
-    entry_stacks = declared_entry_stacks(cwd, base)
-    if status != 0 or entry_stacks is None:
-        return status
-    wanted = outputs.get(digests.DIGESTS_OUTPUT) if isinstance(outputs.get(digests.DIGESTS_OUTPUT), dict) else {}
-    checked = outputs.get(digests.CHECKED_OUTPUT)
+    env[digests.SETTINGS_ENV] = run_settings(pulumi_args, cwd)
     every = _flag(env, "KNS_FULL") or _flag(env, "KNS_REFRESH")
-    names = stacks.stacks(base, entry_stacks)[1:]
     width = parallel_stacks(env)
+    entry_stacks = declared_entry_stacks(cwd, base)
+
+    # The platform is skipped when its record says it holds what the config plans now.
+    known = None
+    if entry_stacks is not None and not every:
+        mine = record(base, env, cwd, digests.PLATFORM_OUTPUT)
+        if mine.digest and mine.succeeded and not mine.pending:
+            known = offline_digests(cwd, base, entry_stacks, env, env[digests.SETTINGS_ENV])
+            if known is not None and mine.why_run(known.platform) is not None:
+                known = None
+    if known is not None:
+        skipped(args.action, base)
+        status = 0
+        wanted, checked = known.entries, known.checked
+    else:
+        outputs: dict[str, Any] = {}
+        status = engine_run.run(args.action, base, command(args.action, base, pulumi_args), verbose=args.verbose,
+                                log_dir=args.log_dir, out=sys.stdout, err=sys.stderr, tty=tty, env=env, cwd=cwd,
+                                outputs=outputs)
+        if status != 0 or entry_stacks is None:
+            return status
+        wanted = outputs.get(digests.DIGESTS_OUTPUT) if isinstance(outputs.get(digests.DIGESTS_OUTPUT), dict) else {}
+        checked = outputs.get(digests.CHECKED_OUTPUT)
+    names = stacks.stacks(base, entry_stacks)[1:]
     with ThreadPoolExecutor(max_workers=width) as pool:
         records = dict(zip(names, pool.map(lambda s: record(s, env, cwd), names))) if not every else {}
     run_env = {**env, digests.CHECKED_ENV: checked} if isinstance(checked, str) else env
@@ -142,8 +218,7 @@ def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] 
     for stack in names:
         why = "KNS_FULL or KNS_REFRESH" if every else records[stack].why_run(wanted.get(stack))
         if why is None:
-            print(f"{'Update' if args.action == 'up' else 'Preview'} of stack {stack}: skipped, unchanged since "
-                  "its last update (KNS_FULL=true runs it)", flush=True)
+            skipped(args.action, stack)
         else:
             to_run.append(stack)
 

@@ -14,6 +14,15 @@ plans every entry. It exports two digests that the run of the entry stacks reads
   last update succeeded with the digest the platform computes now has nothing to do, and
   `make up` does not start the engine for it.
 
+The platform stack records its own, `platformStackDigest`: every section of the stack file
+but the entries, the reservations' objects and pool cohorts as planned (they depend on the
+entries and on the calendar), and the program. `make up` computes it offline first, as
+`./kns validate` checks (kns_cli/fullrun.py), and does not start the platform's engine
+either when it is the one recorded by the platform's last successful update.
+
+Both kinds also cover the run's settings that change what is applied without being in the
+config (`KNS_RUN_SETTINGS`, which the full run sets: the policy pack's config file).
+
 Secrets never go into a digest: the stack file's encrypted values count as their
 ciphertext (config/fingerprint.py), and a plan's credential sets by name only.
 """
@@ -34,6 +43,12 @@ DIGESTS_OUTPUT = "entryStackDigests"
 ENTRY_STACK_OUTPUT = "entryStackDigest"
 # The environment variable the run of the entry stacks passes the platform's checkedDigest in.
 CHECKED_ENV = "KNS_CHECKED"
+PLATFORM_OUTPUT = "platformStackDigest"
+# The run's settings that change what is applied (the policy pack config's content, as a
+# digest), which the full run passes to every stack's program.
+SETTINGS_ENV = "KNS_RUN_SETTINGS"
+# The stack file's sections that are entries, held by the entry stacks.
+ENTRY_KEYS = ("kns:jobs", "kns:schedules", "kns:jobFiles")
 # Sections an entry's registered objects depend on beyond the shared ones of
 # config/fingerprint.py: a reservation's objects in the entry's namespace.
 ENTRY_SECTIONS = ("kns:reservations",)
@@ -65,23 +80,36 @@ def plan_view(plan: WorkloadPlan) -> dict[str, Any]:
     return view
 
 
-def entry_stack_digest(plans: Iterable[WorkloadPlan], stack_config: Mapping[str, Any], program: str) -> str:
+def entry_stack_digest(plans: Iterable[WorkloadPlan], stack_config: Mapping[str, Any], program: str,
+                       settings: str = "") -> str:
     """What the entry stack holding `plans` registers, with what it depends on."""
     shared = {**fingerprint.shared_digests(stack_config),
               **{key: _sha(fingerprint.canonical(stack_config.get(key))) for key in ENTRY_SECTIONS}}
     entries = {plan.entry.name: _sha(fingerprint.canonical(plan_view(plan))) for plan in plans}
-    return _sha(fingerprint.canonical({"shared": shared, "program": program, "entries": entries}))
+    return _sha(fingerprint.canonical({"shared": shared, "program": program, "entries": entries,
+                                       **({"settings": settings} if settings else {})}))
 
 
 def entry_stack_digests(plans: Iterable[WorkloadPlan], base: str, entry_stacks: Optional[int],
-                        stack_config: Mapping[str, Any], program: str) -> dict[str, str]:
+                        stack_config: Mapping[str, Any], program: str, settings: str = "") -> dict[str, str]:
     """`entryStackDigests`: every entry stack's digest (an empty one too)."""
     if entry_stacks is None:
         return {}
     held = stacks.group((p.entry.name for p in plans), base, entry_stacks)
     by_name = {p.entry.name: p for p in plans}
-    return {stack: entry_stack_digest([by_name[n] for n in held.get(stack, [])], stack_config, program)
+    return {stack: entry_stack_digest([by_name[n] for n in held.get(stack, [])], stack_config, program, settings)
             for stack in stacks.stacks(base, entry_stacks)[1:]}
+
+
+def platform_stack_digest(stack_config: Mapping[str, Any], program: str, reservation_objects: Any,
+                          pool_cohorts: Any, settings: str = "") -> str:
+    """What the platform stack of a stack with entry stacks registers: every section of
+    the stack file but the entries, what the reservations and the pools they hold part of
+    are planned to be now (plan/reservations.py), the program and the run's settings."""
+    sections = {key: value for key, value in stack_config.items() if key not in ENTRY_KEYS}
+    return _sha(fingerprint.canonical({"config": sections, "program": program,
+                                       "reservations": _plain(reservation_objects), "cohorts": _plain(pool_cohorts),
+                                       **({"settings": settings} if settings else {})}))
 
 
 def checked_digest(stack_config: Mapping[str, Any], entries: Iterable[Any], program: str) -> str:

@@ -24,7 +24,7 @@ ENTRY_OUTPUTS = ("namespaces", "schedules")
 
 
 # What a full `make up` records for itself in split stacks (plan/digests.py), not the stack's.
-RUN_RECORDS = (digests.CHECKED_OUTPUT, digests.DIGESTS_OUTPUT)
+RUN_RECORDS = (digests.CHECKED_OUTPUT, digests.DIGESTS_OUTPUT, digests.PLATFORM_OUTPUT)
 
 
 def merge_outputs(platform: dict[str, Any], entry_stacks: list[dict[str, Any]]) -> dict[str, Any]:

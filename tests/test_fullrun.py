@@ -13,6 +13,7 @@ against state) is proven on the real engine and cluster in tests/test_drift.py.
 from __future__ import annotations
 
 import copy
+import shutil
 import json
 import os
 import stat
@@ -242,3 +243,136 @@ def test_a_failed_platform_run_runs_no_entry_stack(fake, capsys, monkeypatch):
 def test_a_bad_parallel_bound_is_refused(value):
     with pytest.raises(SystemExit, match="KNS_PARALLEL_STACKS"):
         fullrun.parallel_stacks({"KNS_PARALLEL_STACKS": value})
+
+
+# ---- the platform stack skipped too ----------------------------------------------------------------
+
+def split_project(root: Path, **over) -> Path:
+    """A copy of the program with Pulumi.dev.yaml holding the split dev stack (`over`
+    replacing sections), as `make up` finds it."""
+    project = root / "project"
+    project.mkdir(parents=True, exist_ok=True)
+    for name in (*fingerprint.PROGRAM_FILES, "jobs"):
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, project / name, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        elif source.is_file():
+            shutil.copy(source, project / name)
+    config = split_config(**over)
+    (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": {f"kns:{k}": v for k, v in config.items()}},
+                                                           sort_keys=False))
+    return project
+
+
+def test_the_platform_s_program_exports_the_digest_the_full_run_computes_offline(tmp_path, monkeypatch):
+    project = split_project(tmp_path)
+    for settings in ("", "policy-config-digest"):
+        monkeypatch.setenv(digests.SETTINGS_ENV, settings)
+        outputs = run_program(split_config(), stack="dev", project_dir=project).outputs
+        known = fullrun.offline_digests(project, "dev", SPLIT, {}, settings)
+        assert known is not None
+        assert outputs[digests.PLATFORM_OUTPUT] == known.platform
+        assert outputs[digests.CHECKED_OUTPUT] == known.checked
+        assert outputs[digests.DIGESTS_OUTPUT] == known.entries
+    plain = fullrun.offline_digests(project, "dev", SPLIT, {}, "")
+    assert plain.platform != known.platform
+    assert all(plain.entries[stack] != known.entries[stack] for stack in known.entries)
+
+
+def test_the_platform_digest_changes_with_every_section_but_the_entries(tmp_path):
+    base = fullrun.offline_digests(split_project(tmp_path / "a"), "dev", SPLIT, {}, "")
+    dev = dev_stack_config()
+    changed_entry = fullrun.offline_digests(split_project(
+        tmp_path / "b", jobs=[{**dev["jobs"][0], "cpu": "3"}, *dev["jobs"][1:]]), "dev", SPLIT, {}, "")
+    assert changed_entry.platform == base.platform
+    assert [s for s in base.entries if base.entries[s] != changed_entry.entries[s]] == [
+        stacks.holder("dev", dev["jobs"][0]["name"], SPLIT)]
+    packing = {**dev.get("packingScheduler", {}), "name": "kns-packing-2"}
+    changed_section = fullrun.offline_digests(split_project(tmp_path / "c", packingScheduler=packing),
+                                              "dev", SPLIT, {}, "")
+    assert changed_section.platform != base.platform
+
+
+class Recorded(Fake):
+    """The stand-in pulumi in a real project: each stack's record is what this config
+    plans now, as a successful full run would have left it."""
+
+    def __init__(self, root: Path, **over):
+        super().__init__(root / "fake-root")
+        self.project = split_project(root, **over)
+        self.known = fullrun.offline_digests(self.project, "dev", SPLIT, {}, "")
+        for stack in self.names:
+            self.record(stack, self.known.entries[stack])
+        self.record_platform(self.known.platform)
+
+    def record_platform(self, digest, result: str = "succeeded", pending: bool = False) -> None:
+        (self.dir / "history" / "dev.json").write_text(json.dumps([{"kind": "update", "result": result}]))
+        root = {"type": "pulumi:pulumi:Stack", "outputs": {digests.PLATFORM_OUTPUT: digest} if digest else {}}
+        deployment = {"resources": [root], **({"pending_operations": [{"type": "updating"}]} if pending else {})}
+        (self.dir / "export" / "dev.json").write_text(json.dumps({"deployment": deployment}))
+
+
+def test_a_no_change_full_run_starts_no_engine_at_all(tmp_path, capsys):
+    fake = Recorded(tmp_path)
+    for action, word in (("up", "Update"), ("preview", "Preview")):
+        code, out, calls = fake.run(capsys, action)
+        assert code == 0 and calls == []
+        assert out.splitlines() == [f"{word} of stack {s}: skipped, unchanged since its last update "
+                                    "(KNS_FULL=true runs it)" for s in ["dev", *fake.names]]
+
+
+def test_one_changed_entry_runs_only_its_entry_stack_with_the_offline_verdict(tmp_path, capsys):
+    fake = Recorded(tmp_path)
+    dev = dev_stack_config()
+    name = dev["jobs"][1]["name"]
+    edited = {**dev, "state": {"entryStacks": SPLIT}, "jobs": [dev["jobs"][0], {**dev["jobs"][1], "cpu": "3"},
+                                                                *dev["jobs"][2:]]}
+    (fake.project / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": {f"kns:{k}": v for k, v in edited.items()}},
+                                                                sort_keys=False))
+    code, out, calls = fake.run(capsys)
+    assert ran(calls) == [stacks.holder("dev", name, SPLIT)]
+    now = fullrun.offline_digests(fake.project, "dev", SPLIT, {}, "")
+    assert calls[0]["checked"] == now.checked != fake.known.checked
+
+
+@pytest.mark.parametrize("state", [
+    {"digest": "old"}, {"digest": None}, {"result": "failed"}, {"pending": True}])
+def test_a_changed_failed_or_interrupted_platform_runs_and_its_digests_are_used(tmp_path, capsys, state):
+    fake = Recorded(tmp_path)
+    fake.record_platform(state.get("digest", fake.known.platform), state.get("result", "succeeded"),
+                         state.get("pending", False))
+    code, out, calls = fake.run(capsys)
+    # The platform ran; the entry stacks compare with the digests its run exported (the
+    # stand-in's outputs.json), which none of them recorded.
+    assert ran(calls)[0] == "dev" and sorted(ran(calls)[1:]) == fake.names
+
+
+def test_a_config_that_fails_offline_runs_the_platform_whose_program_says_why(tmp_path, capsys):
+    fake = Recorded(tmp_path)
+    text = (fake.project / "Pulumi.dev.yaml").read_text()
+    (fake.project / "Pulumi.dev.yaml").write_text(text.replace("kns:nodePools:", "kns:nodePools: 3\n  kns:unused:", 1))
+    code, out, calls = fake.run(capsys)
+    assert ran(calls)[0] == "dev"
+
+
+@pytest.mark.parametrize("flag", ["KNS_FULL", "KNS_REFRESH"])
+def test_kns_full_and_kns_refresh_run_the_platform_too(tmp_path, capsys, flag):
+    fake = Recorded(tmp_path)
+    code, out, calls = fake.run(capsys, **{flag: "true"})
+    assert sorted(ran(calls)) == ["dev", *fake.names] and "skipped" not in out
+
+
+def test_a_changed_policy_config_runs_every_stack(tmp_path, capsys):
+    fake = Recorded(tmp_path)
+    (fake.project / "policy-config.json").write_text('{"all": "mandatory"}')
+    settings = fullrun.run_settings(["--yes", "--policy-pack-config", "policy-config.json"], fake.project)
+    assert settings and settings == fullrun.run_settings(["--policy-pack-config=policy-config.json"], fake.project)
+    calls_env = fake.dir / "calls.jsonl"
+    calls_env.unlink(missing_ok=True)
+    environ = {**os.environ, "PATH": f"{fake.dir / 'bin'}:{os.environ['PATH']}", "FAKE_DIR": str(fake.dir)}
+    code = fullrun.main(["up", "--stack", "dev", "--log-dir", str(fake.dir / "logs"), "--", "--yes",
+                         "--policy-pack-config", "policy-config.json"], env=environ, cwd=fake.project)
+    capsys.readouterr()
+    made = [json.loads(line) for line in calls_env.read_text().splitlines()]
+    assert ran(made)[0] == "dev" and sorted(ran(made)[1:]) == fake.names
