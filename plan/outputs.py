@@ -13,7 +13,7 @@ from config.models import NodePool, Schedule
 
 from . import digests
 from .model import WorkloadPlan
-from .multikueue import served
+from .multikueue import queue_objects, served
 from .nodepools import autoscale_summary
 from .schedulers import KNS_ACCOUNT
 
@@ -55,8 +55,35 @@ def stack_outputs(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[
         "knsScheduler": kns_endpoint(cfg),
         "nodePools": {pool.name: pool_output(pool) for pool in cfg.node_pools},
         "reservations": reservations_output(cfg, now),
+        **({"queues": queues_output(cfg)} if cfg.queueing.enabled else {}),
         **({"workers": served(cfg)} if cfg.workers else {}),
     }
+
+
+def _nominal(cluster_queue: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """A ClusterQueue's nominal quota: flavor -> resource -> amount, as it is applied."""
+    return {flavor["name"]: {item["name"]: item["nominalQuota"] for item in flavor["resources"]}
+            for group in cluster_queue["spec"]["resourceGroups"] for flavor in group["flavors"]}
+
+
+def queues_output(cfg: PlatformConfig) -> dict[str, Any]:
+    """`queues.<name>`: the queue's ClusterQueue, its cohort and its nominal quota per flavor,
+    read from the ClusterQueues the program applies (plan/multikueue.py queue_objects): on
+    one cluster a flavor per pool; on a site the manager's one flavor (the sum over the
+    workers that are not draining), and `workers`: what each serving worker's ClusterQueue
+    holds, per pool."""
+    objects = queue_objects(cfg)
+    manager = {cq["metadata"]["name"]: cq for cq in objects.manager[1]}
+    out: dict[str, Any] = {}
+    for queue in cfg.queues:
+        cluster_queue = manager[queue.name]
+        item: dict[str, Any] = {"clusterQueue": cluster_queue["metadata"]["name"],
+                                "cohort": cluster_queue["spec"].get("cohortName"), "quota": _nominal(cluster_queue)}
+        if cfg.workers:
+            item["workers"] = {worker: _nominal(cq) for worker, parts in objects.workers.items()
+                               for cq in parts[1] if cq["metadata"]["name"] == queue.name}
+        out[queue.name] = item
+    return out
 
 
 def reservations_output(cfg: PlatformConfig, now: Optional[datetime] = None) -> dict[str, Any]:

@@ -188,6 +188,8 @@ def test_the_outputs_of_the_stacks_merge_into_the_unsplit_stacks():
                 fingerprint.OUTPUT: None}
     assert runs_aside(merged) == runs_aside(whole)
     assert merged["namespaces"] == whole["namespaces"] and len(whole["namespaces"]) == 7
+    # The platform exports `queues` (docs/outputs.md); no entry stack does.
+    assert set(merged["queues"]) == {"research", "gpu"} and all("queues" not in part for part in parts)
 
 
 @pytest.mark.parametrize("stack,config,said", [

@@ -323,6 +323,24 @@ def test_the_token_secret_is_the_legacy_kind_the_token_controller_fills(register
         "jobs", "jobs/status", "workloads", "workloads/status"}
 
 
+def test_the_queues_output_is_the_manager_s_queue_with_what_each_worker_holds(registered):
+    run, _ = registered
+    assert run.outputs["queues"] == {
+        "research": {"clusterQueue": "research", "cohort": "all",
+                     "quota": {"kns-multikueue": {"cpu": "24", "memory": "96Gi", "nvidia.com/gpu": "4"}},
+                     "workers": {"east": {"east-cpu": {"cpu": "8", "memory": "32Gi"}},
+                                 "west": {"west-gpu": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "4"}}}},
+        "batch": {"clusterQueue": "batch", "cohort": None, "quota": {"kns-multikueue": {"cpu": "4", "memory": "8Gi"}},
+                  "workers": {"east": {"east-cpu": {"cpu": "4", "memory": "8Gi"}}}},
+    }
+    # A draining worker's pools leave the manager's sum; it still lists what it holds.
+    config = site()
+    config["workers"][1]["drain"] = True
+    drained = run_program(config, secret_keys=SECRETS).outputs["queues"]["research"]
+    assert drained["quota"] == {"kns-multikueue": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "0"}}
+    assert set(drained["workers"]) == {"east", "west"}
+
+
 def test_the_outputs_say_which_worker_serves_which_queue(registered):
     run, _ = registered
     assert run.outputs["workers"] == {
@@ -417,6 +435,9 @@ def test_the_documented_site_is_valid_and_its_queues_are_what_kns_queues_prints(
     outputs = json.loads(text.split("## Outputs", 1)[1].split("```json\n", 1)[1].split("```", 1)[0])
     from plan.multikueue import served
     assert served(cfg) == outputs
+    from plan.outputs import queues_output
+    queues = json.loads(text.split("## Outputs", 1)[1].split("```json\n", 2)[2].split("```", 1)[0])
+    assert queues_output(cfg) == queues
     from kns_cli.explain import explain, render_text
     runs_on = example.split("```text\n", 2)[2].split("```", 1)[0].strip()
     assert runs_on in render_text(explain(cfg, plans, ["train"]))
