@@ -98,7 +98,8 @@ if this.index is None:
     if cfg.queueing.enabled and cfg.queueing.install:
         upstream = kueue_install.load(PROJECT_DIR)
         kueue_objects = kueue_install.install_objects(upstream, cfg.cluster.name, cfg.pools_of(None),
-                                                      cfg.queueing.wait_for_pods_ready, device_mappings)
+                                                      cfg.queueing.wait_for_pods_ready, device_mappings,
+                                                      cfg.queueing.multi_kueue if site else None)
     queue_objects = multikueue.queue_objects(cfg) if cfg.queueing.enabled else multikueue.QueueObjects()
     manager = PlatformArgs(
         cfg.cluster.name, cfg.cluster.system_namespace, cfg.pools_of(None), cfg.packing_scheduler, cfg.kns_scheduler,

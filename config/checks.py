@@ -146,6 +146,12 @@ def check_site(cluster: Optional[Cluster], queueing: Queueing, queues: list[Queu
             problems.add(f"{path}.pool", rules.SITE_POOL_IS_MANAGERS.message)
 
 
+def check_multikueue_settings(queueing: Queueing, site: bool, problems: Problems) -> None:
+    """MultiKueue's settings configure a site's manager: refused on a stack without workers."""
+    if queueing.multi_kueue is not None and not site:
+        problems.add("kns:queueing.multiKueue", rules.MULTIKUEUE_NEEDS_SITE.message)
+
+
 def _context_key(name: str) -> str:
     return name.strip().casefold()
 

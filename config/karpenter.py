@@ -48,6 +48,20 @@ def wait_for_pods_ready_problem(value: str) -> Optional[str]:
     return f'"{value}" is not {rules.WAIT_FOR_PODS_READY.message}'
 
 
+def worker_lost_timeout_problem(value: str) -> Optional[str]:
+    """Why `value` is not a MultiKueue workerLostTimeout (more than 0), or None."""
+    if re.match(rules.WORKER_LOST_TIMEOUT.pattern or "", value) and 0 < duration_seconds(value) <= _MAX_DURATION_SECONDS:
+        return None
+    return f'"{value}" is not {rules.WORKER_LOST_TIMEOUT.message}'
+
+
+def gc_interval_problem(value: str) -> Optional[str]:
+    """Why `value` is not a MultiKueue gcInterval (0 allowed: no garbage collection), or None."""
+    if re.match(rules.GC_INTERVAL.pattern or "", value) and duration_seconds(value) <= _MAX_DURATION_SECONDS:
+        return None
+    return f'"{value}" is not {rules.GC_INTERVAL.message}'
+
+
 def group_problem(group: str) -> Optional[str]:
     """Why `group` is not an API group as a nodeClassRef names it (the CRD refuses "/")."""
     if "/" in group:

@@ -289,6 +289,7 @@ def check_config(
     if workers:
         checks.check_site(cluster, queueing, queues, jobs + schedules, {p.name for p in manager_pools}, paths,
                           problems)
+    checks.check_multikueue_settings(queueing, bool(workers), problems)
     checks.check_raw_references(unchecked, pools, problems, broken_pools, (queueing, queue_names, broken_queues))
     if cluster is not None:
         installs_kueue = queueing.enabled and queueing.install

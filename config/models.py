@@ -985,6 +985,16 @@ QueueResources = Annotated[dict[str, str], BeforeValidator(_queue_resources)]
 PoolResources = dict[str, QueueResources]
 
 
+class MultiKueueSettings(Model):
+    """`kns:queueing.multiKueue`: the manager's MultiKueue settings in the Kueue the program
+    installs (docs/multicluster.md, "MultiKueue's settings"); unset, Kueue's defaults."""
+
+    # How long a Job's admission stays Ready on a worker the manager lost (default 15m).
+    worker_lost_timeout: Optional[Annotated[str, _check(karpenter.worker_lost_timeout_problem)]] = None
+    # Between two garbage collections of the workers' orphaned copies (default 1m; 0s: off).
+    gc_interval: Optional[Annotated[str, _check(karpenter.gc_interval_problem)]] = None
+
+
 class Queueing(Model):
     """`kns:queueing`: whether entries may be queued, and whether the program installs Kueue."""
 
@@ -992,11 +1002,16 @@ class Queueing(Model):
     install: bool = True
     # Kueue's waitForPodsReady timeout (docs/distributed.md): unset, off.
     wait_for_pods_ready: Optional[Annotated[str, _check(karpenter.wait_for_pods_ready_problem)]] = None
+    multi_kueue: Optional[MultiKueueSettings] = None
 
     @model_validator(mode="after")
     def _installed(self) -> "Queueing":
+        found = []
         if self.wait_for_pods_ready is not None and not self.install:
-            podspec.raise_if_any([(("waitForPodsReady",), rules.WAIT_NEEDS_INSTALL.message)])
+            found.append((("waitForPodsReady",), rules.WAIT_NEEDS_INSTALL.message))
+        if self.multi_kueue is not None and not self.install:
+            found.append((("multiKueue",), rules.MULTIKUEUE_NEEDS_INSTALL.message))
+        podspec.raise_if_any(found)
         return self
 
 

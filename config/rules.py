@@ -101,6 +101,15 @@ WORKERS_POD_NAMES = Rule("the program names each worker (hostname <entry>-<index
                          "(subdomain <entry>); a podSpec may not set them")
 WAIT_FOR_PODS_READY = Rule('a duration of Kueue\'s (numbers with a unit s, m or h: "5m", "1h30m"), more than 0',
                            pattern=r"^([0-9]+(s|m|h))+$")
+# kns:queueing.multiKueue (the manager's Kueue; Kueue's apis/config/v1beta2 MultiKueue:
+# defaults gcInterval 1m, workerLostTimeout 15m; validation refuses negative ones).
+WORKER_LOST_TIMEOUT = Rule('a duration of Kueue\'s (numbers with a unit s, m or h: "15m", "1h30m"), more than 0',
+                           pattern=r"^([0-9]+(s|m|h))+$")
+GC_INTERVAL = Rule('a duration of Kueue\'s (numbers with a unit s, m or h: "1m", "30s"); "0s" turns MultiKueue\'s '
+                   'garbage collection off', pattern=r"^([0-9]+(s|m|h))+$")
+MULTIKUEUE_NEEDS_INSTALL = Rule("configures the Kueue the program installs (install: true); for your own Kueue set "
+                                "multiKueue in its configuration")
+MULTIKUEUE_NEEDS_SITE = Rule("configures the manager of a MultiKueue site; this stack has no kns:workers")
 WAIT_NEEDS_INSTALL = Rule("configures the Kueue the program installs (install: true); for your own Kueue set "
                           "waitForPodsReady in its configuration")
 TOPOLOGY_LEVELS_MAX = 16  # Kueue's Topology CRD

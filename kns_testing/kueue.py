@@ -60,7 +60,9 @@ def program_configuration(config: Mapping[str, Any]) -> dict[str, Any]:
 
     queueing = {**config.get("kns:queueing", {}), "enabled": True, "install": True}
     run = run_program({**{k.split(":", 1)[1]: v for k, v in config.items()}, "queueing": queueing})
+    # On a site, the manager's (its Kueue's objects carry no worker's prefix).
     rendered = kueue_install.configuration([{"kind": r.inputs.get("kind", "ConfigMap"), **r.inputs}
-                                            for r in run.resources if r.type == "kubernetes:core/v1:ConfigMap"])
+                                            for r in run.resources if r.type == "kubernetes:core/v1:ConfigMap"
+                                            and r.name.startswith(f"{r.inputs['metadata'].get('namespace')}/")])
     assert rendered is not None, "the program rendered no Kueue configuration"
     return rendered

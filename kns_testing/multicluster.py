@@ -23,11 +23,12 @@ import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import yaml
 
 from config.multikueue import kubeconfig_problems
+from plan import kueue_install
 from plan.multikueue import CONTROLLER, KUEUE_NAMESPACE, SECRET_KEY, WORKER_RULES
 from plan.queues import API_VERSION
 
@@ -252,14 +253,19 @@ def start_kueue_process(cluster: Cluster, config_extra: Optional[dict] = None) -
 @contextmanager
 def multikueue_site(state_dir: Path, workers: Mapping[str, Sequence[dict]], manager_nodes: Sequence[dict] = (),
                     settings: Optional[MultiKueueSettings] = None, identity: str = "serviceaccount",
-                    report=print) -> Iterator[Site]:
+                    report=print, manager_configuration: Optional[Mapping[str, Any]] = None) -> Iterator[Site]:
     """A manager and `workers` (name -> kwok node manifests), each a local control plane in
     state_dir/<name> with Kueue running; the manager's Kueue with `settings` as its
     Configuration.multiKueue. `identity` is what the manager uses on the workers:
     "serviceaccount" (a bound token of a ServiceAccount with MultiKueue's rules only) or
     "admin" (the worker's admin kubeconfig, flattened). Nothing manager-side is written yet:
     Site.connect and Site.queues do that. Every cluster is stopped on exit, however far the
-    start got; `report` gets the start's timings."""
+    start got; `report` gets the start's timings.
+
+    `manager_configuration`: Kueue's Configuration as the program renders it for the
+    manager (kns_testing/kueue.py `program_configuration`); the manager's Kueue then runs
+    every field the program owns from it (plan/kueue_install.py OWNED_FIELDS, `multiKueue`
+    among them) instead of `settings`."""
     settings = settings or MultiKueueSettings()
     state_dir = Path(state_dir)
     timings: dict[str, float] = {}
@@ -276,7 +282,12 @@ def multikueue_site(state_dir: Path, workers: Mapping[str, Sequence[dict]], mana
                 timings[f"{name} kueue"] = time.monotonic() - t0
                 return live
 
-            manager = up("manager", manager_nodes, settings.config_extra())
+            if manager_configuration is not None:
+                extra = {key: manager_configuration[key] for key in kueue_install.OWNED_FIELDS
+                         if key in manager_configuration}
+            else:
+                extra = settings.config_extra()
+            manager = up("manager", manager_nodes, extra)
             live_workers = {name: up(name, nodes, None) for name, nodes in workers.items()}
             t0 = time.monotonic()
             if identity == "serviceaccount":

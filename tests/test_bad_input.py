@@ -407,3 +407,19 @@ def test_invisible_characters_are_shown_escaped_in_problem_lines(tmp_path, capsy
     escaped = f"\\u{ord(char):04x}"
     assert lines and all(char not in line for line in lines)
     assert any(f"a100{escaped}" in line for line in lines), lines
+
+
+def test_multikueue_settings_off_a_site_and_bad_durations_through_both_doors(tmp_path, capsys):
+    """kns:queueing.multiKueue configures a site's manager (docs/multicluster.md): on the
+    single-cluster dev stack it is refused, and a bad duration names its own key."""
+    def change(config):
+        config["queueing"] = {**config["queueing"], "multiKueue": {"workerLostTimeout": "20m"}}
+    lines = both(capsys, project(tmp_path / "a", stack_text(change)))
+    assert lines == ["kns:queueing.multiKueue: configures the manager of a MultiKueue site; this stack has no "
+                     "kns:workers"]
+
+    def bad(config):
+        config["queueing"] = {**config["queueing"], "multiKueue": {"workerLostTimeout": "0m", "gcInterval": "soon"}}
+    lines = both(capsys, project(tmp_path / "b", stack_text(bad)))
+    assert [line.split(":")[1] for line in lines] == ["queueing.multiKueue.workerLostTimeout",
+                                                      "queueing.multiKueue.gcInterval"]

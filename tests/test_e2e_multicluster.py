@@ -1,7 +1,8 @@
 """A MultiKueue site end to end (docs/multicluster.md, contract section 14): one stack
 through the real engine configures three local control planes, a manager and two workers
 (east and west, one kwok node of 8 CPU each), each running the real Kueue built from the
-pinned module (kns_testing/multicluster.py; the manager's with MultiKueue's settings).
+pinned module (kns_testing/multicluster.py; the manager's with the configuration the program
+renders for the site's `kns:queueing.multiKueue`, MULTIKUEUE below).
 
 The site and the stack are shared by every test of the module, in file order; the last
 destroys. Every assertion reads what persists: watches of pods and Jobs started before the
@@ -25,7 +26,8 @@ from config.names import LABEL_CLUSTER
 from kns_cli import recover
 from kns_testing.cluster import Cluster, node_manifest, script
 from kns_testing.faults import Component
-from kns_testing.multicluster import MultiKueueSettings, is_true, multikueue_site
+from kns_testing.kueue import program_configuration
+from kns_testing.multicluster import is_true, multikueue_site
 from kns_testing.pace import slack
 from kns_testing.program import ROOT, engine_project
 from tests.test_e2e import Stack, Watch, up_with_schedules_ahead
@@ -36,7 +38,7 @@ QUEUE = "research"
 CHECK = f"kns-multikueue-{QUEUE}"
 # Far longer than the outage of the unreachable-worker test (about 15 s and the manager's
 # reconnect backoff, 20 s after such an outage): no Workload may be retried elsewhere then.
-SETTINGS = MultiKueueSettings(gc_interval="30s", origin="kns-multikueue", worker_lost_timeout="10m")
+MULTIKUEUE = {"workerLostTimeout": "10m", "gcInterval": "30s"}
 OUTAGE = 15
 WARM_UP = 2
 
@@ -74,7 +76,17 @@ def base_config(site) -> dict:
 def site(tmp_path_factory):
     state = tmp_path_factory.mktemp("multicluster")
     workers = {"east": [node_manifest("east-node", 8, 0)], "west": [node_manifest("west-node", 8, 0)]}
-    with multikueue_site(state, workers, settings=SETTINGS, identity="admin") as live:
+    # The manager's Kueue runs what the program renders for a site with these settings
+    # (a stand-in site under mocks: the same kns:queueing, workers named by context).
+    rendered = program_configuration({
+        "kns:cluster": {"name": "site", "context": "kns-manager"},
+        "kns:queueing": {"multiKueue": MULTIKUEUE},
+        "kns:workers": [{"name": name, "context": f"kns-{name}", "apiServer": f"https://10.0.0.{i + 1}:6443",
+                         "nodePools": [{"name": f"{name}-cpu", "role": "compute", "nodes": [f"{name}-node"]}]}
+                        for i, name in enumerate(workers)]})
+    assert rendered["multiKueue"] == MULTIKUEUE
+    with multikueue_site(state, workers, identity="admin", manager_configuration=rendered) as live:
+        assert yaml.safe_load((live.manager.state / "kueue" / "config.yaml").read_text())["multiKueue"] == MULTIKUEUE
         yield live
 
 

@@ -16,11 +16,12 @@ import pytest
 import yaml
 from google.protobuf import json_format
 
+from config import rules
 from config.loader import check_config
 from config.multikueue import kubeconfig_problems
 from kns_cli import queues as queues_cli
 from kns_testing.program import RecordingMocks, mock_token_data, registration_requests, run_program, secret_value
-from plan import inventory, targeting
+from plan import inventory, kueue_install, targeting
 from plan.planner import plan_checked
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -469,3 +470,64 @@ def test_the_managers_queues_come_after_the_admission_checks_they_name(registere
     assert any(urn.endswith("AdmissionCheck::admissioncheck-kns-multikueue-research") for urn in queue.dependencies)
     worker_queue = requests[("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "east-clusterqueue-research")]
     assert not any("MultiKueue" in urn for urn in worker_queue.dependencies)
+
+
+# ---- kns:queueing.multiKueue: the manager's MultiKueue settings ----------------------------------
+
+
+def kueue_configurations(run) -> dict[str, dict]:
+    """Each Kueue ConfigMap's Configuration, by the ConfigMap's resource name."""
+    return {r.name: yaml.safe_load(r.inputs["data"][kueue_install.CONFIG_KEY]) for r in run.resources
+            if r.type == "kubernetes:core/v1:ConfigMap" and kueue_install.CONFIG_KEY in (r.inputs.get("data") or {})}
+
+
+def kueue_rollout(run) -> dict[str, str]:
+    return {r.name: r.inputs["spec"]["template"]["metadata"].get("annotations", {}).get(kueue_install.CONFIG_HASH)
+            for r in run.resources if r.type == "kubernetes:apps/v1:Deployment"
+            and r.inputs["metadata"]["name"] == "kueue-controller-manager"}
+
+
+def test_the_manager_s_kueue_gets_the_multikueue_settings_and_no_worker_s_does():
+    plain = run_program(site(), secret_keys=SECRETS)
+    assert all("multiKueue" not in c for c in kueue_configurations(plain).values())
+    run = run_program(site(queueing={"enabled": True, "install": True,
+                                     "multiKueue": {"workerLostTimeout": "45m", "gcInterval": "0s"}}),
+                      secret_keys=SECRETS)
+    configurations = kueue_configurations(run)
+    assert configurations.pop("kueue-system/kueue-manager-config")["multiKueue"] == {
+        "workerLostTimeout": "45m", "gcInterval": "0s"}
+    assert sorted(configurations) == ["east-kueue-system/kueue-manager-config", "west-kueue-system/kueue-manager-config"]
+    assert all("multiKueue" not in c for c in configurations.values())
+    # Kueue reads its configuration once, at start: a change rolls the manager's controller only.
+    before, after = kueue_rollout(plain), kueue_rollout(run)
+    changed = sorted(name for name in after if after[name] != before.get(name))
+    assert changed == ["kueue-system/kueue-controller-manager"]
+    # One setting alone: Kueue's default for the other.
+    one = run_program(site(queueing={"enabled": True, "multiKueue": {"gcInterval": "2m"}}), secret_keys=SECRETS)
+    assert kueue_configurations(one)["kueue-system/kueue-manager-config"]["multiKueue"] == {"gcInterval": "2m"}
+
+
+@pytest.mark.parametrize("settings, expected", [
+    ({"workerLostTimeout": "0s"}, {"kns:queueing.multiKueue.workerLostTimeout": rules.WORKER_LOST_TIMEOUT.message}),
+    ({"workerLostTimeout": "15 min", "gcInterval": "-1m"},
+     {"kns:queueing.multiKueue.workerLostTimeout": rules.WORKER_LOST_TIMEOUT.message,
+      "kns:queueing.multiKueue.gcInterval": rules.GC_INTERVAL.message}),
+    ({"gcInterval": "1.5m"}, {"kns:queueing.multiKueue.gcInterval": rules.GC_INTERVAL.message}),
+    ({"workerLostTimeout": "15m", "lostTimeout": "1m"}, {"kns:queueing.multiKueue.lostTimeout": "unknown key"}),
+])
+def test_bad_multikueue_settings_are_refused_at_their_place(settings, expected):
+    found = problems(site(queueing={"enabled": True, "multiKueue": settings}))
+    assert set(found) == set(expected)
+    for path, message in expected.items():
+        assert message in found[path], found[path]
+
+
+def test_multikueue_settings_need_the_installed_kueue_and_a_site():
+    assert problems(site(queueing={"enabled": True, "install": False, "multiKueue": {"gcInterval": "2m"}})) == {
+        "kns:queueing.multiKueue": rules.MULTIKUEUE_NEEDS_INSTALL.message}
+    single = site(queueing={"enabled": True, "multiKueue": {"gcInterval": "2m"}},
+                  nodePools=[{"name": "cpu", "role": "compute", "nodes": ["n1"]}],
+                  queues=[{"name": "batch", "quota": {"cpu": {"cpu": "4"}}}],
+                  jobs=[{"name": "j", "image": "busybox:1.36", "cpu": "1", "queue": "batch"}])
+    del single["workers"]
+    assert problems(single, secret=("credentials",)) == {"kns:queueing.multiKueue": rules.MULTIKUEUE_NEEDS_SITE.message}
