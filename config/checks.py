@@ -125,10 +125,19 @@ def check_workers(
 
 
 def check_site(cluster: Optional[Cluster], queueing: Queueing, queues: list[Queue], workloads: list[Workload],
-               manager_pools: Iterable[str], paths: Mapping[str, str], problems: Problems) -> None:
+               manager_pools: Iterable[str], paths: Mapping[str, str], problems: Problems,
+               draining: Optional[Mapping[str, str]] = None) -> None:
     """A stack with kns:workers is a MultiKueue site: Kueue on, applied (not rendered), its
     queues hold the workers' pools, and every entry that runs pods is queued (only queued
-    Jobs are dispatched to a worker) on a worker's pool."""
+    Jobs are dispatched to a worker) on a worker's pool. A drain (`draining`: pool -> its
+    draining worker) may not leave a queue that is not held without a worker serving it."""
+    draining = draining or {}
+    for queue in queues:
+        if queue.quota and not queue.hold and all(pool in draining for pool in queue.quota):
+            workers = list(dict.fromkeys(draining[pool] for pool in queue.quota))
+            problems.add(f"kns:workers[{workers[-1]}].drain",
+                         f'leaves queue "{queue.name}" with no worker (its pools {", ".join(queue.quota)} are all on '
+                         f'draining workers: {", ".join(workers)}); {rules.DRAIN_LEAVES_QUEUE.message}')
     if not queueing.enabled:
         problems.add("kns:workers", rules.SITE_NEEDS_QUEUEING.message)
     if cluster is not None and cluster.render_dir:

@@ -288,7 +288,7 @@ def check_config(
     checks.check_workloads(jobs + schedules, pools, credentials, paths, problems, broken_pools)
     if workers:
         checks.check_site(cluster, queueing, queues, jobs + schedules, {p.name for p in manager_pools}, paths,
-                          problems)
+                          problems, {p.name: w.name for w in workers if w.drain for p in w.node_pools})
     checks.check_multikueue_settings(queueing, bool(workers), problems)
     checks.check_raw_references(unchecked, pools, problems, broken_pools, (queueing, queue_names, broken_queues))
     if cluster is not None:

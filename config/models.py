@@ -1053,6 +1053,9 @@ class Queue(Model):
     preemption: QueuePreemption = Field(default_factory=QueuePreemption)
     fair_sharing_weight: Optional[Annotated[float, Field(ge=0, le=rules.FAIR_SHARING_WEIGHT_MAX,
                                                         allow_inf_nan=False)]] = None
+    # Kueue's `stopPolicy: Hold` on its ClusterQueue (the manager's, on a site): nothing new
+    # is admitted, what runs goes on (docs/queueing.md).
+    hold: bool = False
 
     @model_validator(mode="after")
     def _limits(self) -> "Queue":

@@ -109,6 +109,8 @@ GC_INTERVAL = Rule('a duration of Kueue\'s (numbers with a unit s, m or h: "1m",
                    'garbage collection off', pattern=r"^([0-9]+(s|m|h))+$")
 MULTIKUEUE_NEEDS_INSTALL = Rule("configures the Kueue the program installs (install: true); for your own Kueue set "
                                 "multiKueue in its configuration")
+DRAIN_LEAVES_QUEUE = Rule("its Jobs would wait on the manager with no word: keep a worker serving the queue, or "
+                          "hold the queue too (hold: true)")
 MULTIKUEUE_NEEDS_SITE = Rule("configures the manager of a MultiKueue site; this stack has no kns:workers")
 WAIT_NEEDS_INSTALL = Rule("configures the Kueue the program installs (install: true); for your own Kueue set "
                           "waitForPodsReady in its configuration")

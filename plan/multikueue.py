@@ -29,8 +29,8 @@ from config.models import Queue
 from config.quantity import kind_for_resource, render
 
 from .model import WorkloadPlan
-from .queues import (API_VERSION, holder_priority_manifest, cluster_queue_manifest, flavor_manifest, priority_class_manifest, queued_pools,
-                     topology_manifest, weight)
+from .queues import (API_VERSION, holder_priority_manifest, cluster_queue_manifest, fit_reasons, flavor_manifest,
+                     priority_class_manifest, queued_pools, topology_manifest, weight)
 
 # The namespace Kueue reads MultiKueueCluster Secrets from, and where the manager's identity
 # on a worker lives: Kueue's own (the install's; a Kueue of your own must use it too).
@@ -115,6 +115,26 @@ def worker_cluster_queues(cfg: PlatformConfig, worker: str) -> list[dict[str, An
     return out
 
 
+def drain_warnings(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> list[str]:
+    """Queued entries every pool of whose queue they fit on is on a draining worker: their
+    Jobs wait on the manager until the drain ends (docs/operations.md, "Draining a worker")."""
+    drained = drained_pools(cfg)
+    if not drained:
+        return []
+    by_name = {q.name: q for q in cfg.queues}
+    out = []
+    for plan in plans:
+        queue = by_name.get(plan.entry.queue) if plan.entry.queue else None
+        if queue is None or plan.pod_spec is None or queue.hold:
+            continue
+        fitting = [pool for pool, why in fit_reasons(plan, queue, cfg.queues).items() if not why]
+        if fitting and all(pool in drained for pool in fitting):
+            where = ", ".join(f'pool "{pool}" of worker {cfg.pool_worker[pool]}' for pool in fitting)
+            out.append(f"{cfg.paths[plan.entry.name]}: fits only on {where}, which is draining: its Jobs wait on the "
+                       "manager until the drain ends")
+    return out
+
+
 def drained_pools(cfg: PlatformConfig) -> set[str]:
     """The pools of the draining workers: the manager's queues no longer count them."""
     return {p.name for w in cfg.workers if w.drain for p in w.node_pools}
@@ -162,6 +182,8 @@ def manager_cluster_queue(queue: Queue, cluster: str, drained: set[str] = frozen
         spec["cohortName"] = queue.cohort
     if queue.fair_sharing_weight is not None:
         spec["fairSharing"] = {"weight": weight(queue.fair_sharing_weight)}
+    if queue.hold:
+        spec["stopPolicy"] = "Hold"
     return {"apiVersion": API_VERSION, "kind": "ClusterQueue", "metadata": _metadata(queue.name, cluster), "spec": spec}
 
 

@@ -21,7 +21,7 @@ from config.loader import POLICY_CONFIG_VARIABLE, Checked, PlatformConfig
 from config.models import Profile, Workload
 from config.quantity import kind_for_resource, parse
 
-from . import accounting, devices, final, guardrails, inventory, nodepools, queues, reservations, wait
+from . import accounting, devices, final, guardrails, inventory, multikueue, nodepools, queues, reservations, wait
 from .manifests import (
     NAMESPACE_RUNNER_RULES,
     POD_RUNNER_RULES,
@@ -211,6 +211,7 @@ def plan_checked(checked: Checked) -> list[WorkloadPlan]:
     problems += inventory.collisions(cfg, plans, [p.path for p in checked.problems.items + problems])
     checked.problems.items.extend(problems)
     checked.problems.raise_if_any()
+    checked.config.warnings.extend(multikueue.drain_warnings(cfg, plans))
     return plans
 
 

@@ -115,6 +115,8 @@ def cluster_queue_manifest(queue: Queue, cluster: str) -> dict[str, Any]:
         spec["cohortName"] = queue.cohort
     if queue.fair_sharing_weight is not None:
         spec["fairSharing"] = {"weight": weight(queue.fair_sharing_weight)}
+    if queue.hold:
+        spec["stopPolicy"] = "Hold"
     return {"apiVersion": API_VERSION, "kind": "ClusterQueue", "metadata": _metadata(queue.name, cluster), "spec": spec}
 
 

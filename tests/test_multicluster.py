@@ -531,3 +531,61 @@ def test_multikueue_settings_need_the_installed_kueue_and_a_site():
                   jobs=[{"name": "j", "image": "busybox:1.36", "cpu": "1", "queue": "batch"}])
     del single["workers"]
     assert problems(single, secret=("credentials",)) == {"kns:queueing.multiKueue": rules.MULTIKUEUE_NEEDS_SITE.message}
+
+
+# ---- draining: what it leaves waiting is said, a queue left with no worker refused ----------------
+
+
+def test_a_drain_that_leaves_a_queue_no_worker_is_refused_unless_the_queue_is_held():
+    config = site()
+    config["workers"][0]["drain"] = True  # east: batch's only pool
+    assert problems(config) == {"kns:workers[east].drain": (
+        'leaves queue "batch" with no worker (its pools east-cpu are all on draining workers: east); '
+        + rules.DRAIN_LEAVES_QUEUE.message)}
+    # Both workers draining: research too, named at the last draining worker.
+    config["workers"][1]["drain"] = True
+    found = problems(config)
+    assert set(found) == {"kns:workers[east].drain", "kns:workers[west].drain"}
+    assert '"research"' in found["kns:workers[west].drain"] and "east, west" in found["kns:workers[west].drain"]
+    # Held queues: accepted, and the manager's ClusterQueue holds.
+    for queue in config["queues"]:
+        queue["hold"] = True
+    assert problems(config) == {}
+    run = run_program(config, secret_keys=SECRETS)
+    queues = {r.name: r.inputs["spec"] for r in run.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")}
+    assert queues["clusterqueue-batch"]["stopPolicy"] == "Hold" and queues["clusterqueue-research"]["stopPolicy"] == "Hold"
+
+
+def test_an_entry_that_fits_only_on_a_draining_worker_is_warned_of_by_validate_explain_and_the_program():
+    config = site(jobs=[*site()["jobs"],
+                        {"name": "gpu-job", "image": "busybox:1.36", "cpu": "1", "memory": "1Gi", "gpus": 2,
+                         "queue": "research"},
+                        {"name": "pinned", "image": "busybox:1.36", "cpu": "1", "memory": "1Gi", "queue": "research",
+                         "pool": "west-cpu"}])
+    config["queues"][0]["quota"]["west-cpu"] = {"cpu": "4", "memory": "8Gi"}
+    config["workers"][1]["drain"] = True  # west: the GPU pool and west-cpu
+    result = checked(config)
+    plan_checked(result)
+    said = [w for w in result.config.warnings if "draining" in w]
+    assert said == [
+        'kns:jobs[gpu-job]: fits only on pool "west-gpu" of worker west, which is draining: its Jobs wait on the '
+        "manager until the drain ends",
+        'kns:jobs[pinned]: fits only on pool "west-cpu" of worker west, which is draining: its Jobs wait on the '
+        "manager until the drain ends"]
+    # `train` (research, CPU) still fits east's pool: nothing said of it.
+    from kns_cli.explain import explain
+    assert said[0] in explain(result.config, plan_checked(checked(config)), ["gpu-job"])["warnings"]
+    # The program says it too (pulumi.log.warn of the config's warnings).
+    warned = []
+    original = pulumi.log.warn
+    pulumi.log.warn = lambda message, *args, **kwargs: warned.append(message)
+    try:
+        run_program(config, secret_keys=SECRETS)
+    finally:
+        pulumi.log.warn = original
+    assert said[0] in warned and said[1] in warned
+    # Not draining: no word.
+    config["workers"][1]["drain"] = False
+    quiet = checked(config)
+    plan_checked(quiet)
+    assert not [w for w in quiet.config.warnings if "draining" in w]
