@@ -27,7 +27,10 @@ The steps, each of which is safe to repeat:
    platform (no owner: not a controller's child) and is of a kind the platform registers,
    but is not in the stack's state, is deleted. Such an object is left by an interrupted
    create whose entry was then removed from the config, or by a state written before the
-   interruption (PULUMI_SKIP_CHECKPOINTS, scripts/lib/engine.sh).
+   interruption (PULUMI_SKIP_CHECKPOINTS, scripts/lib/engine.sh). On a MultiKueue site
+   every cluster is swept, the manager and each worker, each through its own credentials
+   (its kubeconfig or context in the config), against the state's objects of that
+   cluster's provider only (a worker's namespace may have the manager's name).
 5. **Check**: `pulumi preview --expect-no-changes`; recovery succeeded only if it is clean.
 """
 
@@ -40,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence
@@ -201,16 +204,59 @@ def state_resources(project_dir: Path, stack: str, env: Mapping[str, str], step:
     return list((json.loads(done.stdout).get("deployment") or {}).get("resources") or [])
 
 
+@dataclass(frozen=True)
+class Target:
+    """One cluster of the stack: the manager (or the only cluster), or a worker of a site."""
+
+    name: str
+    # Its Pulumi provider's name (components/cluster.py `cluster_provider`): the state's
+    # objects of this cluster are those registered through it.
+    provider: str
+    kubeconfig: Optional[str]
+    context: Optional[str]
+    # Where its kubeconfig is in the config, to read it when it is encrypted.
+    config_path: str
+
+
+def targets(cfg: PlatformConfig) -> list[Target]:
+    """The stack's clusters: its own, then each worker in config order."""
+    out = [Target(cfg.cluster.name, f"{cfg.cluster.name}-kubernetes", cfg.cluster.kubeconfig, cfg.cluster.context,
+                  "kns:cluster.kubeconfig")]
+    for index, worker in enumerate(cfg.workers):
+        out.append(Target(worker.name, f"{worker.name}-kubernetes", worker.kubeconfig, worker.context,
+                          f"kns:workers[{index}].kubeconfig"))
+    return out
+
+
+def provider_name(resource: Mapping[str, Any]) -> Optional[str]:
+    """The name of the provider a state resource was registered through (its reference is
+    `<provider URN>::<provider id>`, the URN ending in `::<name>`)."""
+    reference = str(resource.get("provider") or "")
+    if "::" not in reference:
+        return None
+    return reference.rsplit("::", 1)[0].rsplit("::", 1)[-1]
+
+
+def of_cluster(state: Sequence[Mapping[str, Any]], target: Target, cfg: PlatformConfig) -> list[Mapping[str, Any]]:
+    """The state's objects of one cluster: a worker's, those of its provider; the stack's own
+    cluster, every other (never fewer than the state holds there, so nothing the state holds
+    is swept)."""
+    workers = {t.provider for t in targets(cfg)[1:]}
+    if target.provider in workers:
+        return [r for r in state if provider_name(r) == target.provider]
+    return [r for r in state if provider_name(r) not in workers]
+
+
 @contextmanager
-def kubectl_access(cfg: PlatformConfig, project_dir: Path, stack: str, env: Mapping[str, str]) -> Iterator[list[str]]:
-    """kubectl's arguments for the stack's cluster: its kubeconfig (a path, or inline text,
-    secret or not, written to a private temporary file) and context."""
+def kubectl_access(target: Target, project_dir: Path, stack: str, env: Mapping[str, str]) -> Iterator[list[str]]:
+    """kubectl's arguments for one cluster of the stack: its kubeconfig (a path, or inline
+    text, secret or not, written to a private temporary file) and context."""
     args: list[str] = []
     with tempfile.TemporaryDirectory(prefix="kns-recover-") as tmp:
-        value = cfg.cluster.kubeconfig
+        value = target.kubeconfig
         if value == SECRET_PLACEHOLDER:
-            done = pulumi(["config", "get", "--path", "kns:cluster.kubeconfig", "--stack", stack], project_dir, env,
-                          "reading kns:cluster.kubeconfig", capture=True)
+            done = pulumi(["config", "get", "--path", target.config_path, "--stack", stack], project_dir, env,
+                          f"reading {target.config_path}", capture=True)
             value = done.stdout.rstrip("\n")
         if value:
             if kubeconfig_rules.is_inline(value):
@@ -220,8 +266,8 @@ def kubectl_access(cfg: PlatformConfig, project_dir: Path, stack: str, env: Mapp
             else:
                 path = kubeconfig_rules.resolve_path(value, project_dir)
             args += ["--kubeconfig", str(path)]
-        if cfg.cluster.context:
-            args += ["--context", cfg.cluster.context]
+        if target.context:
+            args += ["--context", target.context]
         yield args
 
 
@@ -283,25 +329,32 @@ def wait_until_gone(access: Sequence[str], objects: Sequence[dict], what: str) -
         time.sleep(2)
 
 
-def settle_deletions(access: Sequence[str], cluster: str, types: set[str]) -> int:
+def settle_deletions(access: Sequence[str], cluster: str, types: set[str], where: str = "") -> int:
     """Wait for the platform's objects that are being deleted (a namespace waits for its
     content) to be gone: refreshed while still there, one would stay in the state, and the
     objects to be created in it would fail once it is gone."""
     deleting = [obj for obj in labelled(access, cluster, types) if obj["metadata"].get("deletionTimestamp")]
     for obj in deleting:
-        say(f"step 2/5: waiting for {obj['kind']} {object_id(obj)} to finish being deleted")
+        say(f"step 2/5: waiting for {obj['kind']} {object_id(obj)}{where} to finish being deleted")
     wait_until_gone(access, deleting, "step 2/5 (deletions in progress)")
     return len(deleting)
 
 
-def sweep(access: Sequence[str], cluster: str, types: set[str], state: Sequence[Mapping[str, Any]]) -> int:
+def sweep(access: Sequence[str], cluster: str, types: set[str], state: Sequence[Mapping[str, Any]],
+          where: str = "") -> int:
     found = orphans(access, cluster, types, state)
     for obj in found:
-        say(f"step 4/5: deleting {obj['kind']} {object_id(obj)}: labelled {LABEL_CLUSTER}={cluster}, not in the stack")
+        say(f"step 4/5: deleting {obj['kind']} {object_id(obj)}{where}: labelled {LABEL_CLUSTER}={cluster}, "
+            "not in the stack")
         kubectl(access, "delete", kubectl_resource(type_token(obj)), obj["metadata"]["name"], *scope(obj), "--wait=false",
                 "--ignore-not-found")
     wait_until_gone(access, found, "step 4/5 (sweep)")
     return len(found)
+
+
+def on_worker(cfg: PlatformConfig, target: Target) -> str:
+    """How the messages name a worker's cluster (nothing for the stack's own)."""
+    return f" on worker {target.name}" if target.name != cfg.cluster.name else ""
 
 
 def run_recover(project_dir: Path, cfg: PlatformConfig, plans: Sequence[WorkloadPlan], stack: str,
@@ -322,10 +375,13 @@ def run_recover(project_dir: Path, cfg: PlatformConfig, plans: Sequence[Workload
     for each in every:
         release_lock(project_dir, project, each, env, force)
     before = [r for each in every for r in state_resources(project_dir, each, env, "reading the state")]
-    with kubectl_access(cfg, project_dir, stack, env) as access:
+    with ExitStack() as opened:
+        # Every cluster of the stack, each through its own credentials (a site's workers too).
+        clusters = [] if cfg.cluster.render_dir else [
+            (target, opened.enter_context(kubectl_access(target, project_dir, stack, env))) for target in targets(cfg)]
         types = kubernetes_types(cfg, plans, before)
-        if not cfg.cluster.render_dir:
-            settle_deletions(access, cfg.cluster.name, types)
+        for target, access in clusters:
+            settle_deletions(access, cfg.cluster.name, types, on_worker(cfg, target))
         if cfg.cluster.render_dir:
             say("step 2/5: the stack renders manifests (kns:cluster.renderDir): no cluster to refresh from; "
                 "the up rewrites them")
@@ -347,8 +403,10 @@ def run_recover(project_dir: Path, cfg: PlatformConfig, plans: Sequence[Workload
             say("step 4/5: the stack renders manifests (kns:cluster.renderDir): no cluster to sweep")
         else:
             after = [r for each in every for r in state_resources(project_dir, each, env, "step 4/5 (reading the state)")]
-            swept = sweep(access, cfg.cluster.name, types | kubernetes_types(cfg, plans, after), after)
-            say(f"step 4/5: {swept} object(s) not in the stack deleted")
+            swept = sum(sweep(access, cfg.cluster.name, types | kubernetes_types(cfg, plans, after),
+                              of_cluster(after, target, cfg), on_worker(cfg, target)) for target, access in clusters)
+            say(f"step 4/5: {swept} object(s) not in the stack deleted"
+                + (f" ({len(clusters)} clusters swept)" if cfg.workers else ""))
 
     say("step 5/5: pulumi preview --expect-no-changes")
     for each in every:

@@ -16,6 +16,9 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import os
+import signal
+import subprocess
 import time
 from datetime import datetime, timezone
 
@@ -372,6 +375,55 @@ def test_an_unreachable_worker_keeps_its_jobs_and_new_ones_go_to_the_other(site,
     manager.wait(lambda: any(is_true(w, "Finished") for w in workloads_of(watches, "manager", "next")),
                  slack(floor=180), message="next's Workload Finished on the manager")
     assert not copied_since(watches, spare, spare_seen) and not pods_seen(watches, spare, NAMESPACE, "next")
+
+
+# ---- an up interrupted on a worker, then ./kns recover ----------------------------------------------
+
+
+def test_recover_after_an_up_killed_on_a_worker_leaves_every_cluster_as_the_config_says(site, stack):
+    """A new queued entry's `up` (as `make up` runs it: checkpoints off) is killed as soon as
+    its namespace appears on a worker (watched from before the `up`); the entry is taken out
+    of the config again. What the killed run made on the workers is in no state: `./kns
+    recover` sweeps each worker through its own kubeconfig, and every cluster ends with no
+    trace of the entry and a clean no-change preview."""
+    entry = {"name": "stray", "image": "registry.k8s.io/pause:3.10", "cpu": "1", "memory": "1Gi", "queue": QUEUE,
+             "annotations": {"kwok.x-k8s.io/run-for": "1s"}}
+    stack.edit(lambda config: config["kns:jobs"].append(entry))
+    clusters = {"manager": site.manager, **site.workers}
+    namespaces = {name: Watch(cluster, "namespaces") for name, cluster in clusters.items()}
+    try:
+        env = {**stack.env, "PULUMI_SKIP_CHECKPOINTS": "true"}
+        process = subprocess.Popen(["pulumi", "up", "--yes", "--skip-preview", "--non-interactive"], cwd=stack.root,
+                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   start_new_session=True)
+        try:
+            def on_a_worker() -> list[str]:
+                return [name for name in site.workers if "kns-stray" in namespaces[name].names(lambda o: True)]
+            site.manager.wait(lambda: on_a_worker() or process.poll() is not None, slack(floor=300), every=0.05,
+                              message="kns-stray on a worker")
+            assert process.poll() is None, "the up ended before it could be cut off on a worker"
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=60)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        made = {name for name, watch in namespaces.items() if "kns-stray" in watch.names(lambda o: True)}
+        assert made & set(site.workers), made
+    finally:
+        for watch in namespaces.values():
+            watch.stop()
+    stack.edit(lambda config: config.__setitem__("kns:jobs", [e for e in config["kns:jobs"] if e["name"] != "stray"]))
+    state = json.loads(stack.pulumi("stack", "export").stdout)["deployment"]["resources"]
+    assert not [r for r in state if "stray" in str(r.get("id", ""))], "the killed run wrote no state"
+    done = subprocess.run([str(ROOT / "kns"), "recover", "--stack", "local", "--project-dir", str(stack.root)],
+                          env=stack.env, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, f"kns recover failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+    for name in made & set(site.workers):
+        assert f"Namespace kns-stray on worker {name}" in done.stderr, done.stderr
+    for name, cluster in clusters.items():
+        assert cluster.kubectl("get", "namespace", "kns-stray", "--ignore-not-found", "-o", "name").stdout.strip() == "", name
+    stack.pulumi("preview", "--expect-no-changes")
 
 
 # ---- destroy ---------------------------------------------------------------------------------------

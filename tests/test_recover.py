@@ -226,3 +226,85 @@ def test_recover_refuses_a_stack_the_backend_does_not_have(killed_backend):
     assert done.returncode != 0
     assert "no stack named 'other' found" in done.stderr
     assert "creating stack" not in done.stderr
+
+
+# ---- a site: every cluster swept through its own credentials ------------------------------------
+
+FAKE_KUBECTL = '''#!{python}
+"""A stand-in kubectl over one JSON file of objects per kubeconfig: get (list by resource
+and label, or one by name), delete; every call recorded."""
+import json, os, sys
+args = sys.argv[1:]
+config = args[args.index("--kubeconfig") + 1]
+store = config + ".objects.json"
+objects = json.load(open(store))
+with open(os.environ["FAKE_KUBECTL_LOG"], "a") as log:
+    log.write(json.dumps({{"kubeconfig": os.path.basename(config), "args": args}}) + "\\n")
+rest = [a for i, a in enumerate(args) if a != "--kubeconfig" and (i == 0 or args[i - 1] != "--kubeconfig")]
+verb, resource = rest[0], rest[1]
+kind = resource.split(".")[0]
+def matches(o):
+    return o["kind"].lower() == kind
+if verb == "get" and "-l" in rest:
+    key, value = rest[rest.index("-l") + 1].split("=")
+    items = [o for o in objects if matches(o) and o["metadata"].get("labels", {{}}).get(key) == value]
+    print(json.dumps({{"items": items}}))
+elif verb == "get":
+    name = rest[2]
+    ns = rest[rest.index("--namespace") + 1] if "--namespace" in rest else None
+    found = [o for o in objects if matches(o) and o["metadata"]["name"] == name and o["metadata"].get("namespace") == ns]
+    print(f"{{kind}}/{{name}}" if found else "")
+elif verb == "delete":
+    name = rest[2]
+    ns = rest[rest.index("--namespace") + 1] if "--namespace" in rest else None
+    objects = [o for o in objects if not (matches(o) and o["metadata"]["name"] == name
+                                          and o["metadata"].get("namespace") == ns)]
+    json.dump(objects, open(store, "w"))
+'''
+
+
+def namespace(name: str, cluster: str = "site") -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"kns.io/cluster": cluster}}}
+
+
+def test_a_site_is_swept_on_every_cluster_each_against_its_own_part_of_the_state(tmp_path, monkeypatch):
+    """The manager and both workers are each listed and swept through their own kubeconfig;
+    a worker's namespace of the same name as one the state holds on the manager is that
+    worker's orphan, and one the state holds through the worker's provider stays."""
+    from tests.test_multicluster import SECRETS, checked, site
+    clusters = {"manager": [namespace("kns-train"), namespace("kns-left")],
+                "east": [namespace("kns-train"), namespace("kns-left"), namespace("kns-other", "another-site")],
+                "west": [namespace("kns-train")]}
+    for name, objects in clusters.items():
+        (tmp_path / f"{name}.kubeconfig").write_text("apiVersion: v1\nkind: Config\n")
+        (tmp_path / f"{name}.kubeconfig.objects.json").write_text(json.dumps(objects))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "kubectl"
+    fake.write_text(FAKE_KUBECTL.format(python=__import__("sys").executable))
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    monkeypatch.setenv("FAKE_KUBECTL_LOG", str(tmp_path / "calls.jsonl"))
+    config = site(cluster={"name": "site", "kubeconfig": str(tmp_path / "manager.kubeconfig")})
+    config["workers"][0]["kubeconfig"] = str(tmp_path / "east.kubeconfig")
+    del config["workers"][1]["context"]
+    config["workers"][1]["kubeconfig"] = str(tmp_path / "west.kubeconfig")
+    cfg = checked(config, secret=("credentials",)).config
+    urn = "urn:pulumi:local::kns-platform::pulumi:providers:kubernetes::{}::1234"
+    state = [{"type": "kubernetes:core/v1:Namespace", "id": "kns-train", "provider": urn.format("site-kubernetes")},
+             {"type": "kubernetes:core/v1:Namespace", "id": "kns-left", "provider": urn.format("site-kubernetes")},
+             {"type": "kubernetes:core/v1:Namespace", "id": "kns-train", "provider": urn.format("east-kubernetes")},
+             {"type": "kubernetes:core/v1:Namespace", "id": "kns-train", "provider": urn.format("west-kubernetes")}]
+    assert [(t.name, t.provider) for t in recover.targets(cfg)] == [
+        ("site", "site-kubernetes"), ("east", "east-kubernetes"), ("west", "west-kubernetes")]
+    swept = 0
+    for target in recover.targets(cfg):
+        with recover.kubectl_access(target, tmp_path, "local", {}) as access:
+            swept += recover.sweep(access, "site", {"kubernetes:core/v1:Namespace"},
+                                   recover.of_cluster(state, target, cfg))
+    left = {name: sorted(o["metadata"]["name"] for o in json.loads(
+        (tmp_path / f"{name}.kubeconfig.objects.json").read_text())) for name in clusters}
+    assert swept == 1
+    assert left == {"manager": ["kns-left", "kns-train"], "east": ["kns-other", "kns-train"], "west": ["kns-train"]}
+    used = {json.loads(line)["kubeconfig"] for line in (tmp_path / "calls.jsonl").read_text().splitlines()}
+    assert used == {"manager.kubeconfig", "east.kubeconfig", "west.kubeconfig"}
