@@ -16,7 +16,7 @@ from config import calendar, reservations, resolve, rules
 from config.reservations import Reservation, holdings, lending_cohort
 from config.quantity import kind_for_resource, scale
 from config.loader import PlatformConfig
-from plan import accounting, manifests, multikueue, queues, wait
+from plan import accounting, gangs, manifests, multikueue, queues, wait
 from plan.model import WorkloadPlan
 from plan.nodepools import autoscale_summary
 
@@ -49,9 +49,11 @@ def queue_facts(cfg: PlatformConfig, plan: WorkloadPlan, lines: list[queues.Line
     return facts
 
 
-def worker_facts(plan: WorkloadPlan, per_worker: Optional[dict[str, dict[str, str]]]) -> Optional[dict[str, Any]]:
+def worker_facts(cfg: PlatformConfig, plan: WorkloadPlan,
+                 per_worker: Optional[dict[str, dict[str, str]]]) -> Optional[dict[str, Any]]:
     """A distributed entry's workers (docs/distributed.md): how many, where the leader is,
-    what they ask together, and a warning when nothing starts them together."""
+    what they ask together, each limit the gang meets with its headroom (plan/gangs.py),
+    and a warning when nothing starts them together."""
     entry = plan.entry
     if not entry.distributed:
         return None
@@ -69,6 +71,7 @@ def worker_facts(plan: WorkloadPlan, per_worker: Optional[dict[str, dict[str, st
         "restart": entry.restart_workers,
         "topology": entry.topology.model_dump() if entry.topology else None,
         "total": total,
+        "limits": [gangs.describe(limit) for limit in gangs.limits(cfg, plan)],
         "warnings": warnings,
     }
 
@@ -178,7 +181,7 @@ def entry_facts(cfg: PlatformConfig, plan: WorkloadPlan, now: Optional[datetime]
         "nodeSelector": dict((pod or {}).get("nodeSelector") or {}),
         "job": job_facts(plan),
         "queue": queue_facts(cfg, plan, lines or []),
-        "workers": worker_facts(plan, totals),
+        "workers": worker_facts(cfg, plan, totals),
         "priority": ({"name": entry.priority, "source": cfg.priority_sources.get(entry.name)}
                      if entry.priority is not None else None),
         "start": start_facts((starts or {}).get(entry.name)),
@@ -393,6 +396,11 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
         else:
             rows.append(["pod total (quota)", _amounts(totals.get("requests")), _amounts(totals.get("limits"))])
         lines += table(rows)
+    if workers is not None and workers.get("limits"):
+        lines.append(f"  limits the gang meets (all {workers['count']} workers at once):")
+        lines += table([["limit", "resource", "needed", "held", "headroom"]]
+                       + [[item["limit"], item["resource"], item["needed"], item["held"], item["headroom"]]
+                          for item in workers["limits"]])
     limit_range = facts["limitRange"]
     lines.append("  LimitRange kns-defaults (per container):")
     lines += table([[k, _amounts(limit_range.get(k))] for k in ("default", "defaultRequest", "max", "min")

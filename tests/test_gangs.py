@@ -1,0 +1,142 @@
+"""Every limit a gang meets, checked for all its workers at once (issue 49;
+docs/distributed.md, "Limits a gang meets"; plan/gangs.py): the pool (static: nodes x GPUs
+per node and workers a node holds whole; DRA devices of the kind claimed), required
+topology at the node level, an autoscaled pool's limits, the entry's own quota and
+LimitRange after overrides; queued and not. Each refusal names the limit and its numbers
+at its path, through the program and `./kns validate` alike with nothing registered;
+`./kns explain` lists each limit with its headroom."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from kns_cli.explain import explain, render_text
+from tests.test_bad_input import both, project, stack_text
+
+A100 = {"name": "g8", "role": "gpu", "nodes": ["g8-1", "g8-2", "g8-3", "g8-4"], "gpu": {"vendor": "nvidia", "perNode": 8},
+        "topology": {"levels": ["example.com/rack", "kubernetes.io/hostname"]}}
+DRA = {"name": "mig", "role": "gpu", "nodes": ["m-1", "m-2"],
+       "gpu": {"vendor": "nvidia", "perNode": 2, "allocation": "dra", "driver": "gpu.nvidia.com",
+               "partitions": [{"profile": "1g.10gb", "perGpu": 7}]}}
+BURST = {"name": "wide", "role": "compute",
+         "autoscale": {"nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
+                       "limits": {"cpu": "256", "memory": "1Ti"}}}
+GPU_BURST = {"name": "agpu", "role": "gpu", "gpu": {"vendor": "nvidia", "perNode": 8},
+             "autoscale": {"nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
+                           "limits": {"cpu": "1000", "nvidia.com/gpu": "16"}}}
+QUEUE = {"name": "gangs", "quota": {"g8": {"cpu": "1024", "memory": "8Ti", "nvidia.com/gpu": "128", "pods": "64"}}}
+
+
+def entry(name: str, **fields) -> dict:
+    return {"name": name, "user": "ann", "image": "busybox:1.37", "cpu": 1, "memory": "1Gi", **fields}
+
+
+def lines_for(tmp_path, capsys, *jobs: dict) -> list[str]:
+    def change(config):
+        config["nodePools"] = [*config["nodePools"], copy.deepcopy(A100), copy.deepcopy(DRA), copy.deepcopy(BURST),
+                               copy.deepcopy(GPU_BURST)]
+        config["queues"] = [*config["queues"], copy.deepcopy(QUEUE)]
+        config["jobs"] = [*config["jobs"], *jobs]
+        config["cluster"] = {**config["cluster"], "kubernetesVersion": "1.34"}
+    return both(capsys, project(tmp_path, stack_text(change)))
+
+
+CASES = {
+    "static pool, queued": (
+        entry("train", cpu=8, memory="32Gi", gpus=8, pool="g8", workers=8, queue="gangs"),
+        "kns:jobs[train].workers: 8 workers x 8 nvidia.com/gpu need 64 nvidia.com/gpu at once; pool \"g8\" has 32 "
+        "(4 nodes x 8); at most 4 of the 8 workers at once: the gang never starts whole"),
+    "static pool, not queued": (
+        entry("train", cpu=8, memory="32Gi", gpus=8, pool="g8", workers=5),
+        "kns:jobs[train].workers: 5 workers x 8 nvidia.com/gpu need 40 nvidia.com/gpu at once; pool \"g8\" has 32 "
+        "(4 nodes x 8); at most 4 of the 5 workers at once: the gang never starts whole"),
+    "static pool, a node holds fewer than its GPUs suggest": (
+        entry("train", gpus=5, pool="g8", workers=5, queue="gangs"),
+        "kns:jobs[train].workers: 5 workers x 5 nvidia.com/gpu need 25 nvidia.com/gpu at once; pool \"g8\" has 32 "
+        "(4 nodes x 8); a node holds 1 worker; at most 4 of the 5 workers at once: the gang never starts whole"),
+    "DRA partitions": (
+        entry("slices", gpu={"count": 4, "partition": "1g.10gb"}, pool="mig", workers=8),
+        "kns:jobs[slices].workers: 8 workers x 4 gpu.nvidia.com/1g.10gb need 32 gpu.nvidia.com/1g.10gb at once; "
+        "pool \"mig\" has 28 (2 nodes x 14); a node holds 3 workers; at most 6 of the 8 workers at once: the gang "
+        "never starts whole"),
+    "topology at the node level": (
+        entry("close", gpus=8, pool="g8", workers=4, queue="gangs", topology={"level": "kubernetes.io/hostname"}),
+        "kns:jobs[close].topology: 4 workers x 8 nvidia.com/gpu need 32 nvidia.com/gpu at once; topology "
+        "kubernetes.io/hostname puts all on one node, which has 8; at most 1 of the 4 workers at once: the gang "
+        "never starts whole"),
+    "autoscaled pool, cpu": (
+        entry("many", cpu=8, memory="8Gi", pool="wide", workers=36),
+        "kns:jobs[many].workers: 36 workers x 8 cpu need 288 cpu at once; pool \"wide\" may grow to 256 "
+        "(autoscale.limits.cpu); at most 32 of the 36 workers at once: the gang never starts whole"),
+    "autoscaled pool, GPUs": (
+        entry("gpus", gpus=8, pool="agpu", workers=3),
+        "kns:jobs[gpus].workers: 3 workers x 8 nvidia.com/gpu need 24 nvidia.com/gpu at once; pool \"agpu\" may grow "
+        "to 16 (autoscale.limits.nvidia.com/gpu); at most 2 of the 3 workers at once: the gang never starts whole"),
+    "entry quota, pods": (
+        entry("q", pool="wide", workers=4, quota={"pods": "2"}),
+        "kns:jobs[q].quota.pods: 4 workers need 4 pods at once; quota pods is 2; at most 2 of the 4 workers at "
+        "once: the gang never starts whole"),
+    "entry quota, services": (
+        entry("q", pool="wide", workers=4, quota={"services": "0"}),
+        "kns:jobs[q].quota.services: the workers' headless Service needs 1 service; quota services is 0: the gang "
+        "never starts whole"),
+    "entry quota, cpu": (
+        entry("q", cpu=2, pool="wide", workers=4, queue=None, quota={"requests.cpu": "3"}),
+        "kns:jobs[q].quota.requests.cpu: 4 workers x 2 requests.cpu need 8 requests.cpu at once; quota "
+        "requests.cpu is 3; at most 1 of the 4 workers at once: the gang never starts whole"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_gang_over_one_limit_is_refused_at_its_place_through_both_doors(tmp_path, capsys, case):
+    job, expected = CASES[case]
+    job = {k: v for k, v in job.items() if v is not None}
+    assert lines_for(tmp_path, capsys, job) == [expected]
+
+
+def test_the_same_gangs_within_their_limits_are_accepted(tmp_path, capsys):
+    jobs = [entry("train", cpu=8, memory="32Gi", gpus=8, pool="g8", workers=4, queue="gangs"),
+            entry("packed", gpus=4, pool="g8", workers=8),
+            entry("close", gpus=4, pool="g8", workers=2, queue="gangs", topology={"level": "kubernetes.io/hostname"}),
+            entry("slices", gpu={"count": 4, "partition": "1g.10gb"}, pool="mig", workers=6),
+            entry("many", cpu=8, memory="8Gi", pool="wide", workers=32),
+            entry("q", cpu=2, pool="wide", workers=4, quota={"pods": "4", "requests.cpu": "8"})]
+    assert lines_for(tmp_path, capsys, *jobs) == []
+
+
+def test_every_limit_a_gang_breaks_is_reported_at_once(tmp_path, capsys):
+    job = entry("big", cpu=8, memory="8Gi", gpus=8, pool="g8", workers=8, quota={"pods": "2", "services": "0"})
+    found = lines_for(tmp_path, capsys, job)
+    assert [line.split(":")[0] + ":" + line.split(":")[1] for line in found] == [
+        "kns:jobs[big].workers", "kns:jobs[big].quota.pods", "kns:jobs[big].quota.services"]
+
+
+def test_a_limit_range_override_under_a_worker_s_container_is_refused(tmp_path, capsys):
+    job = entry("lr", cpu=2, pool="wide", workers=2, limitRange={"max": {"cpu": "1"}})
+    assert lines_for(tmp_path, capsys, job) == [
+        'kns:jobs[lr].limitRange.max.cpu: container "lr" limits 2, LimitRange max 1: the API server refuses each '
+        "worker's pod"]
+
+
+def test_explain_lists_each_limit_of_a_gang_with_its_headroom(tmp_path, capsys):
+    from kns_cli.stack import load_stack
+    job = entry("train", cpu=8, memory="32Gi", gpus=8, pool="g8", workers=3, queue="gangs")
+
+    def change(config):
+        config["nodePools"] = [*config["nodePools"], copy.deepcopy(A100)]
+        config["queues"] = [*config["queues"], copy.deepcopy(QUEUE)]
+        config["jobs"] = [*config["jobs"], job]
+    root = project(tmp_path, stack_text(change))
+    cfg, plans = load_stack(root, "case")
+    facts = explain(cfg, plans, ["train"])
+    limits = {(item["limit"], item["resource"]): item for item in facts["entries"][0]["workers"]["limits"]}
+    assert limits[("pool", "nvidia.com/gpu")] | {} == {
+        "limit": "pool", "resource": "nvidia.com/gpu", "needed": "24", "held": "32", "headroom": "8",
+        "detail": 'pool "g8" has 32 (4 nodes x 8)'}
+    assert limits[("queue", "nvidia.com/gpu")]["held"] == "128" and limits[("queue", "nvidia.com/gpu")]["headroom"] == "104"
+    assert limits[("quota", "pods")]["needed"] == "3" and limits[("quota", "services")]["held"] == "1"
+    text = render_text(facts)
+    assert "limits the gang meets (all 3 workers at once):" in text
+    assert any(line.split() == ["pool", "nvidia.com/gpu", "24", "32", "8"] for line in text.splitlines())
