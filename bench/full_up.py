@@ -121,6 +121,20 @@ def row(got: dict) -> list:
             f"{floor_['diff']:.1f}", f"{split['no_change'] / floor_['diff']:.2f}", f"{split['one_changed']:.1f}"]
 
 
+def doc_rows(payload: dict) -> list[str]:
+    """docs/benchmarks.md section 14's table rows, from a results file (tests/test_bench_docs.py
+    holds the page to bench/results/full_up.json)."""
+    rows = []
+    for got in payload["results"]:
+        split, one, floor_ = got["entry stacks"], got["one stack"], got["kubectl"]
+        rows.append(f"| {got['entries']:,} | {got['objects']:,} | {split['entry_stacks']} | {split['fresh']:.1f} | "
+                    f"{one['fresh']:.1f} | {floor_['apply']:.1f} | **{split['fresh'] / one['fresh']:.2f}** | "
+                    f"**{split['fresh'] / floor_['apply']:.2f}** | {split['no_change']:.1f} | {one['no_change']:.1f} | "
+                    f"{floor_['diff']:.1f} | **{split['no_change'] / floor_['diff']:.2f}** | "
+                    f"{split['one_changed']:.1f} |")
+    return rows
+
+
 HEADERS = ["entries", "objects", "entry stacks", "fresh, entry stacks s", "fresh, one stack s", "kubectl apply s",
            "entry/one", "entry/apply", "no-change, entry stacks s", "no-change, one stack s", "kubectl diff s",
            "no-change entry/diff", "one entry changed s"]

@@ -46,3 +46,25 @@ def test_cli_md_quotes_the_same_medians():
         row = (f"| {result['entries']:,} | {result['entry_stacks']} | {result['median_ratio']['all']:.2f} | "
                f"{low:.2f} to {high:.2f} |")
         assert row in text, row
+
+
+def test_section_14_shows_the_committed_full_up_results():
+    """docs/benchmarks.md section 14 is bench/results/full_up.json, and that run proved what
+    the section says of it: a no-change run started no engine, one changed entry only its
+    entry stack's."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        full_up = importlib.import_module("full_up")
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    payload = json.loads((ROOT / "bench" / "results" / "full_up.json").read_text())
+    assert payload["status"] == "complete"
+    section = (ROOT / "docs" / "benchmarks.md").read_text().split("## 14.")[1].split("\n## ")[0]
+    shown = [line for line in section.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert shown == full_up.doc_rows(payload)
+    for result in payload["results"]:
+        split = result["entry stacks"]
+        assert not any(ran for _, ran in split["no_change_reports"].values())
+        changed = sorted(name for name, (_, ran) in split["one_changed_reports"].items() if ran)
+        assert changed == [split["one_changed_stack"]]
+        assert all(ran for _, ran in split["fresh_reports"].values())
