@@ -140,3 +140,17 @@ def test_explain_lists_each_limit_of_a_gang_with_its_headroom(tmp_path, capsys):
     text = render_text(facts)
     assert "limits the gang meets (all 3 workers at once):" in text
     assert any(line.split() == ["pool", "nvidia.com/gpu", "24", "32", "8"] for line in text.splitlines())
+
+
+def test_a_prescaled_distributed_schedule_is_checked_for_its_warm_up(tmp_path, capsys):
+    """The warm-up of a prescaled gang is the gang itself, fired early and held by its wait
+    (docs/prescaling.md): the same limits hold, reported at the schedule."""
+    def change(config):
+        config["nodePools"] = [*config["nodePools"], copy.deepcopy(A100)]
+        config["schedules"] = [*config["schedules"], {
+            "name": "nightly-gang", "user": "ann", "image": "busybox:1.37", "cpu": 1, "memory": "1Gi", "gpus": 8,
+            "pool": "g8", "workers": 6, "schedule": "30 2 * * *", "timeZone": "Europe/Paris", "warmUpMinutes": 10}]
+    lines = both(capsys, project(tmp_path, stack_text(change)))
+    assert lines == ["kns:schedules[nightly-gang].workers: 6 workers x 8 nvidia.com/gpu need 48 nvidia.com/gpu at "
+                     "once; pool \"g8\" has 32 (4 nodes x 8); at most 4 of the 6 workers at once: the gang never "
+                     "starts whole"]
