@@ -27,17 +27,16 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Optional
 
-from config import devices as device_rules
+from config import devices as device_rules, queues as queue_rules, rules
 from config.errors import Problem
 from config.loader import PlatformConfig
 from config.quantity import Kind, kind_for_resource, parse, render
 
-from config import queues as queue_rules
-
 from . import accounting, queues
 from .model import WorkloadPlan
 
-HOSTNAME = "kubernetes.io/hostname"
+# The node level of a pool topology (its last level): a domain of one node.
+HOSTNAME = rules.TOPOLOGY_LAST_LEVEL
 
 
 @dataclass(frozen=True)
