@@ -136,5 +136,6 @@ def test_a_watch_that_cannot_resume_without_a_gap_fails_the_test(tmp_path, relis
     assert what in watch.failure, watch.failure
     with pytest.raises(WatchFailed):
         watch.of("a", "one")
+    assert what in watch.stop()  # stopping reports the gap; looks after it still fail
     with pytest.raises(WatchFailed):
-        watch.stop()
+        watch.all()
