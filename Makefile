@@ -54,6 +54,7 @@ docs: venv
 bench: venv system-deps
 	cd bench && ../$(PY) program_scaling.py
 	cd bench && ../$(PY) engine_preview.py
+	cd bench && ../$(PY) program_end.py
 	cd bench && ../$(PY) prescale_accuracy.py
 	cd bench && ../$(PY) binpacking.py
 	cd bench && ../$(PY) autoscale_warmup.py

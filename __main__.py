@@ -25,8 +25,10 @@ from pulumi.runtime import config as runtime_config
 
 from components.cluster import KnsCluster, KnsClusterArgs, cluster_provider, own_declared_fields
 from components.multikueue import MultiKueue, MultiKueueArgs, WorkerConnection
+from components.output_drain import linear_output_drain
 from components.platform import PlatformArgs, register_platform, register_queues
 from components.reservation import Reservation, ReservationArgs, ReservedPool
+from components.sdk_messages import debug_messages_on_request
 from components.source_positions import innermost_frame_only
 from components.worker import KnsWorker, KnsWorkerArgs
 from components.workload import KnsWorkload, KnsWorkloadArgs, RemoteSide
@@ -78,6 +80,10 @@ for warning in cfg.warnings:
 reserved = {r.name: r for r in reservations.plan_reservations(cfg, plans)}
 # The state keeps no call stacks, only where each resource was made (components/source_positions.py).
 innermost_frame_only()
+# The program's end waits for its outputs in linear time (components/output_drain.py).
+linear_output_drain()
+# The SDK's per-resource debug messages stay in the program (components/sdk_messages.py).
+debug_messages_on_request()
 site = bool(cfg.workers)
 
 if this.index is None:

@@ -15,9 +15,6 @@ import yaml
 from common import ROOT, recorded, synthetic_config, table, write
 from kns_testing.program import engine_project, run_program
 
-SIZES = [int(a) for a in sys.argv[1:]] or [10, 100, 500]
-
-
 def project_with(config: dict, where: Path, bin_dir: str) -> dict[str, str]:
     env = engine_project(where, bin_dir, "bench")  # every file the program imports (PROJECT_FILES)
     stack = {"config": {f"kns:{k}": v for k, v in config.items()}}
@@ -29,7 +26,7 @@ def main() -> None:
     bin_dir = subprocess.run(["bash", str(ROOT / "scripts" / "toolchain.sh")], check=True, capture_output=True,
                              text=True).stdout.strip()
     rows, results = [], []
-    for size in SIZES:
+    for size in [int(a) for a in sys.argv[1:]] or [10, 100, 500]:
         config = synthetic_config(size)
         with tempfile.TemporaryDirectory() as tmp:
             where = Path(tmp) / "kns-platform"

@@ -59,7 +59,7 @@ def test_section_14_shows_the_committed_full_up_results():
         sys.path.remove(str(ROOT / "bench"))
     payload = json.loads((ROOT / "bench" / "results" / "full_up.json").read_text())
     assert payload["status"] == "complete"
-    section = (ROOT / "docs" / "benchmarks.md").read_text().split("## 14.")[1].split("\n## ")[0]
+    section = (ROOT / "docs" / "benchmarks.md").read_text().split("## 14.")[1].split("\n## ")[0].split("\n### ")[0]
     shown = [line for line in section.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert shown == full_up.doc_rows(payload)
     for result in payload["results"]:
@@ -68,3 +68,23 @@ def test_section_14_shows_the_committed_full_up_results():
         changed = sorted(name for name, (_, ran) in split["one_changed_reports"].items() if ran)
         assert changed == [split["one_changed_stack"]]
         assert all(ran for _, ran in split["fresh_reports"].values())
+
+
+def test_the_sdk_costs_table_shows_the_committed_program_end_results():
+    """docs/benchmarks.md section 14, "The SDK's costs", is bench/results/program_end.json,
+    whose arms ran the same command, planned the same steps and took turns going first."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        program_end = importlib.import_module("program_end")
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    payload = json.loads((ROOT / "bench" / "results" / "program_end.json").read_text())
+    assert payload["status"] == "complete"
+    section = (ROOT / "docs" / "benchmarks.md").read_text().split("### The SDK's costs")[1].split("\n## ")[0]
+    shown = [line for line in section.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert shown == program_end.doc_rows(payload)
+    for result in payload["results"]:
+        assert {run["steps"] for run in result["runs"]} == {result["steps"]}
+        rounds = [[run["arm"] for run in result["runs"] if run["round"] == r] for r in range(payload["rounds"])]
+        assert all(sorted(arms) == sorted(program_end.ARMS) for arms in rounds)
+        assert len({arms[0] for arms in rounds}) == min(payload["rounds"], len(program_end.ARMS))
