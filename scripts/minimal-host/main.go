@@ -12,7 +12,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/util/rpcutil"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/version"
@@ -32,6 +34,61 @@ type host struct {
 	execScript    string
 }
 
+// How long the Python processes this host runs get to end after SIGTERM when the engine
+// stops the host, before they are killed: within the engine's own 5 s.
+const childGrace = 3 * time.Second
+
+// running holds the Python processes this host has started and not yet reaped, each with
+// a channel closed when it has been.
+var running = struct {
+	sync.Mutex
+	reaped map[*os.Process]chan struct{}
+}{reaped: map[*os.Process]chan struct{}{}}
+
+// runChild runs cmd to its end with SIGINT ignored: an ignored signal stays ignored across
+// exec, so Python installs no KeyboardInterrupt handler and a stopped `up` prints no Python
+// traceback. The host catches SIGINT itself (main), so the command runs under /bin/sh,
+// which ignores it before it execs the command.
+func runChild(cmd *exec.Cmd) error {
+	cmd.Args = append([]string{"/bin/sh", "-c", `trap '' INT; exec "$0" "$@"`, cmd.Path}, cmd.Args[1:]...)
+	cmd.Path = "/bin/sh"
+	running.Lock()
+	if err := cmd.Start(); err != nil {
+		running.Unlock()
+		return err
+	}
+	reaped := make(chan struct{})
+	running.reaped[cmd.Process] = reaped
+	running.Unlock()
+	err := cmd.Wait()
+	running.Lock()
+	delete(running.reaped, cmd.Process)
+	close(reaped)
+	running.Unlock()
+	return err
+}
+
+// endChildren asks every running Python process to end (SIGTERM: no traceback), waits up
+// to grace for them, and kills what is left.
+func endChildren(grace time.Duration) {
+	running.Lock()
+	waiting := map[*os.Process]chan struct{}{}
+	for process, reaped := range running.reaped {
+		_ = process.Signal(syscall.SIGTERM)
+		waiting[process] = reaped
+	}
+	running.Unlock()
+	expired, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	for process, reaped := range waiting {
+		select {
+		case <-reaped:
+		case <-expired.Done():
+			_ = process.Kill()
+		}
+	}
+}
+
 func main() {
 	// The engine passes its address as the last positional argument; flags (tracing,
 	// logging) may come before it and are ignored.
@@ -49,11 +106,17 @@ func main() {
 		fmt.Fprintf(os.Stderr, "cannot locate pulumi-language-python: %v\n", err)
 		os.Exit(1)
 	}
-	// Ctrl-C reaches the engine's whole process group; the engine cancels the update and
-	// stops its plugins. Ignored here, SIGINT is ignored by the program this host starts
-	// too (an ignored signal stays ignored across exec, and Python then installs no
-	// KeyboardInterrupt handler), so an interrupted `up` prints no Python traceback.
-	signal.Ignore(os.Interrupt)
+	// The engine stops a plugin with SIGINT to its process group, and kills it 5 s later if
+	// it is still there. The host ends at once, ending the Python processes it runs first
+	// (they ignore SIGINT themselves: see runChild). Ignoring SIGINT here, as this host did,
+	// cost those 5 s twice per engine run (docs/operations.md, "The Python language host").
+	interrupted := make(chan os.Signal, 1)
+	signal.Notify(interrupted, os.Interrupt)
+	go func() {
+		<-interrupted
+		endChildren(childGrace)
+		os.Exit(0)
+	}()
 	execScript := filepath.Join(filepath.Dir(self), "pulumi-language-python-exec")
 	if _, err := os.Stat(execScript); err != nil {
 		fmt.Fprintf(os.Stderr, "pulumi-language-python-exec not found next to the language host: %v\n", err)
@@ -201,7 +264,7 @@ func (h *host) RunPlugin(req *pulumirpc.RunPluginRequest, server pulumirpc.Langu
 	}
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
-	runErr := cmd.Run()
+	runErr := runChild(cmd)
 	if err := closer.Close(); err != nil {
 		return err
 	}
@@ -289,7 +352,7 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 	cmd.Stdout = os.Stdout
 	cmd.Stderr = os.Stderr
 
-	if err := cmd.Run(); err != nil {
+	if err := runChild(cmd); err != nil {
 		var exitErr *exec.ExitError
 		if errors.As(err, &exitErr) {
 			if exitErr.ExitCode() == userActionableExitCode {
