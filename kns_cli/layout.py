@@ -16,7 +16,7 @@ the stack into entry stacks, never back.
     python -m kns_cli.layout config STACK     the --config-file argument of one of them
     python -m kns_cli.layout check STACK      exit 3 and why, when entries are not where the config says
     python -m kns_cli.layout outputs STACK    the stack's outputs, merged (`make outputs`)
-    python -m kns_cli.layout init STACK       select or create one of them (as scripts/up.sh did)
+    python -m kns_cli.layout init STACK...    select or create each (scripts/up.sh: the entry stacks, one process)
 """
 
 from __future__ import annotations
@@ -176,15 +176,19 @@ def stack_outputs(project_dir: Path, base: str, env: Mapping[str, str]) -> dict:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kns_cli.layout")
     parser.add_argument("action", choices=("stacks", "config", "check", "outputs", "init"))
-    parser.add_argument("stack")
+    parser.add_argument("stack", nargs="+", help="one stack; `init` takes several")
     args = parser.parse_args(argv)
+    if args.action != "init" and len(args.stack) > 1:
+        parser.error(f"{args.action} takes one stack")
     project_dir = Path.cwd()
     try:
+        if args.action == "init":
+            for stack in args.stack:
+                preview_module.select_stack(project_dir, stack, os.environ)
+            return 0
+        args.stack = args.stack[0]
         if args.action == "config":
             print(" ".join(stacks.config_arguments(args.stack)))
-            return 0
-        if args.action == "init":
-            preview_module.select_stack(project_dir, args.stack, os.environ)
             return 0
         if stacks.role(args.stack).index is not None:
             raise UsageError(f"{args.stack} {ENTRY_STACK_NAME.message}")

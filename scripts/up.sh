@@ -70,9 +70,9 @@ listed=$("$py" -m kns_cli.layout stacks "$stack")
 mapfile -t pulumi_stacks <<<"$listed"
 if [ "$action" != outputs ]; then
   "$py" -m kns_cli.layout check "$stack"
-  for each in "${pulumi_stacks[@]:1}"; do
-    "$py" -m kns_cli.layout init "$each"
-  done
+  if ((${#pulumi_stacks[@]} > 1)); then
+    "$py" -m kns_cli.layout init "${pulumi_stacks[@]:1}"
+  fi
   pulumi stack select "$stack" --non-interactive
 fi
 
