@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, Optional
 
-import pulumi
 from pulumi import log as _log
 
 DEBUG_ENV = "KNS_SDK_DEBUG"
@@ -32,5 +31,4 @@ def debug_messages_on_request(env: Optional[Mapping[str, str]] = None) -> bool:
     True when they are dropped."""
     wanted = (os.environ if env is None else env).get(DEBUG_ENV, "").lower() == "true"
     _log.debug = sdk_debug if wanted else _dropped
-    pulumi.log.debug = _log.debug
     return not wanted
