@@ -13,12 +13,24 @@ from kns_testing.program import ROOT
 RESULTS = ROOT / "bench" / "results" / "targeted_up.json"
 
 
-def targeted_up():
+def bench(name: str):
+    """The benchmark module bench/<name>.py and its committed results."""
     sys.path.insert(0, str(ROOT / "bench"))
     try:
-        return importlib.import_module("targeted_up")
+        module = importlib.import_module(name)
     finally:
         sys.path.remove(str(ROOT / "bench"))
+    payload = json.loads((ROOT / "bench" / "results" / f"{name}.json").read_text())
+    assert payload["status"] == "complete"
+    return module, payload
+
+
+def table_rows(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("| ") and line[2].isdigit()]
+
+
+def targeted_up():
+    return bench("targeted_up")[0]
 
 
 def test_section_13_shows_the_committed_results():
@@ -52,16 +64,9 @@ def test_section_14_shows_the_committed_full_up_results():
     """docs/benchmarks.md section 14 is bench/results/full_up.json, and that run proved what
     the section says of it: a no-change run started no engine, one changed entry only its
     entry stack's."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        full_up = importlib.import_module("full_up")
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    payload = json.loads((ROOT / "bench" / "results" / "full_up.json").read_text())
-    assert payload["status"] == "complete"
+    full_up, payload = bench("full_up")
     section = (ROOT / "docs" / "benchmarks.md").read_text().split("## 14.")[1].split("\n## ")[0].split("\n### ")[0]
-    shown = [line for line in section.splitlines() if line.startswith("| ") and line[2].isdigit()]
-    assert shown == full_up.doc_rows(payload)
+    assert table_rows(section) == full_up.doc_rows(payload)
     for result in payload["results"]:
         split = result["entry stacks"]
         assert not any(ran for _, ran in split["no_change_reports"].values())
@@ -73,16 +78,9 @@ def test_section_14_shows_the_committed_full_up_results():
 def test_the_sdk_costs_table_shows_the_committed_program_end_results():
     """docs/benchmarks.md section 14, "The SDK's costs", is bench/results/program_end.json,
     whose arms ran the same command, planned the same steps and took turns going first."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        program_end = importlib.import_module("program_end")
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    payload = json.loads((ROOT / "bench" / "results" / "program_end.json").read_text())
-    assert payload["status"] == "complete"
+    program_end, payload = bench("program_end")
     section = (ROOT / "docs" / "benchmarks.md").read_text().split("### The SDK's costs")[1].split("\n## ")[0]
-    shown = [line for line in section.splitlines() if line.startswith("| ") and line[2].isdigit()]
-    assert shown == program_end.doc_rows(payload)
+    assert table_rows(section) == program_end.doc_rows(payload)
     for result in payload["results"]:
         assert {run["steps"] for run in result["runs"]} == {result["steps"]}
         rounds = [[run["arm"] for run in result["runs"] if run["round"] == r] for r in range(payload["rounds"])]
