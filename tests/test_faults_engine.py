@@ -332,8 +332,14 @@ def test_recover_refuses_while_the_update_still_runs(cluster, tmp_path_factory):
         lock_dir = Path(case.stack.env["PULUMI_BACKEND_URL"][len("file://"):]) / ".pulumi" / "locks"
         case.cluster.wait(lambda: any(lock_dir.rglob("*.json")) or process.poll() is not None, slack(),
                           every=0.05, message="the update's lock")
-        assert process.poll() is None, "the update ended before it could be observed running"
-        done = case.recover()
+        # Held where it is (stopped, not ended: its process and lock live on) while recover
+        # looks, so the update cannot finish first however fast the machine is.
+        os.kill(process.pid, signal.SIGSTOP)
+        try:
+            assert process.poll() is None, "the update ended before it could be observed running"
+            done = case.recover()
+        finally:
+            os.kill(process.pid, signal.SIGCONT)
         assert done.returncode == 1
         assert "is still running" in done.stderr and f"pid {process.pid}" in done.stderr
         assert process.poll() is None or process.returncode == 0, "recover disturbed the running update"
