@@ -11,6 +11,20 @@ import time
 from pathlib import Path
 
 
+def processes_under(root: Path, command_has: bytes = b"") -> list[int]:
+    """The processes (this one left out) working in `root` or below it, whose command line
+    holds `command_has`: what a stopped or killed engine run may have left behind."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and int(proc.name) != os.getpid() and \
+                    os.readlink(proc / "cwd").startswith(str(root)) and command_has in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            pass
+    return found
+
+
 class Component:
     """One process of a local cluster's state dir, by the name its pids file records
     (`kube-apiserver`, `kube-scheduler-<name>`, `karpenter`, `kueue`, ...).

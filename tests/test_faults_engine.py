@@ -29,7 +29,7 @@ import yaml
 
 from kns_cli.engine import engine_settings
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
-from kns_testing.faults import Component
+from kns_testing.faults import Component, processes_under
 from kns_testing.pace import slack
 from kns_testing.program import ROOT, engine_project
 from tests.test_e2e import Stack
@@ -165,13 +165,11 @@ def no_crash(output: str) -> bool:
 def reap(root: Path) -> None:
     """Kill what a SIGKILLed engine can leave behind (its plugins run in its process group,
     which is gone, but a program or provider started elsewhere would hold the project)."""
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if os.readlink(proc / "cwd").startswith(str(root)) and int(proc.name) != os.getpid():
-                    os.kill(int(proc.name), signal.SIGKILL)
-            except OSError:
-                pass
+    for pid in processes_under(root):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def new_case(cluster: Cluster, tmp_path_factory, name: str, engine: dict[str, str]) -> Case:

@@ -13,6 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from kns_testing.faults import processes_under
 from kns_testing.program import ROOT, built_toolchain, pinned_versions
 
 HOST = ROOT / "scripts" / "minimal-host"
@@ -65,16 +66,8 @@ def test_the_host_ends_at_once_when_the_engine_stops_it(tmp_path):
 
 
 def programs_in(root: Path) -> list[int]:
-    """Python programs (run with `--monitor` by the exec script) whose directory is `root`."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and os.readlink(proc / "cwd") == str(root) and \
-                    b"--monitor" in (proc / "cmdline").read_bytes():
-                found.append(int(proc.name))
-        except OSError:
-            pass
-    return found
+    """Python programs (run with `--monitor` by the exec script) working in `root`."""
+    return processes_under(root, b"--monitor")
 
 
 def test_a_stopped_up_ends_its_program_without_a_traceback(tmp_path):
