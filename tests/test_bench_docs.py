@@ -79,10 +79,26 @@ def test_the_sdk_costs_table_shows_the_committed_program_end_results():
     """docs/benchmarks.md section 14, "The SDK's costs", is bench/results/program_end.json,
     whose arms ran the same command, planned the same steps and took turns going first."""
     program_end, payload = bench("program_end")
-    section = (ROOT / "docs" / "benchmarks.md").read_text().split("### The SDK's costs")[1].split("\n## ")[0]
+    section = (ROOT / "docs" / "benchmarks.md").read_text().split("### The SDK's costs")[1].split("\n### ")[0]
     assert table_rows(section) == program_end.doc_rows(payload)
     for result in payload["results"]:
         assert {run["steps"] for run in result["runs"]} == {result["steps"]}
         rounds = [[run["arm"] for run in result["runs"] if run["round"] == r] for r in range(payload["rounds"])]
         assert all(sorted(arms) == sorted(program_end.ARMS) for arms in rounds)
         assert len({arms[0] for arms in rounds}) == min(payload["rounds"], len(program_end.ARMS))
+
+
+def test_the_engine_version_table_shows_the_committed_engine_version_results():
+    """docs/benchmarks.md section 14, "A newer engine", is bench/results/engine_version.json:
+    both engines ran the same commands on the same stacks, did the same steps and took turns
+    going first."""
+    engine_version, payload = bench("engine_version")
+    section = (ROOT / "docs" / "benchmarks.md").read_text().split("### A newer engine")[1].split("\n## ")[0]
+    assert table_rows(section) == engine_version.doc_rows(payload)
+    assert len(payload["arms"]) == 2 and payload["arms"][0] != payload["arms"][1]
+    for result in payload["results"]:
+        for command in ("preview", "up"):
+            assert {run[command]["steps"] for run in result["runs"]} == {result["steps"][command]}
+        rounds = [[run["arm"] for run in result["runs"] if run["round"] == r] for r in range(payload["rounds"])]
+        assert all(sorted(arms) == sorted(payload["arms"]) for arms in rounds)
+        assert len({arms[0] for arms in rounds}) == min(payload["rounds"], 2)
