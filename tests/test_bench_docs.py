@@ -13,16 +13,24 @@ from kns_testing.program import ROOT
 RESULTS = ROOT / "bench" / "results" / "targeted_up.json"
 
 
-def bench(name: str):
-    """The benchmark module bench/<name>.py and its committed results."""
+def bench_module(name: str):
+    """The benchmark module bench/<name>.py."""
     sys.path.insert(0, str(ROOT / "bench"))
     try:
-        module = importlib.import_module(name)
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(ROOT / "bench"))
-    payload = json.loads((ROOT / "bench" / "results" / f"{name}.json").read_text())
+
+
+def results(path):
+    payload = json.loads(path.read_text())
     assert payload["status"] == "complete"
-    return module, payload
+    return payload
+
+
+def bench(name: str):
+    """The benchmark module bench/<name>.py and its committed results."""
+    return bench_module(name), results(ROOT / "bench" / "results" / f"{name}.json")
 
 
 def table_rows(text: str) -> list[str]:
@@ -102,3 +110,18 @@ def test_the_engine_version_table_shows_the_committed_engine_version_results():
         rounds = [[run["arm"] for run in result["runs"] if run["round"] == r] for r in range(payload["rounds"])]
         assert all(sorted(arms) == sorted(payload["arms"]) for arms in rounds)
         assert len({arms[0] for arms in rounds}) == min(payload["rounds"], 2)
+
+
+def test_the_cold_builds_table_shows_the_committed_cold_builds_results():
+    """docs/benchmarks.md section 15 is made of bench/results/cold_builds*.json: per round,
+    one run of each arrangement of the same builds."""
+    cold_builds = bench_module("cold_builds")
+    section = (ROOT / "docs" / "benchmarks.md").read_text().split("## 15. Cold builds")[1].split("\n## ")[0]
+    rows = []
+    for path in sorted((ROOT / "bench" / "results").glob("cold_builds*.json")):
+        payload = results(path)
+        assert path.stem == cold_builds.results_name(payload["only"])
+        for round_ in range(payload["rounds"]):
+            assert sorted(run["arm"] for run in payload["runs"] if run["round"] == round_) == sorted(cold_builds.ARMS)
+        rows += cold_builds.doc_rows(payload)
+    assert rows and table_rows(section) == rows

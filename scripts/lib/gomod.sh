@@ -118,20 +118,27 @@ go_build() { # dir output tags ldflags package
 # of its time downloading modules and linking on one core, which another build can overlap.
 # `parallel NAME CMD...` starts CMD in a subshell (a `die` there ends only that job);
 # `parallel_wait` waits for every job started and fails naming the ones that failed.
-parallel_pids=() parallel_names=()
+# KNS_BUILD_JOBS=N runs at most N jobs at once (1: one after another, each reusing what the
+# others compiled into the shared Go build cache; bench/cold_builds.py measures both).
+parallel_pids=() parallel_names=() parallel_failed=()
 parallel() { # name command...
-  local name=$1
+  local name=$1 limit=${KNS_BUILD_JOBS:-0}
   shift
+  [[ $limit =~ ^[0-9]+$ ]] || die "KNS_BUILD_JOBS must be a number of jobs (got '$limit')"
+  while ((limit > 0 && ${#parallel_pids[@]} >= limit)); do
+    wait "${parallel_pids[0]}" || parallel_failed+=("${parallel_names[0]}")
+    parallel_pids=("${parallel_pids[@]:1}") parallel_names=("${parallel_names[@]:1}")
+  done
   ("$@") &
   parallel_pids+=("$!")
   parallel_names+=("$name")
 }
 
 parallel_wait() {
-  local i failed=()
+  local i failed=("${parallel_failed[@]}")
   for i in "${!parallel_pids[@]}"; do
     wait "${parallel_pids[$i]}" || failed+=("${parallel_names[$i]}")
   done
-  parallel_pids=() parallel_names=()
+  parallel_pids=() parallel_names=() parallel_failed=()
   ((${#failed[@]} == 0)) || die "failed: ${failed[*]} (its error is above)"
 }
