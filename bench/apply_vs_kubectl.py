@@ -31,18 +31,15 @@ limit for one variable.
 from __future__ import annotations
 
 import argparse
-import resource
 import shutil
-import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import yaml
 
-from common import recorded, synthetic_config, table, write
+from common import recorded, run_timed, synthetic_config, table, write
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
 from kns_cli import preview as preview_module
 from kns_cli.engine import engine_settings
@@ -99,14 +96,8 @@ def nodes() -> list[dict]:
 def timed(command: list[str], cwd: Optional[Path], env: dict[str, str]) -> tuple[float, float]:
     """Wall seconds and CPU seconds (the command and every process it started) of a
     command that must succeed (`kubectl diff` exits 1 on a difference: not a no-change run)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=7200)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    seconds, cpu, _ = run_timed(command, cwd, env)
+    return seconds, cpu
 
 
 class Project:

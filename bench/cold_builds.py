@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, recorded, table, write
+from common import ROOT, recorded, stopwatch, table, write
 from kns_testing.program import pinned_versions
 
 SCRIPTS = ("toolchain", "cluster-build", "actionlint", "linters")
@@ -73,37 +72,34 @@ def run_arm(arm: str, home: Path, only: list[str]) -> dict:
     if arm == "in sequence":
         env["KNS_BUILD_JOBS"] = "1"
     logs = {script: (home / f"{script}.log").open("w") for script in SCRIPTS}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
     ended: dict[str, float] = {}
+    codes: dict[str, int] = {}
 
     def launch(script: str) -> subprocess.Popen:
         return subprocess.Popen(["bash", str(ROOT / "scripts" / f"{script}.sh")], env=env, cwd=ROOT,
                                 stdout=subprocess.DEVNULL, stderr=logs[script])
 
-    codes: dict[str, int] = {}
-    if arm == "side by side":
-        running = {script: launch(script) for script in SCRIPTS}
-        while running:
-            for script, process in list(running.items()):
-                if process.poll() is not None:
-                    ended[script] = time.perf_counter() - start
-                    codes[script] = process.returncode
-                    del running[script]
-            time.sleep(1)
-    else:
-        for script in SCRIPTS:
-            codes[script] = launch(script).wait()
-            ended[script] = time.perf_counter() - start
-    seconds = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    with stopwatch() as took:
+        if arm == "side by side":
+            running = {script: launch(script) for script in SCRIPTS}
+            while running:
+                for script, process in list(running.items()):
+                    if process.poll() is not None:
+                        ended[script] = time.perf_counter() - start
+                        codes[script] = process.returncode
+                        del running[script]
+                time.sleep(1)
+        else:
+            for script in SCRIPTS:
+                codes[script] = launch(script).wait()
+                ended[script] = time.perf_counter() - start
     for log in logs.values():
         log.close()
     failed = {script: code for script, code in codes.items() if code}
     if failed:
         raise RuntimeError(f"{arm}: builds failed {failed}; their logs: {home}")
-    return {"arm": arm, "seconds": seconds, "ended": ended,
-            "cpu": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime), "codes": codes}
+    return {"arm": arm, **took, "ended": ended, "codes": codes}
 
 
 def results_name(only: list[str]) -> str:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 import platform
+import resource
+import subprocess
 import sys
 import time
 import tracemalloc
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "build" / "bench"
@@ -115,6 +117,30 @@ def recorded(name: str) -> Iterator[dict[str, Any]]:
     except BaseException as error:
         _dump(name, {"status": "failed", "error": f"{type(error).__name__}: {error}", **partial})
         raise
+
+
+@contextmanager
+def stopwatch() -> Iterator[dict[str, float]]:
+    """The block's `seconds` and `cpu` seconds (user + system of every process it started
+    and waited for), set when it ends."""
+    took: dict[str, float] = {}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    yield took
+    took["seconds"] = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    took["cpu"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
+def run_timed(command: list[str], cwd: Optional[Path], env: Mapping[str, str],
+              timeout: float = 7200) -> tuple[float, float, subprocess.CompletedProcess]:
+    """Seconds, CPU seconds (the command and every process it started) and the result of a
+    command that must succeed."""
+    with stopwatch() as took:
+        done = subprocess.run(command, cwd=cwd, env=dict(env), capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return took["seconds"], took["cpu"], done
 
 
 def table(headers: list[str], rows: list[list[Any]]) -> str:

@@ -17,16 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import yaml
 
-from common import ROOT, recorded, synthetic_config, table, write
+from common import ROOT, recorded, run_timed, synthetic_config, table, write
 from kns_cli.engine import engine_settings
 from kns_testing.program import engine_project
 
@@ -48,14 +46,7 @@ def toolchain(versions: Path) -> tuple[str, str]:
 def timed(command: list[str], where: Path, env: dict[str, str]) -> tuple[float, float, int]:
     """Seconds and CPU seconds of every process; for a preview the steps it planned, for an
     update the resources the stack then holds."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    done = subprocess.run(command, cwd=where, env=env, capture_output=True, text=True, timeout=3600)
-    if done.returncode:
-        raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
-    seconds = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    seconds, cpu, done = run_timed(command, where, env, timeout=3600)
     if command[1] == "preview":
         return seconds, cpu, len(json.loads(done.stdout).get("steps") or [])
     exported = subprocess.run(["pulumi", "stack", "export", "--non-interactive"], cwd=where, env=env, check=True,

@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
-from common import ROOT, recorded, synthetic_config, table, write
+from common import ROOT, recorded, run_timed, synthetic_config, table, write
 from engine_preview import project_with
 
 CALLS = {"drain": "linear_output_drain()\n", "debug": "debug_messages_on_request()\n"}
@@ -45,13 +43,7 @@ def without(main: Path, calls: tuple[str, ...]) -> None:
 
 def preview(where: Path, env: dict[str, str]) -> tuple[float, float, int]:
     """Seconds, CPU seconds of every process, and the number of steps planned."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    done = subprocess.run(["pulumi", "preview", "--json", "--non-interactive"], cwd=where, env=env, check=True,
-                          capture_output=True, text=True, timeout=3600)
-    seconds = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    seconds, cpu, done = run_timed(["pulumi", "preview", "--json", "--non-interactive"], where, env, timeout=3600)
     return seconds, cpu, len(json.loads(done.stdout).get("steps") or [])
 
 
