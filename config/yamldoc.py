@@ -22,6 +22,11 @@ exhausting the parser's recursion."""
 
 Step = Union[str, int]
 
+# libyaml's parser when PyYAML has it (its wheels do): the same events and nodes, with the
+# same resolver, at about a tenth of the pure-Python parser's time. A 1,000-entry job file
+# is read by every program run (docs/benchmarks.md, section 14).
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 # Plain scalars whose meaning every YAML version agrees on; any other plain scalar that a
 # YAML 1.1 reader turns into a boolean, number or date is ambiguous.
 _CANONICAL = {
@@ -57,18 +62,29 @@ def load(data: Union[bytes, str], *, secret: bool = False,
     even the character the parser stumbled on. `lines`, when given, gets the line of each
     key and list item, by its steps from the root."""
     text = _text(data)
-    _check_depth(text, secret)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.composer.ComposerError as exc:
-        raise YamlError(_position("holds more than one document", exc, secret)) from None
-    except yaml.YAMLError as exc:
-        raise YamlError(_position("is not valid YAML", exc, secret)) from None
+        root = _compose(text, secret, _LOADER)
+    except YamlError:
+        if _LOADER is yaml.SafeLoader:
+            raise
+        # Read again by the pure-Python parser, whose wording of the problem is the one the
+        # docs show (libyaml's differs); only a document that cannot be read pays for it.
+        root = _compose(text, secret, yaml.SafeLoader)
     if root is None:
         return None, []
     problems: list[YamlProblem] = []
     value = _build(root, (), problems, {} if lines is None else lines)
     return value, problems
+
+
+def _compose(text: str, secret: bool, loader: type) -> Optional[Node]:
+    _check_depth(text, secret, loader)
+    try:
+        return yaml.compose(text, Loader=loader)
+    except yaml.composer.ComposerError as exc:
+        raise YamlError(_position("holds more than one document", exc, secret)) from None
+    except yaml.YAMLError as exc:
+        raise YamlError(_position("is not valid YAML", exc, secret)) from None
 
 
 def _text(data: Union[bytes, str]) -> str:
@@ -88,12 +104,12 @@ def _position(what: str, exc: yaml.YAMLError, secret: bool) -> str:
     return f"{what}{where}" + (f": {reason}" if reason else "")
 
 
-def _check_depth(text: str, secret: bool) -> None:
+def _check_depth(text: str, secret: bool, loader: type) -> None:
     """The parser streams events without recursing; the composer recurses, so the nesting
     is measured on the events first."""
     depth = 0
     try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        for event in yaml.parse(text, Loader=loader):
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > MAX_DEPTH:
@@ -138,16 +154,22 @@ def _build(node: Node, steps: tuple[Step, ...], problems: list[YamlProblem],
             at[(*steps, i)] = item.start_mark.line + 1
             items.append(_build(item, (*steps, i), problems, at))
         return items
-    if node.style is None and node.tag in _RESOLVED and not _canonical(node):
+    if _plain(node) and node.tag in _RESOLVED and not _canonical(node):
         problems.append(YamlProblem(steps, _ambiguous(node.tag)))
         return node.value
-    return _constructor.construct_object(node, deep=True)
+    try:
+        return _constructor.construct_object(node, deep=True)
+    except (yaml.YAMLError, ValueError, TypeError):
+        # An unknown tag (`!vault ...`) or a value its tag refuses (`!!float 'abc'`); the
+        # constructor's message would quote the line, which may hold a credential.
+        problems.append(YamlProblem(steps, "has a YAML tag (`!...`) whose value cannot be read here; remove the tag"))
+        return node.value
 
 
 def _key(node: ScalarNode, steps: tuple[Step, ...], problems: list[YamlProblem]) -> Any:
     """Mapping keys are names here, so a key is text: a plain number is taken as its digits
     (a numeric user name is a uid), an ambiguous word must be quoted."""
-    if node.style is None and node.tag in _RESOLVED and not (
+    if _plain(node) and node.tag in _RESOLVED and not (
         node.tag == "tag:yaml.org,2002:int" and _canonical(node)
     ):
         problems.append(YamlProblem((*steps, node.value), f'"{node.value}" as a key is read as '
@@ -155,6 +177,11 @@ def _key(node: ScalarNode, steps: tuple[Step, ...], problems: list[YamlProblem])
     if node.tag == "tag:yaml.org,2002:null":
         return ""
     return node.value
+
+
+def _plain(node: ScalarNode) -> bool:
+    """Unquoted (libyaml's parser says '' where PyYAML's says None)."""
+    return not node.style
 
 
 def _canonical(node: ScalarNode) -> bool:

@@ -391,6 +391,18 @@ def test_duplicate_entry_names_are_named_by_entry_not_position(tmp_path, capsys)
     assert not any("[0]" in line.split(":", 2)[1] for line in lines if line.startswith("kns:"))
 
 
+@pytest.mark.parametrize("tagged", ["!vault s3cr3t-token", "!!float 's3cr3t-token'", "!!binary s3cr3t-token!", "!Ref s3cr3t-token"])
+def test_a_tag_that_cannot_be_read_is_a_problem_at_its_place_without_its_value(tmp_path, capsys, tagged):
+    """A tag PyYAML cannot construct (a custom one, or a value its tag refuses) was a
+    traceback quoting the line; it is one problem at its place, the value not repeated."""
+    text = ("jobs:\n  - name: tagged\n    user: bob\n    image: busybox:1.37\n"
+            f"    env: {{API_TOKEN: {tagged}}}\n")
+    lines = both(capsys, project(tmp_path, stack_text(with_job_files), job_file("tagged.yaml", text)))
+    assert problem_at(lines, "jobs/tagged.yaml:jobs[tagged].env.API_TOKEN") == \
+        "has a YAML tag (`!...`) whose value cannot be read here; remove the tag"
+    assert not [line for line in lines if "s3cr3t" in line], lines
+
+
 def test_yamldoc_error_messages_name_places_not_content():
     with pytest.raises(yamldoc.YamlError) as info:
         yamldoc.load("token: abc\n  nested: [secret-value\n", secret=True)
