@@ -125,3 +125,13 @@ def test_the_cold_builds_table_shows_the_committed_cold_builds_results():
             assert sorted(run["arm"] for run in payload["runs"] if run["round"] == round_) == sorted(cold_builds.ARMS)
         rows += cold_builds.doc_rows(payload)
     assert rows and table_rows(section) == rows
+
+
+def test_the_job_file_reading_table_shows_the_committed_yaml_read_results():
+    """docs/benchmarks.md section 14, "Reading the job files", is bench/results/yaml_read.json,
+    one measurement per size of both parsers in turn."""
+    yaml_read, payload = bench("yaml_read")
+    section = (ROOT / "docs" / "benchmarks.md").read_text().split("### Reading the job files")[1].split("\n### ")[0]
+    assert table_rows(section) == yaml_read.doc_rows(payload)
+    for result in payload["results"]:
+        assert set(result["load"]) == set(result["check"]) == set(yaml_read.PARSERS)
