@@ -60,6 +60,17 @@ def synthetic_config(entries: int, prescaled: float = 0.2) -> dict[str, Any]:
     }
 
 
+def synthetic_job_file_stack(entries: int, job_dir: str = "bench-jobs") -> tuple[dict[str, Any], dict[str, Any]]:
+    """`synthetic_config(entries)` as a stack file's config (keys with `kns:`) naming one job
+    file in `job_dir`, and that job file's content: at 1,000 entries in the stack file, the
+    config the engine hands the program (one environment variable) is over Linux's 128 KiB
+    limit for one variable."""
+    config = synthetic_config(entries)
+    held = {"jobs": config.pop("jobs"), "schedules": config.pop("schedules")}
+    config["jobFiles"] = [f"{job_dir}/*.yaml"]
+    return {f"kns:{key}": value for key, value in config.items()}, held
+
+
 def measure_interleaved(functions: dict[str, Callable[[], Any]], repeat: int = 3) -> dict[str, dict[str, float]]:
     """The best of `repeat` runs of each function, the functions taking turns round by
     round so that a change in the machine's load falls on all of them alike: best wall

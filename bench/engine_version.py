@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from common import ROOT, recorded, run_timed, synthetic_config, table, write
+from common import ROOT, recorded, run_timed, synthetic_job_file_stack, table, write
 from kns_cli.engine import engine_settings
 from kns_testing.program import engine_project
 
@@ -79,11 +79,7 @@ def main() -> None:
     with recorded("engine_version") as partial, tempfile.TemporaryDirectory() as tmp:
         partial["results"] = results
         for size in options.sizes:
-            config = synthetic_config(size)
-            # The entries in a job file: at 1,000 in the stack file, the config the engine hands
-            # the program (one environment variable) is over Linux's 128 KiB limit.
-            entries = {"jobs": config.pop("jobs"), "schedules": config.pop("schedules")}
-            config = {**{f"kns:{k}": v for k, v in config.items()}, "kns:jobFiles": ["bench-jobs/*.yaml"]}
+            config, entries = synthetic_job_file_stack(size)
             runs = []
             for round_ in range(options.rounds):
                 for arm in arms[round_ % 2:] + arms[:round_ % 2]:

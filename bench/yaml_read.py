@@ -23,10 +23,9 @@ from pathlib import Path
 
 import yaml
 
-from common import ROOT, measure_interleaved, recorded, synthetic_config, table, write
+from common import ROOT, measure_interleaved, recorded, synthetic_job_file_stack, table, write
 from config import yamldoc
-from config.loader import check_stack_config
-from kns_cli.stack import offline_config, stack_file
+from kns_cli.stack import checked_stack
 from kns_testing.program import PROJECT_FILES
 
 PARSERS = {"pure Python": yaml.SafeLoader, "libyaml": yaml.CSafeLoader}
@@ -36,21 +35,16 @@ def project(where: Path, size: int) -> Path:
     for name in PROJECT_FILES:
         source = ROOT / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, where / name)
-    config = synthetic_config(size)
-    entries = {"jobs": config.pop("jobs"), "schedules": config.pop("schedules")}
-    config["jobFiles"] = ["bench-jobs/*.yaml"]
+    config, entries = synthetic_job_file_stack(size)
     (where / "bench-jobs").mkdir()
     job_file = where / "bench-jobs" / "bench.yaml"
     job_file.write_text(yaml.safe_dump(entries, sort_keys=False))
-    (where / "Pulumi.bench.yaml").write_text(yaml.safe_dump({"config": {f"kns:{k}": v for k, v in config.items()}}))
+    (where / "Pulumi.bench.yaml").write_text(yaml.safe_dump({"config": config}))
     return job_file
 
 
 def check(where: Path):
-    file = stack_file(where, "bench")
-    raw, secret, sealed = offline_config(file.config or {})
-    return check_stack_config(raw, file, project_dir=where, stack="bench", secret_keys=secret, environ=os.environ,
-                              sealed=sealed)
+    return checked_stack(where, "bench", os.environ)[0]
 
 
 def with_parser(loader: type, function):

@@ -19,7 +19,7 @@ from typing import Any, Mapping, Optional
 
 from config.errors import closest
 from config.rules import ENTRY_STACK_NAME
-from config.loader import PlatformConfig, check_stack_config
+from config.loader import Checked, PlatformConfig, check_stack_config
 from config.source import LIST_KEYS, NAMESPACE, OBJECT_KEYS, StackFile, decode_value, read_stack_file
 from plan import stacks
 from plan.model import WorkloadPlan
@@ -139,9 +139,16 @@ def check_stack(
     project_dir: Path, stack: str, environ: Optional[Mapping[str, str]] = None
 ) -> tuple[PlatformConfig, list[WorkloadPlan], list[str]]:
     """`load_stack`, and what could not be checked offline (`not_checked_offline`)."""
+    checked, sealed = checked_stack(project_dir, stack, environ)
+    return checked.config, plan_checked(checked), not_checked_offline(sealed)
+
+
+def checked_stack(project_dir: Path, stack: str,
+                  environ: Optional[Mapping[str, str]] = None) -> tuple[Checked, frozenset[str]]:
+    """The stack's config read offline and checked as the program checks it (raises
+    `ConfigError` or `UsageError`), and the keys sealed in the stack file."""
     project_dir = Path(project_dir).resolve()
     file = stack_file(project_dir, stack)
     raw, secret, sealed = offline_config(file.config or {})
-    checked = check_stack_config(raw, file, project_dir=project_dir, stack=stack, secret_keys=secret,
-                                 environ=environ, sealed=sealed)
-    return checked.config, plan_checked(checked), not_checked_offline(sealed)
+    return check_stack_config(raw, file, project_dir=project_dir, stack=stack, secret_keys=secret,
+                              environ=environ, sealed=sealed), sealed

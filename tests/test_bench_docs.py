@@ -33,6 +33,11 @@ def bench(name: str):
     return bench_module(name), results(ROOT / "bench" / "results" / f"{name}.json")
 
 
+def doc_section(heading: str, until: str) -> str:
+    """docs/benchmarks.md from `heading` to the next `until` (a heading's start)."""
+    return (ROOT / "docs" / "benchmarks.md").read_text().split(heading)[1].split(until)[0]
+
+
 def table_rows(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("| ") and line[2].isdigit()]
 
@@ -45,7 +50,7 @@ def test_section_13_shows_the_committed_results():
     payload = json.loads(RESULTS.read_text())
     assert payload["status"] == "complete"
     rows = targeted_up().doc_rows(payload)
-    section = (ROOT / "docs" / "benchmarks.md").read_text().split("## 13.")[1].split("\n## ")[0]
+    section = doc_section("## 13.", "\n## ")
     shown = [line for line in section.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert shown == rows
     # like with like: both arms ran the same command and changed the same objects
@@ -73,7 +78,7 @@ def test_section_14_shows_the_committed_full_up_results():
     the section says of it: a no-change run started no engine, one changed entry only its
     entry stack's."""
     full_up, payload = bench("full_up")
-    section = (ROOT / "docs" / "benchmarks.md").read_text().split("## 14.")[1].split("\n## ")[0].split("\n### ")[0]
+    section = doc_section("## 14.", "\n## ").split("\n### ")[0]
     assert table_rows(section) == full_up.doc_rows(payload)
     for result in payload["results"]:
         split = result["entry stacks"]
@@ -87,7 +92,7 @@ def test_the_sdk_costs_table_shows_the_committed_program_end_results():
     """docs/benchmarks.md section 14, "The SDK's costs", is bench/results/program_end.json,
     whose arms ran the same command, planned the same steps and took turns going first."""
     program_end, payload = bench("program_end")
-    section = (ROOT / "docs" / "benchmarks.md").read_text().split("### The SDK's costs")[1].split("\n### ")[0]
+    section = doc_section("### The SDK's costs", "\n### ")
     assert table_rows(section) == program_end.doc_rows(payload)
     for result in payload["results"]:
         assert {run["steps"] for run in result["runs"]} == {result["steps"]}
@@ -101,7 +106,7 @@ def test_the_engine_version_table_shows_the_committed_engine_version_results():
     both engines ran the same commands on the same stacks, did the same steps and took turns
     going first."""
     engine_version, payload = bench("engine_version")
-    section = (ROOT / "docs" / "benchmarks.md").read_text().split("### A newer engine")[1].split("\n## ")[0]
+    section = doc_section("### A newer engine", "\n## ")
     assert table_rows(section) == engine_version.doc_rows(payload)
     assert len(payload["arms"]) == 2 and payload["arms"][0] != payload["arms"][1]
     for result in payload["results"]:
@@ -116,7 +121,7 @@ def test_the_cold_builds_table_shows_the_committed_cold_builds_results():
     """docs/benchmarks.md section 15 is made of bench/results/cold_builds*.json: per round,
     one run of each arrangement of the same builds."""
     cold_builds = bench_module("cold_builds")
-    section = (ROOT / "docs" / "benchmarks.md").read_text().split("## 15. Cold builds")[1].split("\n## ")[0]
+    section = doc_section("## 15. Cold builds", "\n## ")
     rows = []
     for path in sorted((ROOT / "bench" / "results").glob("cold_builds*.json")):
         payload = results(path)
@@ -131,7 +136,7 @@ def test_the_job_file_reading_table_shows_the_committed_yaml_read_results():
     """docs/benchmarks.md section 14, "Reading the job files", is bench/results/yaml_read.json,
     one measurement per size of both parsers in turn."""
     yaml_read, payload = bench("yaml_read")
-    section = (ROOT / "docs" / "benchmarks.md").read_text().split("### Reading the job files")[1].split("\n### ")[0]
+    section = doc_section("### Reading the job files", "\n### ")
     assert table_rows(section) == yaml_read.doc_rows(payload)
     for result in payload["results"]:
         assert set(result["load"]) == set(result["check"]) == set(yaml_read.PARSERS)
