@@ -140,3 +140,13 @@ def test_the_job_file_reading_table_shows_the_committed_yaml_read_results():
     assert table_rows(section) == yaml_read.doc_rows(payload)
     for result in payload["results"]:
         assert set(result["load"]) == set(result["check"]) == set(yaml_read.PARSERS)
+
+
+def test_the_host_about_table_shows_the_committed_host_about_results():
+    """docs/benchmarks.md, "The language host's About", is bench/results/host_about.json:
+    every round ran both hosts."""
+    host_about, payload = bench("host_about")
+    section = doc_section("### The language host's About", "\n### ")
+    assert table_rows(section) == host_about.doc_rows(payload)
+    result = payload["result"]
+    assert all(len(result[arm]["runs"]) == result["rounds"] for arm in ("earlier host", "this host"))

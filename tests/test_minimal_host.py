@@ -65,6 +65,50 @@ def test_the_host_ends_at_once_when_the_engine_stops_it(tmp_path):
             host.wait()
 
 
+def test_about_asks_python_once_and_never_runs_pip(tmp_path):
+    """The CLI asks the host About on every preview and update and records only the
+    runtime's executable and version; the toolchain's About also ran `python -m pip
+    --version` (about a CPU second). The host answers from one Python process: the
+    virtualenv's python here logs every start."""
+    import grpc
+    from google.protobuf import struct_pb2
+    from pulumi.runtime.proto import language_pb2, language_pb2_grpc
+
+    binary = tmp_path / "pulumi-language-python"
+    built = go("build", "-o", str(binary), ".")
+    assert built.returncode == 0, built.stdout + built.stderr
+    (tmp_path / "pulumi-language-python-exec").write_text("")
+    venv, starts = tmp_path / "venv", tmp_path / "starts.log"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    python = venv / "bin" / "python"
+    python.write_text(f'#!/bin/sh\necho "$*" >> {starts}\nexec {ROOT / ".venv" / "bin" / "python"} "$@"\n')
+    python.chmod(0o755)
+    (venv / "bin" / "python3").symlink_to("python")
+    host = subprocess.Popen([str(binary), "127.0.0.1:1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        port = host.stdout.readline().strip()
+        assert port.isdigit(), host.stderr.read()
+        options = struct_pb2.Struct()
+        options.update({"virtualenv": str(venv)})
+        info = language_pb2.ProgramInfo(root_directory=str(tmp_path), program_directory=str(tmp_path),
+                                        entry_point=".", options=options)
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            about = language_pb2_grpc.LanguageRuntimeStub(channel).About(language_pb2.AboutRequest(info=info),
+                                                                         timeout=600)
+    finally:
+        os.killpg(host.pid, signal.SIGINT)
+        host.wait(timeout=600)
+    real = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c",
+                           "import sys; print(sys.executable); print(sys.version.split()[0])"],
+                          capture_output=True, text=True, check=True).stdout.split()
+    assert (about.executable, about.version) == (real[0], real[1])
+    assert dict(about.metadata) == {"host": "kns-minimal"}
+    started = starts.read_text().splitlines()
+    assert len(started) == 1 and "pip" not in started[0], started
+
+
 def programs_in(root: Path) -> list[int]:
     """Python programs (run with `--monitor` by the exec script) working in `root`."""
     return processes_under(root, b"--monitor")

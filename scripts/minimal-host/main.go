@@ -186,18 +186,27 @@ func (h *host) GetRequiredPackages(context.Context, *pulumirpc.GetRequiredPackag
 	return &pulumirpc.GetRequiredPackagesResponse{}, nil
 }
 
+// About answers what the CLI records with every update (the runtime's executable and
+// version): one Python process that prints both. The toolchain's own About also runs
+// `python -m pip --version`, about a CPU second per preview or update, for a pip version
+// the CLI never records (docs/benchmarks.md, "The language host's About").
 func (h *host) About(ctx context.Context, req *pulumirpc.AboutRequest) (*pulumirpc.AboutResponse, error) {
 	tc, err := resolveToolchain(req.GetInfo())
 	if err != nil {
 		return nil, err
 	}
-	about, err := tc.About(ctx)
+	cmd, err := tc.Command(ctx, "-c", "import sys; print(sys.executable); print(sys.version.split()[0])")
 	if err != nil {
 		return nil, err
 	}
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("could not ask Python for its executable and version: %w", err)
+	}
+	executable, version, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
 	return &pulumirpc.AboutResponse{
-		Executable: about.PythonExecutable,
-		Version:    about.PythonVersion.String(),
+		Executable: strings.TrimSpace(executable),
+		Version:    strings.TrimSpace(version),
 		Metadata:   map[string]string{"host": "kns-minimal"},
 	}, nil
 }
