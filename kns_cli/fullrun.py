@@ -3,8 +3,11 @@ docs/entry-stacks.md, "What a full `make up` runs").
 
     python -m kns_cli.fullrun up|preview --stack STACK [--verbose] [--log-dir DIR] -- PULUMI_ARGS...
 
-The platform stack runs first (its program checks the whole config and plans every
-entry), unless it is **skipped** too: its last update succeeded and recorded
+Every stack's state is read first, once (`pulumi stack export`, side by side): entries in
+another stack than the config says stop the run before any engine starts (`./kns
+restack`), entry stacks the backend does not have are created, and the records below are
+read from the same exports. The platform stack runs first (its program checks the whole
+config and plans every entry), unless it is **skipped** too: its last update succeeded and recorded
 (`platformStackDigest`) the digest this run computes for it offline, where `./kns
 validate` checks the whole config and plans every entry (kns_cli/stack.py) with the
 program's own code. The entry stacks' digests then come from that offline run, otherwise
@@ -45,11 +48,13 @@ from typing import Any, Mapping, Optional, Sequence
 from config import fingerprint
 from config.errors import ConfigError
 from config.loader import check_stack_config
+from config.rules import ENTRY_STACK_NAME
 from plan import digests, reservations, stacks
 from plan.planner import plan_checked
 
 from . import engine_run
-from .layout import declared_entry_stacks
+from .layout import MISPLACED, check_exports, declared_entry_stacks, read_exports, state_section
+from .preview import PreviewFailed, select_stack
 from .stack import UsageError, offline_config, stack_file
 
 TRUE = ("1", "true", "yes")
@@ -102,17 +107,23 @@ def _pulumi_json(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> Any:
         return None
 
 
-def record(stack: str, env: Mapping[str, str], cwd: Path, output: str = digests.ENTRY_STACK_OUTPUT) -> Record:
+def record(stack: str, env: Mapping[str, str], cwd: Path, output: str = digests.ENTRY_STACK_OUTPUT,
+           export: Optional[Mapping[str, Any]] = None) -> Record:
     """A stack's recorded digest (`output`: an entry stack's, or the platform's) and how its
-    last update ended, from the backend."""
+    last update ended, from the backend (`export`: its `pulumi stack export`, when read
+    already)."""
     history = _pulumi_json(["stack", "history", "--stack", stack, "--page-size", "1", "--json"], env, cwd) or []
     last = history[0] if isinstance(history, list) and history else {}
     succeeded = last.get("kind") == "update" and last.get("result") == "succeeded"
-    exported = _pulumi_json(["stack", "export", "--stack", stack], env, cwd) or {}
-    deployment = (exported.get("deployment") or {}) if isinstance(exported, dict) else {}
+    if export is None:
+        export = _pulumi_json(["stack", "export", "--stack", stack], env, cwd) or {}
+    deployment = (export.get("deployment") or {}) if isinstance(export, dict) else {}
     root = next((r for r in deployment.get("resources") or [] if r.get("type") == "pulumi:pulumi:Stack"), {})
     digest = (root.get("outputs") or {}).get(output)
     return Record(digest if isinstance(digest, str) else None, succeeded, bool(deployment.get("pending_operations")))
+
+
+NEW = Record(None, False, False)  # a stack this run created: no update on record
 
 
 @dataclass(frozen=True)
@@ -187,12 +198,35 @@ def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] 
     env[digests.SETTINGS_ENV] = run_settings(pulumi_args, cwd)
     every = _flag(env, "KNS_FULL") or _flag(env, "KNS_REFRESH")
     width = parallel_stacks(env)
+    if stacks.role(base).index is not None:
+        print(f"kns: {base} {ENTRY_STACK_NAME.message}", file=sys.stderr)
+        return 2
     entry_stacks = declared_entry_stacks(cwd, base)
+    names = stacks.stacks(base, entry_stacks)[1:]
+
+    # Every stack's state, read once (side by side): no entry may be in another stack than
+    # the config says, and the records below come from the same reads.
+    exports: dict[str, Any] = {}
+    try:
+        if entry_stacks is not None or state_section(cwd, base) is None:  # else the program refuses kns:state
+            exports = read_exports(cwd, base, env, entry_stacks, width)
+            why = check_exports(exports, base, entry_stacks)
+            if why:
+                print(why, file=sys.stderr)
+                return MISPLACED
+        created = [stack for stack in names if stack not in exports]
+        for stack in created:
+            select_stack(cwd, stack, env)
+        if created:
+            select_stack(cwd, base, env)
+    except PreviewFailed as exc:
+        print(f"kns: {exc}", file=sys.stderr)
+        return 1
 
     # The platform is skipped when its record says it holds what the config plans now.
     known = None
     if entry_stacks is not None and not every:
-        mine = record(base, env, cwd, digests.PLATFORM_OUTPUT)
+        mine = record(base, env, cwd, digests.PLATFORM_OUTPUT, exports.get(base))
         if mine.digest and mine.succeeded and not mine.pending:
             known = offline_digests(cwd, base, entry_stacks, env, env[digests.SETTINGS_ENV])
             if known is not None and mine.why_run(known.platform) is not None:
@@ -210,9 +244,9 @@ def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] 
             return status
         wanted = outputs.get(digests.DIGESTS_OUTPUT) if isinstance(outputs.get(digests.DIGESTS_OUTPUT), dict) else {}
         checked = outputs.get(digests.CHECKED_OUTPUT)
-    names = stacks.stacks(base, entry_stacks)[1:]
     with ThreadPoolExecutor(max_workers=width) as pool:
-        records = dict(zip(names, pool.map(lambda s: record(s, env, cwd), names))) if not every else {}
+        records = dict(zip(names, pool.map(lambda s: record(s, env, cwd, export=exports[s]) if s in exports else NEW,
+                                           names))) if not every else {}
     run_env = {**env, digests.CHECKED_ENV: checked} if isinstance(checked, str) else env
     to_run = []
     for stack in names:

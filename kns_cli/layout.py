@@ -26,9 +26,10 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from config.errors import ConfigError
 from config.models import StateLayout
@@ -39,13 +40,13 @@ from plan.outputs import merge_outputs
 
 from . import preview as preview_module
 from .stack import UsageError
-from .state import StackState, export_state
+from .state import StackState, exported, state_of
 
 # The exit status of `check` when entries must move first (as `./kns up`'s refusal).
 MISPLACED = 3
 
 
-def _state_section(project_dir: Path, base: str) -> object:
+def state_section(project_dir: Path, base: str) -> object:
     try:
         return (read_stack_file(project_dir, base).config or {}).get(f"{NAMESPACE}:state")
     except ConfigError:
@@ -56,7 +57,7 @@ def declared_entry_stacks(project_dir: Path, base: str) -> Optional[int]:
     """`kns:state.entryStacks` as the stack file writes it, when it is a valid one; None
     otherwise. `make up` runs the stack itself first, whose program reports a bad value
     with every other problem, and applies nothing."""
-    section = _state_section(project_dir, base)
+    section = state_section(project_dir, base)
     try:
         return StateLayout.model_validate(section).entry_stacks if section is not None else None
     except ValueError:
@@ -96,14 +97,29 @@ def misplaced(states: Mapping[str, StackState], base: str, entry_stacks: Optiona
                                         m.entry, m.source))
 
 
-def read_states(project_dir: Path, base: str, env: Mapping[str, str],
-                entry_stacks: Optional[int]) -> dict[str, StackState]:
-    """The states of the stack's Pulumi stacks; none when the stack is not split and has
-    no entry stack (nothing can be misplaced, and its state may be large)."""
+def read_exports(project_dir: Path, base: str, env: Mapping[str, str], entry_stacks: Optional[int],
+                 width: int = 1) -> dict[str, dict[str, Any]]:
+    """`pulumi stack export` of each of the stack's Pulumi stacks the backend has, `width` at
+    once; none when the stack is not split and has no entry stack (nothing can be
+    misplaced, and its state may be large)."""
     existing = existing_stacks(project_dir, base, env)
     if entry_stacks is None and all(stacks.role(stack).index is None for stack in existing):
         return {}
-    return {stack: export_state(project_dir, stack, env) for stack in existing}
+    with ThreadPoolExecutor(max_workers=max(1, width)) as pool:
+        return dict(zip(existing, pool.map(lambda stack: exported(project_dir, stack, env), existing)))
+
+
+def read_states(project_dir: Path, base: str, env: Mapping[str, str],
+                entry_stacks: Optional[int], width: int = 1) -> dict[str, StackState]:
+    """The states of the stack's Pulumi stacks (read_exports)."""
+    return {stack: state_of(stack, export)
+            for stack, export in read_exports(project_dir, base, env, entry_stacks, width).items()}
+
+
+def check_exports(exports: Mapping[str, Mapping[str, Any]], base: str, entry_stacks: Optional[int]) -> Optional[str]:
+    """Why the stack cannot be run with the states `exports` holds, or None."""
+    states = {stack: state_of(stack, export) for stack, export in exports.items()}
+    return problem(misplaced(states, base, entry_stacks), base, entry_stacks)
 
 
 def problem(moves: Sequence[Move], base: str, entry_stacks: Optional[int]) -> Optional[str]:
@@ -199,7 +215,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.action == "outputs":
             print(json.dumps(stack_outputs(project_dir, args.stack, os.environ), indent=2, sort_keys=True))
             return 0
-        if entry_stacks is None and _state_section(project_dir, args.stack) is not None:
+        if entry_stacks is None and state_section(project_dir, args.stack) is not None:
             return 0  # a kns:state the program refuses: its run says so, and applies nothing
         states = read_states(project_dir, args.stack, os.environ, entry_stacks)
         why = problem(misplaced(states, args.stack, entry_stacks), args.stack, entry_stacks)

@@ -55,11 +55,26 @@ def export_state(project_dir: Path, stack: str, env: Mapping[str, str]) -> Stack
     """The state of the stack (which must exist: a targeted `up` of a new stack has nothing
     to target against)."""
     preview_module.select_stack(project_dir, stack, env, create=False)
+    return state_of(stack, exported(project_dir, stack, env))
+
+
+def exported(project_dir: Path, stack: str, env: Mapping[str, str]) -> dict[str, Any]:
+    """`pulumi stack export` of a stack the backend has, as JSON."""
     done = subprocess.run(["pulumi", "stack", "export", "--stack", stack, "--non-interactive"], cwd=project_dir,
                           env=dict(env), capture_output=True, text=True)
     if done.returncode != 0:
         raise preview_module.PreviewFailed(f"cannot read the state of stack {stack}: {done.stderr.strip()[-2000:]}")
     try:
-        return read_state(json.loads(done.stdout))
-    except (json.JSONDecodeError, AttributeError) as exc:
+        value = json.loads(done.stdout)
+    except json.JSONDecodeError as exc:
+        raise preview_module.PreviewFailed(f"cannot read the state of stack {stack}: {exc}") from None
+    if not isinstance(value, dict):
+        raise preview_module.PreviewFailed(f"cannot read the state of stack {stack}: not a state export")
+    return value
+
+
+def state_of(stack: str, export: Mapping[str, Any]) -> StackState:
+    try:
+        return read_state(export)
+    except AttributeError as exc:
         raise preview_module.PreviewFailed(f"cannot read the state of stack {stack}: {exc}") from None

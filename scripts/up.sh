@@ -66,19 +66,10 @@ if [ -n "${KNS_POLICY_CONFIG:-}" ]; then
   policy+=(--policy-pack-config "$KNS_POLICY_CONFIG")
 fi
 
-listed=$("$py" -m kns_cli.layout stacks "$stack")
-mapfile -t pulumi_stacks <<<"$listed"
-if [ "$action" != outputs ]; then
-  "$py" -m kns_cli.layout check "$stack"
-  if ((${#pulumi_stacks[@]} > 1)); then
-    "$py" -m kns_cli.layout init "${pulumi_stacks[@]:1}"
-  fi
-  pulumi stack select "$stack" --non-interactive
-fi
-
 case "$action" in
   up)
-    # The stack, then its entry stacks side by side, unchanged ones skipped (kns_cli/fullrun.py).
+    # Entries where the config says, the stack, then its entry stacks side by side (created
+    # when new), unchanged ones skipped: kns_cli/fullrun.py, in one process.
     "$py" -m kns_cli.fullrun up --stack "$stack" ${verbose[@]+"${verbose[@]}"} -- --yes --non-interactive --diff \
       ${refresh[@]+"${refresh[@]}"} "${policy[@]}"
     render_dir=$(pulumi config get --stack "$stack" --path kns:cluster.renderDir 2>/dev/null || true)

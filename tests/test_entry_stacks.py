@@ -423,8 +423,9 @@ def test_recover_runs_every_step_on_every_stack_the_stacks_first(monkeypatch, tm
 
 
 def test_layout_init_selects_or_creates_every_stack_it_is_given_in_one_process(monkeypatch, tmp_path):
-    """scripts/up.sh hands `kns_cli.layout init` all entry stacks at once (one Python
-    process, not one per stack); the other actions take one stack."""
+    """CI's workflow hands `kns_cli.layout init` all entry stacks at once (one Python
+    process, not one per stack; `make up` creates them in kns_cli/fullrun.py,
+    tests/test_fullrun.py); the other actions take one stack."""
     selected = []
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(preview_module, "select_stack", lambda _d, stack, _e, create=True: selected.append(stack))
@@ -433,5 +434,3 @@ def test_layout_init_selects_or_creates_every_stack_it_is_given_in_one_process(m
     with pytest.raises(SystemExit) as refused:
         layout.main(["check", "prod", "prod.entries-0"])
     assert refused.value.code == 2
-    up = (ROOT / "scripts" / "up.sh").read_text()
-    assert '"$py" -m kns_cli.layout init "${pulumi_stacks[@]:1}"' in up

@@ -117,7 +117,22 @@ FAKE = textwrap.dedent('''\
         print(json.dumps(json.load(open(os.path.join(d, "history", stack + ".json")))))
         sys.exit(0)
     if args[:2] == ["stack", "export"]:
+        with open(os.path.join(d, "stack-calls.jsonl"), "a") as f:
+            f.write(json.dumps(["stack", "export", stack]) + "\\n")
         print(json.dumps(json.load(open(os.path.join(d, "export", stack + ".json")))))
+        sys.exit(0)
+    if args[:2] == ["stack", "ls"]:
+        print(json.dumps([{{"name": n[:-5]}} for n in sorted(os.listdir(os.path.join(d, "export")))]))
+        sys.exit(0)
+    if args[:2] in (["stack", "select"], ["stack", "init"]):
+        export = os.path.join(d, "export", args[2] + ".json")
+        with open(os.path.join(d, "stack-calls.jsonl"), "a") as f:
+            f.write(json.dumps(args[:3]) + "\\n")
+        if args[1] == "init":
+            json.dump({{"deployment": {{"resources": []}}}}, open(export, "w"))
+            json.dump([], open(os.path.join(d, "history", args[2] + ".json"), "w"))
+        elif not os.path.exists(export):
+            sys.exit("error: no stack named '" + args[2] + "' found")
         sys.exit(0)
     start = time.time()
     time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
@@ -160,10 +175,12 @@ class Fake:
     def run(self, capsys, action: str = "up", **env: str) -> tuple[int, str, list[dict]]:
         calls = self.dir / "calls.jsonl"
         calls.unlink(missing_ok=True)
-        environ = {**os.environ, "PATH": f"{self.dir / 'bin'}:{os.environ['PATH']}", "FAKE_DIR": str(self.dir), **env}
+        environ = {**os.environ, "PATH": f"{self.dir / 'bin'}:{os.environ['PATH']}", "FAKE_DIR": str(self.dir),
+                   "PULUMI_BACKEND_URL": f"file://{self.dir}/backend", **env}
         code = fullrun.main([action, "--stack", "dev", "--log-dir", str(self.dir / "logs"), "--", "--yes"],
                             env=environ, cwd=self.project)
-        out = capsys.readouterr().out
+        captured = capsys.readouterr()
+        out, self.err = captured.out, captured.err
         made = [json.loads(line) for line in calls.read_text().splitlines()] if calls.exists() else []
         return code, out, made
 
@@ -184,6 +201,62 @@ def test_unchanged_entry_stacks_are_skipped_in_one_line_each(fake, capsys):
         f"Update of stack {s}: skipped, unchanged since its last update (KNS_FULL=true runs it)" for s in fake.names]
     code, out, calls = fake.run(capsys, "preview")
     assert ran(calls) == ["dev"] and out.count("Preview of stack dev.entries-") == SPLIT
+
+
+def stack_calls(fake: Fake) -> list[list[str]]:
+    path = fake.dir / "stack-calls.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_each_stack_s_state_is_read_once_per_run(fake, capsys):
+    """The layout check and the records read the same exports: one per stack."""
+    fake.record("dev", None)  # the platform stack, as scripts/up.sh leaves it
+    code, _, calls = fake.run(capsys)
+    assert code == 0 and ran(calls) == ["dev"]
+    exported = sorted(call[2] for call in stack_calls(fake) if call[:2] == ["stack", "export"])
+    assert exported == sorted(["dev", *fake.names])
+
+
+def test_new_entry_stacks_are_created_then_run_and_the_stack_selected_again(fake, capsys):
+    fake.record("dev", None)  # scripts/up.sh made the stack itself
+    for stack in fake.names[1:]:
+        (fake.dir / "export" / f"{stack}.json").unlink()
+        (fake.dir / "history" / f"{stack}.json").unlink()
+    code, out, calls = fake.run(capsys)
+    assert code == 0 and ran(calls) == ["dev", *fake.names[1:]]
+    made = [call for call in stack_calls(fake) if call[1] in ("select", "init")]
+    assert made == [["stack", "select", fake.names[1]], ["stack", "init", fake.names[1]],
+                    ["stack", "select", fake.names[2]], ["stack", "init", fake.names[2]], ["stack", "select", "dev"]]
+    assert f"Update of stack {fake.names[0]}: skipped" in out
+
+
+def entry_component(stack: str, name: str) -> dict:
+    return {"urn": f"urn:pulumi:{stack}::kns-platform::{planner_job_type()}::{name}", "type": planner_job_type(),
+            "parent": f"urn:pulumi:{stack}::kns-platform::pulumi:pulumi:Stack::kns-platform-{stack}"}
+
+
+def planner_job_type() -> str:
+    from plan.inventory import JOB_TYPE
+    return JOB_TYPE
+
+
+@pytest.mark.parametrize("action", ["up", "preview"])
+def test_an_entry_in_another_stack_than_the_config_says_stops_the_run_before_any_engine(fake, capsys, action):
+    """What `./kns restack` fixes: the message of docs/entry-stacks.md, exit 3, no engine."""
+    from kns_cli import layout
+    holder = stacks.holder("dev", "train-resnet", SPLIT)
+    elsewhere = next(stack for stack in fake.names if stack != holder)
+    export = json.loads((fake.dir / "export" / f"{elsewhere}.json").read_text())
+    export["deployment"]["resources"].append(entry_component(elsewhere, "train-resnet"))
+    (fake.dir / "export" / f"{elsewhere}.json").write_text(json.dumps(export))
+    code, out, calls = fake.run(capsys, action)
+    assert code == layout.MISPLACED and calls == []
+    assert f"train-resnet ({elsewhere} -> {holder})" in fake.err and "./kns restack" in fake.err
+
+
+def test_an_entry_stack_is_not_a_stack_to_run(fake, capsys):
+    code = fullrun.main(["up", "--stack", fake.names[0], "--", "--yes"], env={**os.environ}, cwd=fake.project)
+    assert code == 2 and "entry stack" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("state, reason", [
