@@ -44,7 +44,7 @@ def project(where: Path, size: int) -> Path:
 
 
 def check(where: Path):
-    return checked_stack(where, "bench", os.environ)[0]
+    return checked_stack(where, "bench", os.environ).checked
 
 
 def with_parser(loader: type, function):

@@ -47,7 +47,6 @@ from typing import Any, Mapping, Optional, Sequence
 
 from config import fingerprint
 from config.errors import ConfigError
-from config.loader import check_stack_config
 from config.rules import ENTRY_STACK_NAME
 from plan import digests, reservations, stacks
 from plan.planner import plan_checked
@@ -55,7 +54,7 @@ from plan.planner import plan_checked
 from . import engine_run
 from .layout import MISPLACED, check_exports, declared_entry_stacks, read_exports, state_section
 from .preview import PreviewFailed, select_stack
-from .stack import UsageError, offline_config, stack_file
+from .stack import UsageError, checked_stack
 
 TRUE = ("1", "true", "yes")
 
@@ -141,10 +140,7 @@ def offline_digests(cwd: Path, base: str, entry_stacks: int, env: Mapping[str, s
     check and plan as the program, read offline as `./kns validate` reads it; None when the
     config does not pass offline (the platform then runs, and its program says why)."""
     try:
-        file = stack_file(cwd, base)
-        raw, secret, sealed = offline_config(file.config or {})
-        checked = check_stack_config(raw, file, project_dir=cwd, stack=base, secret_keys=secret, environ=env,
-                                     sealed=sealed)
+        checked, _, file = checked_stack(cwd, base, env)
         plans = plan_checked(checked)
     except (ConfigError, UsageError):
         return None

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, NamedTuple, Optional
 
 from config.errors import closest
 from config.rules import ENTRY_STACK_NAME
@@ -139,16 +139,23 @@ def check_stack(
     project_dir: Path, stack: str, environ: Optional[Mapping[str, str]] = None
 ) -> tuple[PlatformConfig, list[WorkloadPlan], list[str]]:
     """`load_stack`, and what could not be checked offline (`not_checked_offline`)."""
-    checked, sealed = checked_stack(project_dir, stack, environ)
+    checked, sealed, _ = checked_stack(project_dir, stack, environ)
     return checked.config, plan_checked(checked), not_checked_offline(sealed)
 
 
-def checked_stack(project_dir: Path, stack: str,
-                  environ: Optional[Mapping[str, str]] = None) -> tuple[Checked, frozenset[str]]:
+class OfflineStack(NamedTuple):
+    """A stack read offline and checked as the program checks it."""
+
+    checked: Checked
+    sealed: frozenset[str]  # the keys sealed (encrypted) in the stack file
+    file: StackFile  # the stack file as read (its `config` as written: what digests hash)
+
+
+def checked_stack(project_dir: Path, stack: str, environ: Optional[Mapping[str, str]] = None) -> OfflineStack:
     """The stack's config read offline and checked as the program checks it (raises
-    `ConfigError` or `UsageError`), and the keys sealed in the stack file."""
+    `ConfigError` or `UsageError`)."""
     project_dir = Path(project_dir).resolve()
     file = stack_file(project_dir, stack)
     raw, secret, sealed = offline_config(file.config or {})
-    return check_stack_config(raw, file, project_dir=project_dir, stack=stack, secret_keys=secret,
-                              environ=environ, sealed=sealed), sealed
+    return OfflineStack(check_stack_config(raw, file, project_dir=project_dir, stack=stack, secret_keys=secret,
+                                           environ=environ, sealed=sealed), sealed, file)
