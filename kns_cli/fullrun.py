@@ -7,9 +7,9 @@ Every stack's state is read first, once (`pulumi stack export`, side by side): e
 another stack than the config says stop the run before any engine starts (`./kns
 restack`), entry stacks the backend does not have are created, and the records below are
 read from the same exports. The platform stack runs first (its program checks the whole
-config and plans every entry), unless it is **skipped** too: its last update succeeded and recorded
-(`platformStackDigest`) the digest this run computes for it offline, where `./kns
-validate` checks the whole config and plans every entry (kns_cli/stack.py) with the
+config and plans every entry), unless it is **skipped** too: its last update succeeded
+and recorded (`platformStackDigest`) the digest this run computes for it offline, where
+`./kns validate` checks the whole config and plans every entry (kns_cli/stack.py) with the
 program's own code. The entry stacks' digests then come from that offline run, otherwise
 from the platform's. Then each entry stack:
 
