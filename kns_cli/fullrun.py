@@ -106,16 +106,14 @@ def _pulumi_json(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> Any:
         return None
 
 
-def record(stack: str, env: Mapping[str, str], cwd: Path, output: str = digests.ENTRY_STACK_OUTPUT,
-           export: Optional[Mapping[str, Any]] = None) -> Record:
+def record(stack: str, export: Mapping[str, Any], env: Mapping[str, str], cwd: Path,
+           output: str = digests.ENTRY_STACK_OUTPUT) -> Record:
     """A stack's recorded digest (`output`: an entry stack's, or the platform's) and how its
-    last update ended, from the backend (`export`: its `pulumi stack export`, when read
-    already)."""
+    last update ended: its history from the backend, `export` (its `pulumi stack export`,
+    read once by the layout check)."""
     history = _pulumi_json(["stack", "history", "--stack", stack, "--page-size", "1", "--json"], env, cwd) or []
     last = history[0] if isinstance(history, list) and history else {}
     succeeded = last.get("kind") == "update" and last.get("result") == "succeeded"
-    if export is None:
-        export = _pulumi_json(["stack", "export", "--stack", stack], env, cwd) or {}
     deployment = (export.get("deployment") or {}) if isinstance(export, dict) else {}
     root = next((r for r in deployment.get("resources") or [] if r.get("type") == "pulumi:pulumi:Stack"), {})
     digest = (root.get("outputs") or {}).get(output)
@@ -222,7 +220,7 @@ def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] 
     # The platform is skipped when its record says it holds what the config plans now.
     known = None
     if entry_stacks is not None and not every:
-        mine = record(base, env, cwd, digests.PLATFORM_OUTPUT, exports.get(base))
+        mine = record(base, exports.get(base, {}), env, cwd, digests.PLATFORM_OUTPUT)
         if mine.digest and mine.succeeded and not mine.pending:
             known = offline_digests(cwd, base, entry_stacks, env, env[digests.SETTINGS_ENV])
             if known is not None and mine.why_run(known.platform) is not None:
@@ -241,7 +239,7 @@ def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] 
         wanted = outputs.get(digests.DIGESTS_OUTPUT) if isinstance(outputs.get(digests.DIGESTS_OUTPUT), dict) else {}
         checked = outputs.get(digests.CHECKED_OUTPUT)
     with ThreadPoolExecutor(max_workers=width) as pool:
-        records = dict(zip(names, pool.map(lambda s: record(s, env, cwd, export=exports[s]) if s in exports else NEW,
+        records = dict(zip(names, pool.map(lambda s: record(s, exports[s], env, cwd) if s in exports else NEW,
                                            names))) if not every else {}
     run_env = {**env, digests.CHECKED_ENV: checked} if isinstance(checked, str) else env
     to_run = []
