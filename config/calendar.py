@@ -51,14 +51,41 @@ class Window:
 
 
 @dataclass(frozen=True)
+class Hold:
+    """When a reservation holds its capacity for one window: from its warm-up, `lead` before
+    the window's start, to the window's end, [start - lead, end). The one definition every
+    reader of "when is it held" uses (the overbooking sweep, the Cohort's peak, the switch's
+    phase, `./kns explain`, the timeline): a warm-up takes the capacity back as surely as
+    the window does."""
+
+    window: Window
+    lead: timedelta = timedelta(0)
+
+    @property
+    def start(self) -> datetime:
+        return self.window.start - self.lead
+
+    @property
+    def end(self) -> datetime:
+        return self.window.end
+
+    def phase(self, now: datetime) -> Optional[str]:
+        """Where `now` falls in this hold: its warm-up, its window, or outside (None)."""
+        if not self.start <= now < self.end:
+            return None
+        return OPEN if now >= self.window.start else WARM
+
+
+@dataclass(frozen=True)
 class Calendar:
     """When a reservation holds its capacity: recurring (`schedule`, `zone`, `length`) or one
-    window (`once`)."""
+    window (`once`), each window held from `lead` (its warm-up) before its start."""
 
     schedule: Optional[str] = None
     zone: str = "Etc/UTC"
     length: Optional[timedelta] = None
     once: Optional[Window] = None
+    lead: timedelta = timedelta(0)
 
     def windows(self, since: datetime, until: datetime) -> list[Window]:
         """Every window that is open at some moment in [since, until), in start order. A
@@ -80,6 +107,12 @@ class Calendar:
                 found.append(window)
             t = start
 
+    def holds(self, since: datetime, until: datetime) -> list[Hold]:
+        """Every hold ([start - lead, end)) that meets [since, until), in start order: a
+        window that opens after `until` but whose warm-up begins before it is among them."""
+        return [Hold(window, self.lead) for window in self.windows(since, until + self.lead)
+                if window.start - self.lead < until]
+
     def runs_into_next(self, since: datetime, horizon: timedelta = HORIZON) -> Optional[tuple[Window, Window]]:
         """The first window that has not ended when the next one starts (recurring only)."""
         found = self.windows(since, since + horizon)
@@ -89,14 +122,14 @@ class Calendar:
         return None
 
     def state(self, now: datetime) -> Optional[Window]:
-        """The window open at `now`, if any (the switches derive everything from this)."""
+        """The window open at `now`, if any."""
         return next((w for w in self.windows(now, now + timedelta(seconds=1)) if w.start <= now < w.end), None)
 
 
 @dataclass(frozen=True)
 class Held:
     """What one reservation holds of its pool, per resource (plain numbers in the pool's
-    units: cores, bytes, devices, nodes)."""
+    units: cores, bytes, devices, nodes), and when (its calendar's holds)."""
 
     name: str
     calendar: Calendar
@@ -106,7 +139,8 @@ class Held:
 @dataclass(frozen=True)
 class Overbooked:
     """Reservations `first` and `second` of one pool together hold more of `resource` than
-    the pool has, first in `window` (the moment `second`'s window opens on `first`'s)."""
+    the pool has, first at `at`: when `second`'s hold of `window` begins (its warm-up, or
+    the window's start without one) while `first` holds."""
 
     first: str
     second: str
@@ -114,83 +148,90 @@ class Overbooked:
     held: float
     capacity: float
     window: Window
+    at: datetime
+
+    @property
+    def in_warm_up(self) -> bool:
+        return self.at < self.window.start
+
+
+def _edges(held: Sequence[Held], since: datetime, until: datetime) -> list[tuple[datetime, int, Held, Hold]]:
+    """Every hold's begin and end in [since, until), in time order; ends sort before begins
+    at the same instant, so back-to-back holds do not meet."""
+    edges: list[tuple[datetime, int, Held, Hold]] = []
+    for item in held:
+        for hold in item.calendar.holds(since, until):
+            edges += [(hold.start, 1, item, hold), (hold.end, 0, item, hold)]
+    edges.sort(key=lambda edge: (edge[0], edge[1], edge[2].name))
+    return edges
 
 
 def overbooked(capacity: Mapping[str, float], held: Sequence[Held], since: datetime,
                horizon: timedelta = HORIZON) -> Optional[Overbooked]:
     """The first moment in [since, since + horizon) at which the reservations of one pool
     together hold more of a resource than `capacity` (the pool's size, less what is
-    otherwise promised, such as its queues' quotas): a sweep over every window's edges, so
-    reservations whose windows never meet may share the same capacity."""
-    until = since + horizon
-    edges: list[tuple[datetime, int, Held, Window]] = []
-    for item in held:
-        for window in item.calendar.windows(since, until):
-            # Ends sort before starts at the same instant: back-to-back windows do not overlap.
-            edges.append((window.start, 1, item, window))
-            edges.append((window.end, 0, item, window))
-    edges.sort(key=lambda edge: (edge[0], edge[1], edge[2].name))
-    open_now: dict[str, tuple[Held, Window]] = {}
-    for _, opening, item, window in edges:
+    otherwise promised, such as its queues' quotas): a sweep over every hold's edges, so
+    reservations whose holds never meet may share the same capacity."""
+    open_now: dict[str, Held] = {}
+    for moment, opening, item, hold in _edges(held, since, since + horizon):
         if not opening:
             open_now.pop(item.name, None)
             continue
-        open_now[item.name] = (item, window)
+        open_now[item.name] = item
         for resource, limit in capacity.items():
-            total = sum(other.amounts.get(resource, 0) for other, _ in open_now.values())
+            total = sum(other.amounts.get(resource, 0) for other in open_now.values())
             if total > limit:
                 others = [name for name in open_now if name != item.name]
                 first = others[0] if others else item.name
-                return Overbooked(first, item.name, resource, total, limit, window)
+                return Overbooked(first, item.name, resource, total, limit, hold.window, moment)
     return None
 
 
 CLOSED, WARM, OPEN = "closed", "warm-up", "open"
 
 
-def phase_at(calendar: Calendar, lead: timedelta, now: datetime) -> tuple[str, Optional[Window]]:
-    """Where `now` falls: in a window's warm-up (`lead` before its start), in the window, or
-    between windows; and that window (None between windows). What the switch does follows
-    from this alone (plan/reservation_switch.py), so any run, on time or late, agrees."""
-    for window in calendar.windows(now, now + lead + timedelta(seconds=1)):
-        if window.start <= now < window.end:
-            return OPEN, window
-        if window.start - lead <= now < window.start:
-            return WARM, window
+def phase_at(calendar: Calendar, now: datetime) -> tuple[str, Optional[Window]]:
+    """Where `now` falls: in a window's warm-up, in the window, or between windows; and that
+    window (None between windows). What the switch does follows from this alone
+    (plan/reservation_switch.py), so any run, on time or late, agrees."""
+    for hold in calendar.holds(now, now + timedelta(seconds=1)):
+        phase = hold.phase(now)
+        if phase is not None:
+            return phase, hold.window
     return CLOSED, None
 
 
-def next_edge(calendar: Calendar, lead: timedelta, now: datetime, starts: bool = True) -> Optional[datetime]:
+def next_edge(calendar: Calendar, now: datetime, starts: bool = True) -> Optional[datetime]:
     """The first moment after `now` at which `phase_at` changes: a warm-up, a start (unless
     `starts` is false: where a start changes nothing) or an end."""
     edges = []
-    for window in calendar.windows(now, now + HORIZON):
-        edges += [window.start - lead, window.end] + ([window.start] if starts else [])
+    for hold in calendar.holds(now, now + HORIZON):
+        edges += [hold.start, hold.end] + ([hold.window.start] if starts else [])
     later = [edge for edge in edges if edge > now]
     return min(later) if later else None
 
 
 def peak(held: Sequence[Held], since: datetime, horizon: timedelta = HORIZON) -> dict[str, float]:
     """The most the reservations hold together at any moment in [since, since + horizon),
-    per resource (a sweep over their windows' edges): what a pool sets aside for them."""
-    edges: list[tuple[datetime, int, Held]] = []
-    for item in held:
-        for window in item.calendar.windows(since, since + horizon):
-            edges += [(window.start, 1, item), (window.end, 0, item)]
-    edges.sort(key=lambda edge: (edge[0], edge[1], edge[2].name))
+    per resource (a sweep over their holds' edges): what a pool sets aside for them."""
     now_held: dict[str, float] = {}
     out: dict[str, float] = {}
-    for _, opening, item in edges:
+    for _, opening, item, _ in _edges(held, since, since + horizon):
         for resource, amount in item.amounts.items():
             now_held[resource] = now_held.get(resource, 0.0) + (amount if opening else -amount)
             out[resource] = max(out.get(resource, 0.0), now_held[resource])
     return out
 
 
+def next_holds(calendar: Calendar, now: datetime, count: int = 3) -> list[Hold]:
+    """The hold under way now (its warm-up or window), if any, and the next ones, `count`
+    in all."""
+    return calendar.holds(now, now + HORIZON)[:count]
+
+
 def next_windows(calendar: Calendar, now: datetime, count: int = 3) -> list[Window]:
-    """The window open now (if any) and the next ones, `count` in all."""
-    found = calendar.windows(now, now + HORIZON)
-    return found[:count]
+    """The windows of `next_holds`: one in its warm-up now is the first."""
+    return [hold.window for hold in next_holds(calendar, now, count)]
 
 
 def describe(window: Window, zone: Optional[str] = None) -> str:
@@ -199,6 +240,13 @@ def describe(window: Window, zone: Optional[str] = None) -> str:
     tz = kcron.zone(zone) if zone else window.start.tzinfo
     start, end = window.start.astimezone(tz), window.end.astimezone(tz)
     return f"{start.isoformat(timespec='minutes')} to {end.isoformat(timespec='minutes')}"
+
+
+def moment(at: datetime, zone: Optional[str], like: datetime) -> str:
+    """One instant as `describe` shows a window's edges (`like`: a one-off window's start,
+    whose offset it takes)."""
+    tz = kcron.zone(zone) if zone else like.tzinfo
+    return at.astimezone(tz).isoformat(timespec="minutes")
 
 
 def utc(moments: Iterable[datetime]) -> list[str]:

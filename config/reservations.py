@@ -10,7 +10,7 @@ switch that opens and closes its windows.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Annotated, ClassVar, Literal, Mapping, Optional, Sequence
 
@@ -108,11 +108,13 @@ class Reservation(Model):
         return self.schedule is not None
 
     def calendar(self) -> calendar.Calendar:
+        """Its windows, each held from its warm-up (`warmUpMinutes` before the start)."""
+        lead = timedelta(minutes=self.warm_up_minutes)
         if self.schedule is not None:
             return calendar.Calendar(schedule=self.schedule, zone=self.time_zone,
-                                     length=calendar.duration(str(self.duration)))
+                                     length=calendar.duration(str(self.duration)), lead=lead)
         assert self.start is not None and self.end is not None
-        return calendar.Calendar(once=calendar.Window(self.start, self.end))
+        return calendar.Calendar(once=calendar.Window(self.start, self.end), lead=lead)
 
     def zone(self) -> Optional[str]:
         """The zone its windows are shown in (a one-off window: its start's own offset)."""
@@ -297,9 +299,11 @@ def _check_overbooking(reservations: Sequence[Reservation], pools: Mapping[str, 
         queues_part = (f", and its queues hold {show(found.resource, queued[found.resource])} of it"
                        if queued.get(found.resource) else "")
         others = f'with reservation "{found.first}" ' if found.first != found.second else ""
+        when = (f"first from {calendar.moment(found.at, second.zone(), found.window.start)}, the warm-up of its window "
+                if found.in_warm_up else "first in the window ")
         problems.add(f"{base}[{found.second}]",
                      f"{others}it holds {show(found.resource, Decimal(str(found.held)))} of pool {pool_name} at once"
-                     f"{queues_part}: more than its {show(found.resource, capacity[found.resource])}, first in the window "
+                     f"{queues_part}: more than its {show(found.resource, capacity[found.resource])}, {when}"
                      f"{calendar.describe(found.window, second.zone())}")
 
 

@@ -209,8 +209,7 @@ def reservation_facts(cfg: PlatformConfig, item: Reservation, now: datetime) -> 
     """A reservation (docs/reservations.md): what it holds, who may use it, its state now
     and next windows (in its zone), and which queues borrow it between windows."""
     pool = cfg.pool(item.pool)
-    lead = timedelta(minutes=item.warm_up_minutes)
-    phase, window = calendar.phase_at(item.calendar(), lead, now)
+    phase, window = calendar.phase_at(item.calendar(), now)
     zone = item.zone()
     cohort, users = lending_cohort(item.pool, cfg.queues)
     return {
@@ -236,14 +235,13 @@ def entry_reservation(cfg: PlatformConfig, plan: WorkloadPlan, now: datetime) ->
     item = next((r for r in cfg.reservations if r.name == plan.entry.reservation), None)
     if item is None:
         return None
-    lead = timedelta(minutes=item.warm_up_minutes)
-    phase, window = calendar.phase_at(item.calendar(), lead, now)
+    phase, window = calendar.phase_at(item.calendar(), now)
     if window is not None:
         runs = f"now (window {calendar.describe(window, item.zone())})"
     else:
-        upcoming = calendar.next_windows(item.calendar(), now, 1)
-        runs = (f"from {(upcoming[0].start - lead).astimezone(upcoming[0].start.tzinfo).isoformat(timespec='minutes')}"
-                f" (warm-up of the window {calendar.describe(upcoming[0], item.zone())})" if upcoming
+        upcoming = calendar.next_holds(item.calendar(), now, 1)
+        runs = (f"from {calendar.moment(upcoming[0].start, item.zone(), upcoming[0].window.start)}"
+                f" (warm-up of the window {calendar.describe(upcoming[0].window, item.zone())})" if upcoming
                 else "never: its last window is over")
     return {"name": item.name, "stateNow": phase, "canRun": runs, "atEnd": item.at_end}
 

@@ -102,9 +102,7 @@ def bands(cfg: PlatformConfig, start: datetime, end: datetime) -> dict[str, list
     [start, end), warm-ups included."""
     out: dict[str, list[Band]] = {}
     for item in cfg.reservations:
-        lead = timedelta(minutes=item.warm_up_minutes)
-        found = [Band(item.name, w.start - lead, w) for w in item.calendar().windows(start, end + lead)
-                 if w.start - lead < end]
+        found = [Band(item.name, hold.start, hold.window) for hold in item.calendar().holds(start, end)]
         out.setdefault(item.pool, []).extend(found)
     return out
 

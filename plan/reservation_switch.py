@@ -94,11 +94,12 @@ def job_path(namespace: str, name: str = "") -> str:
 
 
 def reservation_calendar(spec: dict) -> calendar.Calendar:
-    cal = spec["calendar"]
+    cal, lead = spec["calendar"], timedelta(seconds=spec["leadSeconds"])
     if "schedule" in cal:
-        return calendar.Calendar(schedule=cal["schedule"], zone=cal["zone"], length=timedelta(seconds=cal["seconds"]))
+        return calendar.Calendar(schedule=cal["schedule"], zone=cal["zone"], length=timedelta(seconds=cal["seconds"]),
+                                 lead=lead)
     return calendar.Calendar(once=calendar.Window(datetime.fromisoformat(cal["start"]),
-                                                  datetime.fromisoformat(cal["end"])))
+                                                  datetime.fromisoformat(cal["end"])), lead=lead)
 
 
 def edge_schedule(moment: datetime) -> str:
@@ -189,11 +190,10 @@ def switch(api: Api, spec: dict, now: datetime, sleep: Callable[[float], None] =
     started early by the node's clock, or two edges a minute apart) is waited for here:
     the CronJob fires on minutes, and its next fire must be a later one."""
     cal = reservation_calendar(spec)
-    lead = timedelta(seconds=spec["leadSeconds"])
     while True:
-        done = apply_phase(api, spec, cal, lead, now, sleep, clock)
+        done = apply_phase(api, spec, cal, now, sleep, clock)
         current = datetime.fromtimestamp(clock(), timezone.utc)
-        upcoming = calendar.next_edge(cal, lead, current, starts=False)
+        upcoming = calendar.next_edge(cal, current, starts=False)
         if upcoming is None or upcoming - current >= timedelta(seconds=EDGE_WAIT_SECONDS):
             break
         sleep((upcoming - current).total_seconds() + 1)
@@ -216,9 +216,9 @@ def switch(api: Api, spec: dict, now: datetime, sleep: Callable[[float], None] =
     return done
 
 
-def apply_phase(api: Api, spec: dict, cal: calendar.Calendar, lead: timedelta, now: datetime,
+def apply_phase(api: Api, spec: dict, cal: calendar.Calendar, now: datetime,
                 sleep: Callable[[float], None], clock: Callable[[], float]) -> dict[str, Any]:
-    phase, window = calendar.phase_at(cal, lead, now)
+    phase, window = calendar.phase_at(cal, now)
     queues = local_queues(api, spec)
     done: dict[str, Any] = {"phase": phase, "window": None if window is None else
                             [window.start.isoformat(), window.end.isoformat()],

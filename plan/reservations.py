@@ -450,7 +450,7 @@ def entry_objects(cfg: PlatformConfig, plan: ReservationPlan, entry: EntryQueue,
     with its reservation so the switch finds it, and naming the entry's own queue where the
     end of a window requeues its Jobs."""
     item = plan.reservation
-    phase, _ = calendar.phase_at(item.calendar(), timedelta(minutes=item.warm_up_minutes), now)
+    phase, _ = calendar.phase_at(item.calendar(), now)
     closed = "HoldAndDrain" if item.at_end == "requeue" else "Hold"
     metadata = _metadata(cfg, item, names.RESERVATION_LOCAL_QUEUE, entry.namespace)
     if entry.own_queue is not None:

@@ -14,8 +14,8 @@ UTC = timezone.utc
 SINCE = datetime(2026, 3, 20, tzinfo=UTC)
 
 
-def course(schedule: str = "0 9 * * 2", length: str = "3h") -> Calendar:
-    return Calendar(schedule=schedule, zone="Europe/Paris", length=duration(length))
+def course(schedule: str = "0 9 * * 2", length: str = "3h", lead: int = 0, zone: str = "Europe/Paris") -> Calendar:
+    return Calendar(schedule=schedule, zone=zone, length=duration(length), lead=timedelta(minutes=lead))
 
 
 def test_a_weekly_window_follows_its_zone_across_the_clock_change():
@@ -78,17 +78,18 @@ def test_reservations_that_meet_on_a_pool_overbook_it_back_to_back_ones_do_not()
 
 def test_the_phase_follows_warm_up_window_and_end_and_the_next_edge_is_the_next_change():
     lead = timedelta(minutes=30)
+    warm = course(lead=30)
     start, end = datetime(2026, 3, 24, 8, 0, tzinfo=UTC), datetime(2026, 3, 24, 11, 0, tzinfo=UTC)
     cases = [(start - lead - timedelta(seconds=1), CLOSED, start - lead), (start - lead, WARM, start),
              (start - timedelta(seconds=1), WARM, start), (start, OPEN, end), (end - timedelta(seconds=1), OPEN, end),
              (end, CLOSED, datetime(2026, 3, 31, 7, 0, tzinfo=UTC) - lead)]
     for now, phase, edge in cases:
-        found, window = phase_at(course(), lead, now)
+        found, window = phase_at(warm, now)
         assert found == phase, now
         assert (window is None) == (phase == CLOSED)
-        assert next_edge(course(), lead, now) == edge, now
+        assert next_edge(warm, now) == edge, now
     # Where a start changes nothing (the switch), the next edge after the warm-up is the end.
-    assert next_edge(course(), lead, start - lead, starts=False) == end
+    assert next_edge(warm, start - lead, starts=False) == end
 
 
 def test_a_duration_is_elapsed_time_across_a_clock_change():
@@ -106,3 +107,82 @@ def test_the_peak_is_what_is_held_at_once_not_the_sum():
     over = Held("over", Calendar(once=Window(datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC))),
                 {"gpus": 64})
     assert peak([over], SINCE) == {}  # ended before the sweep begins: holds nothing
+
+
+# One definition of when a reservation holds its capacity, [start - lead, end) (issue 57):
+# the sweep, the peak and the phase all read Calendar.holds.
+
+def test_a_warm_up_holds_the_capacity_so_back_to_back_windows_meet_in_it():
+    """course holds the pool 09:00-12:00; lab holds it 12:00-14:00 with an hour's warm-up:
+    from 11:00 both hold it."""
+    course_held = Held("course", course(), {"gpus": 32})
+    lab = Held("lab", course("0 12 * * 2", "2h", lead=60), {"gpus": 32})
+    found = overbooked({"gpus": 32}, [course_held, lab], SINCE)
+    assert (found.first, found.second, found.held) == ("course", "lab", 64)
+    assert found.at == datetime(2026, 3, 24, 10, 0, tzinfo=UTC)  # 11:00 in Paris, CET
+    assert found.window.start == datetime(2026, 3, 24, 11, 0, tzinfo=UTC) and found.in_warm_up
+    assert peak([course_held, lab], SINCE) == {"gpus": 64}
+    # Without the warm-up they only touch: the same 32 GPUs serve both.
+    lab_cold = Held("lab", course("0 12 * * 2", "2h"), {"gpus": 32})
+    assert overbooked({"gpus": 32}, [course_held, lab_cold], SINCE) is None
+    assert peak([course_held, lab_cold], SINCE) == {"gpus": 32}
+    # A warm-up that ends where the other's window begins does not meet it either.
+    early = Held("early", course("0 7 * * 2", "1h", lead=60), {"gpus": 32})
+    assert overbooked({"gpus": 32}, [early, course_held], SINCE) is None
+
+
+def test_the_phase_of_back_to_back_windows_with_a_warm_up():
+    lab = course("0 12 * * 2", "2h", lead=60)
+    assert phase_at(lab, datetime(2026, 3, 24, 9, 59, tzinfo=UTC))[0] == CLOSED
+    assert phase_at(lab, datetime(2026, 3, 24, 10, 0, tzinfo=UTC))[0] == WARM  # 11:00 Paris
+    assert phase_at(lab, datetime(2026, 3, 24, 11, 0, tzinfo=UTC))[0] == OPEN
+
+
+def test_a_new_york_and_a_paris_reservation_meet_only_between_the_two_clock_changes():
+    """Paris 15:00-16:00 every day; New York 11:00-12:00 with a half-hour warm-up (held
+    from 10:30). In winter New York's hold begins at 15:30 UTC, in summer at 14:30 UTC:
+    both after Paris's window ends (15:00, 14:00 UTC). In the weeks when the US has changed
+    its clocks and Europe has not (14 to 27 March 2027, 31 October to 6 November 2027), it
+    begins at 14:30 UTC, inside Paris's window."""
+    paris = Held("paris", course("0 15 * * *", "1h"), {"gpus": 8})
+    new_york = Held("new-york", course("0 11 * * *", "1h", lead=30, zone="America/New_York"), {"gpus": 8})
+    since = datetime(2027, 1, 1, tzinfo=UTC)
+    found = overbooked({"gpus": 8}, [paris, new_york], since)
+    assert (found.first, found.second) == ("paris", "new-york")
+    assert found.at == datetime(2027, 3, 14, 14, 30, tzinfo=UTC) and found.in_warm_up
+    # From the day Europe changes too they are apart again; the autumn gap is the next meeting.
+    found = overbooked({"gpus": 8}, [paris, new_york], datetime(2027, 3, 28, tzinfo=UTC))
+    assert found.at == datetime(2027, 10, 31, 14, 30, tzinfo=UTC)
+    assert overbooked({"gpus": 8}, [paris, new_york], datetime(2027, 11, 7, 12, tzinfo=UTC),
+                      timedelta(days=120)) is None
+    # Without New York's warm-up they never meet, in any week: in the gap they touch.
+    cold = Held("new-york", course("0 11 * * *", "1h", zone="America/New_York"), {"gpus": 8})
+    assert overbooked({"gpus": 8}, [paris, cold], since) is None
+
+
+def one_off(day: datetime, hour: int, hours: int, lead: int = 0) -> Calendar:
+    start = day + timedelta(hours=hour)
+    return Calendar(once=Window(start, start + timedelta(hours=hours)), lead=timedelta(minutes=lead))
+
+
+@pytest.mark.parametrize("days, meets", [(360, True), (365, True), (370, False)])
+def test_the_sweep_looks_366_days_ahead_warm_ups_included(days, meets):
+    day = SINCE + timedelta(days=days)
+    first = Held("first", one_off(day, 10, 2), {"gpus": 8})
+    second = Held("second", one_off(day, 12, 2, lead=60), {"gpus": 8})
+    found = overbooked({"gpus": 8}, [first, second], SINCE)
+    assert (found is not None) == meets
+    if meets:
+        assert found.at == day + timedelta(hours=11)
+
+
+def test_a_window_beyond_the_horizon_whose_warm_up_begins_inside_it_is_held_there():
+    """The horizon ends at 00:30 on day 366; the second window opens at 01:00, its warm-up
+    at 00:00: the half hour between is swept."""
+    edge = SINCE + timedelta(days=366)
+    first = Held("first", Calendar(once=Window(edge - timedelta(hours=1), edge + timedelta(hours=2))), {"gpus": 8})
+    second = Held("second", Calendar(once=Window(edge + timedelta(minutes=60), edge + timedelta(hours=3)),
+                                     lead=timedelta(minutes=60)), {"gpus": 8})
+    found = overbooked({"gpus": 8}, [first, second], SINCE, timedelta(days=366, minutes=30))
+    assert found is not None and found.at == edge
+    assert overbooked({"gpus": 8}, [first, second], SINCE, timedelta(days=366)) is None

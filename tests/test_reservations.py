@@ -328,6 +328,59 @@ def test_a_one_off_window_already_over_is_a_warning_with_its_date(tmp_path, caps
     assert "warning: kns:reservations[past]: its window ended on 2025-06-02; it holds nothing" in out
 
 
+# ---- when a reservation holds: from its warm-up to its window's end (issue 57) -------------
+
+def back_to_back(gpus: int) -> dict[str, Any]:
+    """A pool of `gpus` GPUs; course holds 32 on Tuesdays 09:00-12:00 in Paris, lab holds 32
+    from 12:00 to 14:00 with an hour's warm-up: both hold from 11:00."""
+    return {
+        "cluster": {"name": "kns-test", "renderDir": "out"},
+        "nodePools": [{"name": "a100", "role": "gpu", "nodes": [f"g{i}" for i in range(gpus // 8)],
+                       "gpu": {"vendor": "nvidia", "perNode": 8}}],
+        "queueing": {"enabled": True, "install": False},
+        "reservations": [
+            {"name": "course", "pool": "a100", "resources": {"gpus": 32}, "schedule": "0 9 * * 2",
+             "timeZone": "Europe/Paris", "duration": "3h"},
+            {"name": "lab", "pool": "a100", "resources": {"gpus": 32}, "schedule": "0 12 * * 2",
+             "timeZone": "Europe/Paris", "duration": "2h", "warmUpMinutes": 60}],
+        "jobs": [gpu_job("plain")],
+    }
+
+
+def test_a_warm_up_that_reaches_into_anothers_window_overbooks_the_pool(tmp_path, capsys):
+    program = program_text(back_to_back(32))
+    assert program == validate_text(tmp_path, back_to_back(32), capsys)
+    (line,) = [line for line in program.splitlines() if line.startswith("  - ")]
+    # The first Tuesday whose windows have not ended (today's, until 14:00 in Paris).
+    day = next(t for t in (tuesday_in_paris(14) + timedelta(days=7 * k) for k in range(-2, 1))
+               if t > datetime.now(timezone.utc)).date()
+    offset = tuesday_in_paris(11).isoformat()[-6:]
+    assert line == (f'  - kns:reservations[lab]: with reservation "course" it holds 64 GPUs of pool a100 at once: more '
+                    f"than its 32 GPUs, first from {day}T11:00{offset}, the warm-up of its window {day}T12:00{offset} "
+                    f"to {day}T14:00{offset}")
+    # Without the warm-up the two windows only touch: the same 32 GPUs serve both.
+    cold = back_to_back(32)
+    del cold["reservations"][1]["warmUpMinutes"]
+    run_program(cold)
+
+
+def test_the_cohort_sets_aside_what_back_to_back_windows_hold_in_the_warm_up():
+    (cohort,) = [r.inputs for r in run_program(back_to_back(64)).of_type(COHORT)]
+    quota = {r["name"]: r["nominalQuota"] for r in cohort["spec"]["resourceGroups"][0]["flavors"][0]["resources"]}
+    assert quota == {"nvidia.com/gpu": "64"}
+
+
+def test_explain_and_the_timeline_say_a_warm_up_holds(tmp_path):
+    from kns_cli import explain, timeline
+    cfg, plans = offline(tmp_path, back_to_back(64))
+    found = {r["name"]: r["stateNow"] for r in explain.explain(cfg, plans, now=tuesday_in_paris(11, 30))["reservations"]}
+    assert found == {"course": "open", "lab": "warm-up"}
+    svg = timeline.render(cfg, plans, tuesday_in_paris(6), 12)
+    warm = tuesday_in_paris(11).astimezone(timezone.utc)
+    band = svg[svg.index('class="reservation-warmup" data-reservation="lab"'):]
+    assert f"warm-up from {timeline.utc_label(warm)}" in band[:band.index("</rect>")]
+
+
 # ---- what ./kns explain, ./kns timeline and ./kns queues say -------------------------------
 
 
