@@ -16,7 +16,6 @@ import signal
 if "PULUMI_CONFIG" in os.environ:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-from datetime import datetime, timezone  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any
 
@@ -32,7 +31,7 @@ from components.sdk_messages import debug_messages_on_request
 from components.source_positions import innermost_frame_only
 from components.worker import KnsWorker, KnsWorkerArgs
 from components.workload import KnsWorkload, KnsWorkloadArgs, RemoteSide
-from config import fingerprint, source
+from config import clock, fingerprint, source
 from config.errors import ConfigError
 from config.loader import check_stack_config
 from config.models import Cluster
@@ -55,10 +54,12 @@ def engine_config() -> tuple[dict[str, Any], set[str]]:
 # (`./kns` and `make` run an entry stack with --config-file Pulumi.<stack>.yaml).
 this = stacks.role(pulumi.get_stack())
 raw, secret_keys = source.kns_config(*engine_config())
+# The one instant this run computes at (config/clock.py).
+now = clock.now()
 try:
     stack_file = source.read_stack_file(PROJECT_DIR, this.base)
     checked = check_stack_config(raw, stack_file, project_dir=PROJECT_DIR,
-                                 stack=this.base, secret_keys=secret_keys)
+                                 stack=this.base, secret_keys=secret_keys, now=now)
     entry_stacks = checked.config.state.entry_stacks if checked.config.state else None
     stacks.check_role(this, entry_stacks)
     program = fingerprint.program_digest(PROJECT_DIR)
@@ -133,7 +134,7 @@ if this.index is None:
         *multikueue.connection_objects(cfg), depends_on=[kueue] if kueue else []), on_cluster)] if site else []
     queue_dependencies = register_queues(manager, kueue, connection, on_cluster)
     # A pool's reserved capacity from now on (plan/reservations.py pool_cohorts).
-    cohorts = reservations.pool_cohorts(cfg, datetime.now(timezone.utc))
+    cohorts = reservations.pool_cohorts(cfg, now)
     pools_set_aside = [ReservedPool(cohort["metadata"]["name"], cohort, queue_dependencies, on_cluster)
                        for cohort in cohorts]
     for name, planned in reserved.items():
@@ -152,11 +153,11 @@ for plan in registered:
     if plan.entry.reservation is not None:
         planned = reserved[plan.entry.reservation]
         reserved_objects = reservations.entry_objects(cfg, planned, next(
-            e for e in planned.entries if e.entry == plan.entry.name), datetime.now(timezone.utc))
+            e for e in planned.entries if e.entry == plan.entry.name), now)
     KnsWorkload(plan.entry.name, KnsWorkloadArgs(plan, local_queue, queue_dependencies, remote, reserved_objects),
                 on_cluster)
 
-outputs = stack_outputs(cfg, held)
+outputs = stack_outputs(cfg, held, now)
 if this.index is None:
     for key, value in outputs.items():
         pulumi.export(key, value)

@@ -13,7 +13,7 @@ import pulumi
 from pulumi_kubernetes import _utilities
 
 from plan.inventory import RESERVATION_TYPE as TYPE, RESERVED_POOL_TYPE as POOL_TYPE
-from plan.reservations import REPLACED, SWITCHED, child_name, type_token
+from plan.reservations import REPLACED, child_name, switched_fields, type_token
 
 
 def register(prefix: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
@@ -21,7 +21,7 @@ def register(prefix: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions
     return pulumi.CustomResource(type_token(manifest), child_name(prefix, manifest), dict(manifest),
                                  pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
                                      version=_utilities.get_version(),
-                                     ignore_changes=SWITCHED.get(manifest["kind"], []),
+                                     ignore_changes=switched_fields(manifest),
                                      # A new switch starts over (plan/reservations.py, BOOTSTRAP).
                                      replace_on_changes=REPLACED.get(manifest["kind"], []),
                                      delete_before_replace=manifest["kind"] in REPLACED)))

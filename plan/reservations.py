@@ -60,6 +60,18 @@ CODE_DIR = "/kns"
 # The fields the switch owns, per kind (docs/reservations.md, "Why pulumi up leaves a window alone").
 SWITCHED = {"LocalQueue": ["spec.stopPolicy"], "CronJob": ["spec.schedule", "spec.suspend"]}
 REPLACED = {"CronJob": ["spec.jobTemplate"]}
+
+
+def switched_fields(manifest: dict[str, Any]) -> list[str]:
+    """The fields of one reservation object the switch writes (for `ignore_changes`): the
+    entries' LocalQueues `kns-res` and the switch's CronJob; none of the holder's queue or
+    of any other object, which `pulumi up` keeps as the program says."""
+    kind, name = manifest["kind"], manifest["metadata"]["name"]
+    if kind == "LocalQueue" and name != names.RESERVATION_LOCAL_QUEUE:
+        return []
+    return list(SWITCHED.get(kind, []))
+
+
 BOOTSTRAP = "* * * * *"
 # What a reservation does not hold but its entries ask for is bounded by its nodes, not by
 # Kueue: a quota no pool reaches, never lent.

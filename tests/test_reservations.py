@@ -72,6 +72,30 @@ def run():
     return run_program(CONFIG)
 
 
+def test_the_switched_fields_are_registered_ignored_and_nothing_else_is(monkeypatch):
+    """What keeps `pulumi up` from undoing a window (docs/reservations.md, "Why pulumi up
+    leaves a window alone"): the registration options the engine gets for the switch's
+    CronJob and for every reservation LocalQueue of an entry, held exactly, so a field
+    dropped from ignoreChanges (or one more ignored) fails here."""
+    from kns_testing.program import registration_requests
+    registered = registration_requests(monkeypatch)
+    run_program(CONFIG)
+    options = {}
+    for (type_, name), request in registered.items():
+        if type_ in (CRON, LQ):
+            options[(type_, name)] = (tuple(sorted(request.ignoreChanges)), tuple(sorted(request.replaceOnChanges)),
+                                      request.deleteBeforeReplace)
+    switches = {k: v for k, v in options.items() if k[0] == CRON}
+    assert len(switches) == 3  # course, challenge, maint
+    assert set(switches.values()) == {(("spec.schedule", "spec.suspend"), ("spec.jobTemplate",), True)}
+    entry_queues = {k: v for k, v in options.items() if k[0] == LQ and k[1].endswith("-localqueue-kns-res")}
+    assert len(entry_queues) == 2  # lab's (course) and train's (challenge)
+    assert set(entry_queues.values()) == {(("spec.stopPolicy",), (), False)}
+    # The holders' queues and the entries' own queues are the program's alone.
+    others = [v for k, v in options.items() if k[0] == LQ and k not in entry_queues]
+    assert len(others) >= 5 and set(others) == {((), (), False)}
+
+
 def test_the_reservations_objects_are_what_the_api_server_accepts(run):
     assert apiserver.problems(run.resources) == []
 
