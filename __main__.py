@@ -31,7 +31,7 @@ from components.sdk_messages import debug_messages_on_request
 from components.source_positions import innermost_frame_only
 from components.worker import KnsWorker, KnsWorkerArgs
 from components.workload import KnsWorkload, KnsWorkloadArgs, RemoteSide
-from config import clock, fingerprint, source
+from config import clock, fingerprint, kubeconfig, source
 from config.errors import ConfigError
 from config.loader import check_stack_config
 from config.models import Cluster
@@ -158,6 +158,8 @@ for plan in registered:
                 on_cluster)
 
 outputs = stack_outputs(cfg, held, now)
+# The kubeconfig files this stack's providers read: in its digests (plan/digests.py).
+reads = kubeconfig.read_digests(cfg.cluster, cfg.workers, PROJECT_DIR, os.environ)
 if this.index is None:
     for key, value in outputs.items():
         pulumi.export(key, value)
@@ -168,13 +170,13 @@ if this.index is None:
         pulumi.export(digests.CHECKED_OUTPUT, checked_now)
         settings = os.environ.get(digests.SETTINGS_ENV, "")
         pulumi.export(digests.DIGESTS_OUTPUT, digests.entry_stack_digests(
-            plans, this.base, entry_stacks, stack_file.config or {}, program, settings))
+            plans, this.base, entry_stacks, stack_file.config or {}, program, settings, reads))
         # What the next full run compares before it starts this stack's engine (plan/digests.py).
         pulumi.export(digests.PLATFORM_OUTPUT, digests.platform_stack_digest(
-            stack_file.config or {}, program, list(reserved.values()), cohorts, settings))
+            stack_file.config or {}, program, list(reserved.values()), cohorts, settings, reads))
 else:
     for key in ENTRY_OUTPUTS:
         pulumi.export(key, outputs[key])
     if len(registered) == len(held):  # a targeted run (./kns up ENTRY...) registers fewer
         pulumi.export(digests.ENTRY_STACK_OUTPUT, digests.entry_stack_digest(
-            held, stack_file.config or {}, program, os.environ.get(digests.SETTINGS_ENV, "")))
+            held, stack_file.config or {}, program, os.environ.get(digests.SETTINGS_ENV, ""), reads))

@@ -7,9 +7,10 @@ explicit `context`, or else the current context of the kubeconfig the provider w
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from . import yamldoc
 from .multikueue import context_server
@@ -76,6 +77,31 @@ def _documents(kubeconfig: Optional[str], project_dir: Path, environ: Mapping[st
         path = Path(candidate)
         if path.is_file():
             yield _read(path), str(path)
+
+
+def read_digests(cluster: Any, workers: Iterable[Any], project_dir: Path,
+                 environ: Mapping[str, str]) -> dict[str, str]:
+    """Per cluster the program reaches (`cluster`, `worker:<name>`), SHA-256 of every
+    kubeconfig document its provider would read, where and what: what the stack's objects
+    depend on outside the stack file (the server a worker's MultiKueue Secret names, the
+    cluster a file now points at), for the digests that let `make up` skip a stack. A
+    render-only cluster reads none, and inline kubeconfig text is in the stack file already
+    (as its ciphertext). A digest of files, never their text: they hold credentials."""
+    out: dict[str, str] = {}
+    reached = [("cluster", cluster.kubeconfig)] if not cluster.render_dir else []
+    reached += [(f"worker:{worker.name}", worker.kubeconfig) for worker in workers]
+    for name, kubeconfig in reached:
+        if kubeconfig and is_inline(kubeconfig):
+            continue
+        digest = hashlib.sha256()
+        try:
+            for text, where in _documents(kubeconfig, project_dir, environ):
+                digest.update(where.encode() + b"\0" + hashlib.sha256(
+                    text.encode() if isinstance(text, str) else text).digest())
+        except KubeconfigError as error:  # the checks say so; here it only has to differ
+            digest.update(str(error).encode())
+        out[name] = digest.hexdigest()
+    return out
 
 
 def _read(path: Path) -> bytes:

@@ -45,7 +45,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from config import fingerprint
+from config import fingerprint, kubeconfig
 from config.errors import ConfigError
 from config.rules import ENTRY_STACK_NAME
 from plan import digests, reservations, stacks
@@ -146,9 +146,10 @@ def offline_digests(cwd: Path, base: str, entry_stacks: int, env: Mapping[str, s
     program = fingerprint.program_digest(cwd)
     planned = reservations.plan_reservations(checked.config, plans)
     cohorts = reservations.pool_cohorts(checked.config, datetime.now(timezone.utc))
+    reads = kubeconfig.read_digests(checked.config.cluster, checked.config.workers, cwd, env)
     return Offline(digests.checked_digest(config, checked.config.workloads, program),
-                   digests.entry_stack_digests(plans, base, entry_stacks, config, program, settings),
-                   digests.platform_stack_digest(config, program, planned, cohorts, settings))
+                   digests.entry_stack_digests(plans, base, entry_stacks, config, program, settings, reads),
+                   digests.platform_stack_digest(config, program, planned, cohorts, settings, reads))
 
 
 def run_settings(pulumi_args: Sequence[str], cwd: Path) -> str:

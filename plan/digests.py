@@ -81,35 +81,41 @@ def plan_view(plan: WorkloadPlan) -> dict[str, Any]:
 
 
 def entry_stack_digest(plans: Iterable[WorkloadPlan], stack_config: Mapping[str, Any], program: str,
-                       settings: str = "") -> str:
-    """What the entry stack holding `plans` registers, with what it depends on."""
+                       settings: str = "", reads: Mapping[str, str] = {}) -> str:
+    """What the entry stack holding `plans` registers, with what it depends on (`reads`:
+    the kubeconfig files its providers read, config/kubeconfig.py read_digests)."""
     shared = {**fingerprint.shared_digests(stack_config),
               **{key: _sha(fingerprint.canonical(stack_config.get(key))) for key in ENTRY_SECTIONS}}
     entries = {plan.entry.name: _sha(fingerprint.canonical(plan_view(plan))) for plan in plans}
     return _sha(fingerprint.canonical({"shared": shared, "program": program, "entries": entries,
-                                       **({"settings": settings} if settings else {})}))
+                                       **({"settings": settings} if settings else {}),
+                                       **({"reads": dict(reads)} if reads else {})}))
 
 
 def entry_stack_digests(plans: Iterable[WorkloadPlan], base: str, entry_stacks: Optional[int],
-                        stack_config: Mapping[str, Any], program: str, settings: str = "") -> dict[str, str]:
+                        stack_config: Mapping[str, Any], program: str, settings: str = "",
+                        reads: Mapping[str, str] = {}) -> dict[str, str]:
     """`entryStackDigests`: every entry stack's digest (an empty one too)."""
     if entry_stacks is None:
         return {}
     held = stacks.group((p.entry.name for p in plans), base, entry_stacks)
     by_name = {p.entry.name: p for p in plans}
-    return {stack: entry_stack_digest([by_name[n] for n in held.get(stack, [])], stack_config, program, settings)
+    return {stack: entry_stack_digest([by_name[n] for n in held.get(stack, [])], stack_config, program, settings,
+                                      reads)
             for stack in stacks.stacks(base, entry_stacks)[1:]}
 
 
 def platform_stack_digest(stack_config: Mapping[str, Any], program: str, reservation_objects: Any,
-                          pool_cohorts: Any, settings: str = "") -> str:
+                          pool_cohorts: Any, settings: str = "", reads: Mapping[str, str] = {}) -> str:
     """What the platform stack of a stack with entry stacks registers: every section of
     the stack file but the entries, what the reservations and the pools they hold part of
-    are planned to be now (plan/reservations.py), the program and the run's settings."""
+    are planned to be now (plan/reservations.py), the program, the run's settings and the
+    kubeconfig files its providers read (`reads`)."""
     sections = {key: value for key, value in stack_config.items() if key not in ENTRY_KEYS}
     return _sha(fingerprint.canonical({"config": sections, "program": program,
                                        "reservations": _plain(reservation_objects), "cohorts": _plain(pool_cohorts),
-                                       **({"settings": settings} if settings else {})}))
+                                       **({"settings": settings} if settings else {}),
+                                       **({"reads": dict(reads)} if reads else {})}))
 
 
 def checked_digest(stack_config: Mapping[str, Any], entries: Iterable[Any], program: str) -> str:
