@@ -120,7 +120,7 @@ def start_facts(check: Optional[StartCheck]) -> Optional[dict[str, Any]]:
         return None
     return {"guaranteed": check.guaranteed, "priority": check.priority, "value": check.value,
             "prioritySource": check.source, "preempts": check.preempts, "reasons": check.why(),
-            "lateRuns": sorted(start.isoformat() for start in check.late)}
+            "lateRuns": sorted(start.isoformat() for start in check.late), "reservation": check.reservation}
 
 
 def entry_facts(cfg: PlatformConfig, plan: WorkloadPlan, now: Optional[datetime] = None,
@@ -356,7 +356,10 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
         field_rows.append(["priority", priority["name"] + value])
     start = facts["start"]
     if start is not None:
-        if start["guaranteed"]:
+        if start["guaranteed"] and start.get("reservation"):
+            field_rows.append(["start", f"guaranteed: reservation {start['reservation']} holds its capacity through "
+                                        f"every warm-up of the next {HORIZON.days} days, and it can preempt the holder"])
+        elif start["guaranteed"]:
             how = ("it can preempt lower-priority work" if start["preempts"]
                    else "no lower-priority work uses its queue")
             field_rows.append(["start", f"guaranteed: its queue holds it at every warm-up of the next "

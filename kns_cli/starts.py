@@ -61,6 +61,8 @@ class StartCheck:
     preempts: bool
     reasons: list[str] = field(default_factory=list)
     late: dict[datetime, str] = field(default_factory=dict)
+    # A schedule on a reservation: what admits its Jobs is the reservation, in its holds.
+    reservation: Optional[str] = None
 
     @property
     def guaranteed(self) -> bool:
@@ -90,6 +92,58 @@ def prescaled_on_queue(plan: WorkloadPlan) -> bool:
     entry = plan.entry
     return isinstance(entry, Schedule) and plan.primers is not None and entry.queue is not None \
         and entry.reservation is None and plan.pod_spec is not None
+
+
+def prescaled_on_reservation(plan: WorkloadPlan) -> bool:
+    entry = plan.entry
+    return isinstance(entry, Schedule) and plan.primers is not None and entry.reservation is not None \
+        and plan.pod_spec is not None
+
+
+def _reserved_starts(cfg: PlatformConfig, plan: WorkloadPlan, plans: list[WorkloadPlan], values: dict[str, int],
+                     begin: datetime, end: datetime) -> Optional[StartCheck]:
+    """A prescaled schedule on a reservation (docs/reservations.md): a run starts on time
+    when the reservation holds its capacity for the whole warm-up, from the primer to the
+    start (each hold is `[start - warmUpMinutes, end)` of a window, config/calendar.py),
+    and nothing of the same or a higher priority may hold it then: no other entry of the
+    reservation that may run at any time, and no other prescaled schedule of it whose
+    warm-up meets this one's asking, with it, more than the reservation holds."""
+    from config.reservations import holdings
+    entry = plan.entry
+    item = next((r for r in cfg.reservations if r.name == entry.reservation), None)
+    if item is None:
+        return None
+    value = values[entry.name]
+    check = StartCheck(entry.name, f"kns-res-{item.name}", item.pool, entry.priority, value,
+                       cfg.priority_sources.get(entry.name), True, reservation=item.name)
+    timed = {p.entry.name: p for p in plans if prescaled_on_reservation(p) and p.entry.reservation == item.name
+             and p.entry.name != entry.name and values[p.entry.name] >= value}
+    rivals = [other.name for other in cfg.workloads if other.name != entry.name and other.reservation == item.name
+              and other.type == "pod" and values[other.name] >= value and other.name not in timed]
+    if rivals:
+        names = ", ".join(rivals[:3]) + (f" and {len(rivals) - 3} more" if len(rivals) > 3 else "")
+        check.reasons.append(f'{len(rivals)} other entr{"y" if len(rivals) == 1 else "ies"} of the same or a higher '
+                             f'priority use reservation "{item.name}" ({names}) and may hold it at any time')
+    holds = item.calendar().holds(begin, end + timedelta(days=1))
+    held = holdings(item, cfg.pool(item.pool))
+    mine = queues.workload_requests(plan)
+    theirs = [(name, w) for name, other in timed.items() for w in _windows(other, begin, end)]
+    asks = {name: queues.workload_requests(other) for name, other in timed.items()}
+    for window in _windows(plan, begin, end):
+        if not any(hold.start <= window.begin and window.start < hold.end for hold in holds):
+            check.late[window.start] = (f"its warm-up from {_utc(window.begin)} is not inside a hold of reservation "
+                                        f'"{item.name}" (each window from its warm-up to its end): its Job waits '
+                                        "for the next")
+            continue
+        meeting = sorted({name for name, w in theirs if w.begin < window.end and window.begin < w.end})
+        for resource, amount in held.items():
+            total = mine.get(resource, Decimal(0)) + sum((asks[n].get(resource, Decimal(0)) for n in meeting),
+                                                          Decimal(0))
+            if total > amount:
+                check.late[window.start] = (f"with {', '.join(meeting)} it asks more of reservation \"{item.name}\" "
+                                            f"than it holds at {_utc(window.begin)}")
+                break
+    return check
 
 
 def _pool(plan: WorkloadPlan, queue: Queue) -> Optional[str]:
@@ -132,6 +186,11 @@ def check_starts(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[d
     pools = {name: _pool(by_name[name], queue) for name, queue in queue_of.items() if queue is not None}
     asks = {name: queues.workload_requests(by_name[name]) for name in pools}
     out: dict[str, StartCheck] = {}
+    for plan in plans:
+        if prescaled_on_reservation(plan):
+            found = _reserved_starts(cfg, plan, plans, values, begin, end)
+            if found is not None:
+                out[plan.entry.name] = found
     for plan in prescaled:
         entry = plan.entry
         queue = queue_of[entry.name]

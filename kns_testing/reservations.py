@@ -100,11 +100,24 @@ class SwitchKubelet:
         self.running: Optional[tuple[str, float]] = None
         self._seen: set[str] = set()
         self._stop = threading.Event()
+        # Cleared: the pods wait, as on a node whose kubelet is down (a late switch).
+        self._running = threading.Event()
+        self._running.set()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
 
+    def pause(self) -> None:
+        """From now on no pod runs (one running finishes) until `resume`."""
+        self._running.clear()
+
+    def resume(self) -> None:
+        self._running.set()
+
     def _loop(self) -> None:
         while not self._stop.is_set():
+            if not self._running.is_set():
+                self._stop.wait(1.0)
+                continue
             try:
                 self._run_new()
             except Exception as error:  # recorded for the test (a dead thread would hide it)
@@ -114,6 +127,8 @@ class SwitchKubelet:
     def _run_new(self) -> None:
         """Run each switch pod of the namespace not run yet, in the order they appeared."""
         for _, pod in self.pods.all():
+            if not self._running.is_set():
+                return
             meta = pod["metadata"]
             job = meta.get("labels", {}).get("batch.kubernetes.io/job-name", "")
             if meta["namespace"] != self.namespace or meta["name"] in self._seen or not job.startswith(self.prefix):

@@ -11,6 +11,7 @@ up`, the server's timestamps in them, and Kueue's Workload conditions.
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 import time
@@ -28,6 +29,7 @@ from kns_testing.dra import resource_slice
 from kns_testing.kueue import program_configuration, start_kueue
 from kns_testing.pace import slack
 from kns_testing.reservations import SwitchKubelet
+from plan.reservation_switch import edge_schedule
 from kns_testing.program import ROOT, engine_project
 from tests.test_e2e import Stack, Watch, server_time, up_with_schedules_ahead
 
@@ -555,8 +557,8 @@ def minute_after(moment: datetime) -> datetime:
     return (moment + timedelta(minutes=1)).replace(second=0, microsecond=0)
 
 
-def reservation_config(cluster: Cluster, start: datetime) -> dict:
-    end = start + timedelta(minutes=RESV_MINUTES)
+def reservation_config(cluster: Cluster, start: datetime, minutes: int = RESV_MINUTES) -> dict:
+    end = start + timedelta(minutes=minutes)
     window = {"start": start.isoformat(), "end": end.isoformat(), "warmUpMinutes": RESV_LEAD}
     # Every pod runs until the test ends (kwok completes a Job's pod at once otherwise).
     gpu_job = {"image": "busybox:1.37", "gpus": 1, "cpu": 1, "memory": 1024, "pool": "resv",
@@ -601,9 +603,19 @@ class Course:
     during: dict = field(default_factory=dict)  # what the window's actor saw and did
 
 
+def switched(cluster: Cluster) -> dict:
+    """The fields the switches own, as the cluster has them now."""
+    cron = cluster.get("cronjob", "switch", "-n", RESV_NAMESPACES["course"])["spec"]
+    return {"stopPolicy": cluster.get("localqueue.kueue.x-k8s.io", "kns-res", "-n", "kns-resv-lab")["spec"].get(
+        "stopPolicy"), "schedule": cron.get("schedule"), "suspend": cron.get("suspend")}
+
+
 def _inside_the_window(course: Course, cluster: Cluster) -> None:
-    """What happens while the window is open, in time: a new batch Job, and a no-change
-    `pulumi up`; both recorded for the tests."""
+    """What happens while the window is open, in time: a new batch Job, a no-change
+    `pulumi up`, an `up --refresh` (what KNS_REFRESH=true and ci-up.sh --converge run; the
+    refresh reads the switched fields into the state, so only ignoreChanges keeps the
+    program's own values from being applied back), all recorded for the tests; then
+    maint's switch stops running pods (a node down), so its end is switched late."""
     wait_until = course.start + timedelta(seconds=5)
     while datetime.now(timezone.utc) < wait_until:
         time.sleep(1)
@@ -616,11 +628,17 @@ def _inside_the_window(course: Course, cluster: Cluster) -> None:
                 "limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}}}]}}}}
     cluster.apply(late)
     course.during["late_created"] = datetime.now(timezone.utc)
+    course.during["switched_before"] = switched(cluster)
     done = course.stack.pulumi("up", "--yes", "--expect-no-changes", check=False)
     course.during["up"] = done
     course.during["up_finished"] = datetime.now(timezone.utc)
     course.during["stop_policy"] = cluster.get("localqueue.kueue.x-k8s.io", "kns-res", "-n", "kns-resv-lab")[
         "spec"].get("stopPolicy")
+    course.during["refresh"] = course.stack.pulumi("up", "--yes", "--refresh", check=False)
+    course.during["refresh_finished"] = datetime.now(timezone.utc)
+    course.during["switched_after"] = switched(cluster)
+    course.switches["maint"].pause()
+    course.during["maint_paused"] = datetime.now(timezone.utc)
 
 
 @pytest.fixture(scope="module")
@@ -636,9 +654,11 @@ def course(kueue, watches, stack, tmp_path_factory):
     switches = {name: SwitchKubelet(kueue, namespace) for name, namespace in RESV_NAMESPACES.items()}
     room = timedelta(seconds=2 * stack.up_seconds) + timedelta(minutes=1)
     start = minute_after(datetime.now(timezone.utc) + room + timedelta(minutes=RESV_LEAD))
-    live = project(tmp_path_factory, kueue, "reservations", reservation_config(kueue, start))
+    # Long enough for the window's two `up`s (a refresh reads every object: counted twice).
+    minutes = max(RESV_MINUTES, math.ceil((3 * stack.up_seconds + 90) / 60))
+    live = project(tmp_path_factory, kueue, "reservations", reservation_config(kueue, start, minutes))
     live.up()
-    scenario = Course(live, switches, start, start + timedelta(minutes=RESV_MINUTES), timedelta(minutes=RESV_LEAD),
+    scenario = Course(live, switches, start, start + timedelta(minutes=minutes), timedelta(minutes=RESV_LEAD),
                       claims)
     actor = threading.Thread(target=_inside_the_window, args=(scenario, kueue), daemon=True)
     actor.start()
@@ -685,6 +705,17 @@ def test_a_reservation_entry_waits_for_its_window_and_runs_from_warm_up(course, 
     assert lab, "resv-lab's Job has a Workload"
     times = [t for w in lab if (t := admitted_at(w)) is not None]
     assert times and min(times) >= warm_up - timedelta(seconds=1), (times, warm_up)  # never before its warm-up
+    # Its Job existed before the warm-up, pending (quota not reserved) on its held queue,
+    # across the switch's runs between the Job's creation and the warm-up (the hold is the
+    # switch's, not a moment before its first run).
+    created = stamp(kueue.get("job", "resv-lab", "-n", "kns-resv-lab")["metadata"]["creationTimestamp"])
+    assert created < warm_up, (created, warm_up)
+    pending = [c for w in lab if (c := condition(w, "QuotaReserved")) and c["status"] == "False"
+               and stamp(c["lastTransitionTime"]) < warm_up]
+    assert pending, [w.get("status") for w in lab]
+    held_runs = [run for run in switch_runs(course, "course", "closed")
+                 if created.timestamp() <= run.started and run.finished < warm_up.timestamp()]
+    assert held_runs, course.switches["course"].report()
     pod = kueue.wait(lambda: first_pod(watches, "resv-lab"), slack(), message="resv-lab's pod")
     running = [obj for _, obj in watches["pods"].all() if obj["metadata"]["name"] == pod["metadata"]["name"]
                and obj.get("status", {}).get("phase") == "Running"]
@@ -719,11 +750,48 @@ def test_inside_the_window_a_new_batch_job_waits_and_a_no_change_up_keeps_it_ope
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert course.during["up_finished"] < course.end, "the no-change up ran inside the window"
     assert course.during["stop_policy"] == "None"  # still open after it
-    late = [w for _, w in watches["workloads.kueue.x-k8s.io"].all() if w["metadata"]["namespace"] == "kns-resv-batch-1"
-            and any(ref["name"] == "late-batch" for ref in w["metadata"].get("ownerReferences", []))]
+    # `up --refresh` inside the window: the switched fields are still the switch's (the
+    # LocalQueue open, the CronJob's next fire the end, not the program's every minute).
+    done = course.during["refresh"]
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert course.during["refresh_finished"] < course.end, "the refreshing up ran inside the window"
+    assert course.during["switched_before"] == course.during["switched_after"] == {
+        "stopPolicy": "None", "schedule": edge_schedule(course.end), "suspend": False}, course.during
+    late = late_workloads(watches)
     assert late, "the late batch Job has a Workload"
     times = [t for w in late if (t := admitted_at(w)) is not None]
     assert not times or min(times) >= course.end, times  # not on the reservations' capacity
+    # Pending for want of the GPUs the reservations hold, said by Kueue during the window.
+    said = [c for w in late if (c := condition(w, "QuotaReserved")) and c["status"] == "False"
+            and "nvidia.com/gpu" in c.get("message", "") and stamp(c["lastTransitionTime"]) < course.end]
+    assert said, [w.get("status") for w in late]
+
+
+def late_workloads(watches) -> list[dict]:
+    return [w for _, w in watches["workloads.kueue.x-k8s.io"].all() if w["metadata"]["namespace"] == "kns-resv-batch-1"
+            and any(ref["name"] == "late-batch" for ref in w["metadata"].get("ownerReferences", []))]
+
+
+def test_a_switch_that_missed_the_end_leaves_the_window_held_until_its_late_run_closes_it(course, kueue):
+    """maint's switch stopped running pods inside the window (its node down): at the end
+    the CronJob fires, nothing runs, and the holder still holds; when pods run again, the
+    late run closes the window as the calendar says."""
+    maint = RESV_NAMESPACES["maint"]
+    assert course.during.get("maint_paused") and course.during["maint_paused"] < course.end, course.during
+    wait_past(course.end, kueue)
+    kueue.wait(lambda: (at := kueue.get("cronjob", "switch", "-n", maint).get("status", {}).get("lastScheduleTime"))
+               and stamp(at) >= course.end, slack(), message="maint's CronJob fired its end run")
+    assert kueue.kubectl("get", "job", "holder", "-n", maint, check=False).returncode == 0, \
+        "the holder still holds after the end: the end was not switched"
+    assert not [r for r in course.switches["maint"].runs if r.started >= course.end.timestamp()]
+    resumed = time.time()
+    course.switches["maint"].resume()
+    runs = kueue.wait(lambda: [r for r in course.switches["maint"].runs_after(resumed) if '"phase": "closed"' in r.stdout],
+                      slack(), message=lambda: "maint's late end run:\n" + course.switches["maint"].report())
+    assert runs[0].returncode == 0, runs[0].stderr[-3000:]
+    kueue.wait(lambda: kueue.kubectl("get", "job", "holder", "-n", maint, check=False).returncode != 0, slack(),
+               message="the late run removed the holder")
+    assert kueue.get("cronjob", "switch", "-n", maint)["spec"].get("suspend") is True
 
 
 def test_at_the_end_requeue_evicts_the_entry_onto_its_own_queue_and_the_batch_jobs_return(course, kueue, watches):
@@ -749,6 +817,24 @@ def test_at_the_end_requeue_evicts_the_entry_onto_its_own_queue_and_the_batch_jo
         for i in range(1, RESV_BATCH + 1))
     kueue.wait(lambda: readmitted() >= RESV_BATCH - RESV_QUEUE_GPUS, slack(),
                message="reclaimed batch Jobs admitted again after the window")
+
+
+def test_work_created_inside_the_window_is_admitted_after_it_when_room_is_made(course, kueue, watches):
+    """The late batch Job waited for the window's capacity, not forever: with two of the
+    pool's batch Jobs deactivated after the end, it is admitted."""
+    wait_past(course.end, kueue)
+    admitted = [w for _, w in watches["workloads.kueue.x-k8s.io"].all()
+                if w["metadata"]["namespace"].startswith("kns-resv-batch-") and admitted_at(w) is not None
+                and not any(ref["name"] == "late-batch" for ref in w["metadata"].get("ownerReferences", []))]
+    names = list(dict.fromkeys((w["metadata"]["namespace"], w["metadata"]["name"]) for w in admitted))[:2]
+    assert len(names) == 2, names
+    for namespace, name in names:
+        kueue.kubectl("patch", "workload.kueue.x-k8s.io", name, "-n", namespace, "--type=merge",
+                      "-p", json.dumps({"spec": {"active": False}}))
+    kueue.wait(lambda: any(admitted_at(w) for w in late_workloads(watches)), slack(),
+               message=lambda: f"late-batch admitted: {[w.get('status') for w in late_workloads(watches)][-1:]}")
+    times = [t for w in late_workloads(watches) if (t := admitted_at(w)) is not None]
+    assert min(times) >= course.end, times
 
 
 def test_on_an_autoscaled_pool_karpenter_brings_the_node_up_by_the_start_and_finish_lets_the_entry_run(
@@ -838,7 +924,9 @@ def dra_config(cluster: Cluster) -> dict:
         "kns:queueing": {"enabled": True, "install": False},
         "kns:queues": [
             {"name": "mig-q", "quota": {"mig": {"cpu": 32, "memory": "64Gi", "gpu.nvidia.com/1g.10gb": 14}}},
-            {"name": "whole-q", "quota": {"whole": {"cpu": 32, "memory": "64Gi", "gpu.nvidia.com/gpu": 16}}}],
+            # Room for a gang of two 8-GPU workers and one more worker: a second gang fits
+            # half way, so holding none of it is all-or-nothing, not a full queue.
+            {"name": "whole-q", "quota": {"whole": {"cpu": 48, "memory": "96Gi", "gpu.nvidia.com/gpu": 24}}}],
         "kns:jobs": [
             {"name": "slices", **device, "pool": "mig-one", "gpu": {"partition": "1g.10gb"}, "parallelism": 8,
              "completions": 8},
@@ -943,7 +1031,8 @@ def test_a_queue_admits_both_eight_gpu_workers_or_none_each_claim_holding_one_no
     (workload,) = kueue.get("workloads.kueue.x-k8s.io", "-n", namespace)["items"]
     (assignment,) = workload["status"]["admission"]["podSetAssignments"]
     assert assignment["count"] == 2 and assignment["resourceUsage"]["gpu.nvidia.com/gpu"] == "16"
-    # A second gang of the same shape: the queue holds none of it while the first runs.
+    # A second gang of the same shape: the queue has room for one of its workers (8 of 24
+    # GPUs free) and holds none of them while the first runs.
     devices.stack.edit(lambda config: config["kns:jobs"].append(
         {**next(e for e in config["kns:jobs"] if e["name"] == "train"), "name": "train-next"}))
     devices.stack.up()
@@ -953,6 +1042,7 @@ def test_a_queue_admits_both_eight_gpu_workers_or_none_each_claim_holding_one_no
                                                       "kns-train-next"), "QuotaReserved"),
                           message="train-next's QuotaReserved condition")
     assert reserved["status"] == "False" and "gpu.nvidia.com/gpu" in reserved["message"], reserved
+    assert "8 more needed" in reserved["message"], reserved  # one worker's worth was free
     assert dra_pods(kueue, "kns-train-next") == []
     assert kueue.get("job", "train-next", "-n", "kns-train-next")["spec"]["suspend"] is True
 

@@ -534,16 +534,37 @@ def test_a_profile_rule_gives_its_entries_a_reservation_and_an_unknown_one_is_it
     assert validate_text(tmp_path, config, capsys) == text
 
 
-def test_a_prescaled_schedule_on_a_reservation_gets_no_verdict_from_its_own_queue(tmp_path):
-    """Its Jobs are admitted by the reservation's queue: the start check of its own queue
-    would judge the wrong queue; explain says when its Jobs run instead."""
-    from kns_cli import explain
+def test_a_prescaled_schedule_on_a_reservation_gets_its_verdict_from_the_reservations_holds(tmp_path):
+    """Its Jobs are admitted by the reservation's queue, in its holds (each window from its
+    warm-up, here 08:45, to its end, 12:00): a run is on time when its whole warm-up is
+    held, whatever its own queue says."""
+    from kns_cli import explain, timeline
     config = copy.deepcopy(CONFIG)
-    config["schedules"] = [gpu_job(name, groups=["teach"], queue="batch", schedule="30 9 * * 2",
-                                   timeZone="Europe/Paris", warmUpMinutes=10, **more)
-                           for name, more in (("weekly", {"reservation": "course"}), ("plain-weekly", {}))]
+    config["jobs"] = [j for j in config["jobs"] if j["name"] != "lab"]  # no other entry holds the course
+    config["schedules"] = [gpu_job(name, groups=["teach"], queue="batch", schedule=cron, timeZone="Europe/Paris",
+                                   warmUpMinutes=10, reservation="course")
+                           for name, cron in (("weekly", "30 9 * * 2"), ("edge", "55 8 * * 2"),
+                                              ("early", "50 8 * * 2"), ("after", "0 13 * * 2"))]
+    config["schedules"].append(gpu_job("plain-weekly", queue="batch", schedule="30 9 * * 2", timeZone="Europe/Paris",
+                                       warmUpMinutes=10))
     cfg, plans = offline(tmp_path, config)
+    document = explain.explain(cfg, plans, now=tuesday_in_paris(6))
+    entries = {e["name"]: e for e in document["entries"]}
+    assert entries["plain-weekly"]["start"]["reservation"] is None  # the control: its own queue's verdict
+    verdicts = {name: entries[name]["start"]["guaranteed"] for name in ("weekly", "edge", "early", "after")}
+    assert verdicts == {"weekly": True, "edge": True, "early": False, "after": False}
+    assert entries["weekly"]["start"]["reservation"] == "course"
+    assert 'not inside a hold of reservation "course"' in entries["early"]["start"]["reasons"][0]
+    text = explain.render_text(document)
+    assert "guaranteed: reservation course holds its capacity through every warm-up" in text
+    svg = timeline.render(cfg, plans, tuesday_in_paris(6), 8)
+    row = svg[svg.index('data-entry="early"'):]
+    assert 'class="run best-effort"' in row[:row.index("</g>")]
+    row = svg[svg.index('data-entry="weekly"'):]
+    assert 'class="run guaranteed"' in row[:row.index("</g>")]
+    # Another entry of the reservation may hold it at any time: no run is guaranteed.
+    config["jobs"].append(gpu_job("lab", groups=["teach"], reservation="course", queue="batch"))
+    cfg, plans = offline(tmp_path / "shared", config)
     entries = {e["name"]: e for e in explain.explain(cfg, plans, now=tuesday_in_paris(6))["entries"]}
-    assert entries["plain-weekly"]["start"] is not None  # the control: a verdict where its queue admits it
-    assert entries["weekly"]["start"] is None
-    assert entries["weekly"]["reservation"]["name"] == "course"
+    assert entries["weekly"]["start"]["guaranteed"] is False
+    assert "use reservation \"course\" (lab)" in entries["weekly"]["start"]["reasons"][0]
