@@ -45,10 +45,11 @@ import tempfile
 import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
-from config import kubeconfig as kubeconfig_rules
+from config import calendar, kubeconfig as kubeconfig_rules
 from config.loader import PlatformConfig
 from config.names import LABEL_CLUSTER
 from plan import stacks
@@ -352,6 +353,64 @@ def sweep(access: Sequence[str], cluster: str, types: set[str], state: Sequence[
     return len(found)
 
 
+# A switch run at an edge takes a few seconds, and the CronJob fires on the minute: a
+# schedule still on an edge this recent is a run under way, not a stuck switch.
+SWITCH_GRACE = timedelta(minutes=3)
+
+
+def switch_problems(cfg: PlatformConfig, live: Mapping[str, Optional[Mapping[str, Any]]],
+                    now: datetime) -> list[str]:
+    """What is wrong with each reservation's switch CronJob (`live`: by reservation name, the
+    CronJob as the cluster has it, None when missing), compared with the calendar at `now`
+    (docs/reservations.md, "The switch"): its next fire must be the next edge (a warm-up or
+    an end), or it must be suspended once no window is left. A switch whose Job failed all
+    its retries stays on the edge it missed, to fire again a year later, and says nothing."""
+    from plan.reservation_switch import edge_schedule
+    from plan.reservations import BOOTSTRAP, namespace_name
+
+    found = []
+    for item in cfg.reservations:
+        where = f"reservation {item.name}: CronJob {namespace_name(cfg, item.name)}/switch"
+        cron = live.get(item.name)
+        if cron is None:
+            found.append(f"{where} is missing: nothing switches its windows (`make up` creates it)")
+            continue
+        spec = cron.get("spec") or {}
+        schedule, suspended = spec.get("schedule"), bool(spec.get("suspend"))
+        cal = item.calendar()
+        upcoming = calendar.next_edge(cal, now, starts=False)
+        if upcoming is None:
+            if not suspended:
+                found.append(f"{where} is not suspended, though its last window is over")
+            continue
+        if suspended:
+            found.append(f"{where} is suspended, though its next edge is {upcoming.isoformat()}: the window is not "
+                         "switched")
+            continue
+        if schedule in (BOOTSTRAP, edge_schedule(upcoming)):
+            continue
+        recent = calendar.next_edge(cal, now - SWITCH_GRACE, starts=False)
+        if recent is not None and recent <= now and schedule == edge_schedule(recent):
+            continue  # the run at that edge is under way
+        found.append(f'{where} fires at "{schedule}" (UTC), not at its next edge {upcoming.isoformat()} '
+                     f'("{edge_schedule(upcoming)}"): its last run failed or never ran, and the window\'s state may be '
+                     f"wrong; run it now: kubectl create job --from=cronjob/switch -n "
+                     f"{namespace_name(cfg, item.name)} switch-now")
+    return found
+
+
+def check_switches(access: Sequence[str], cfg: PlatformConfig, now: datetime) -> list[str]:
+    """`switch_problems` of the switches as the cluster has them."""
+    from plan.reservations import SWITCH, namespace_name
+
+    live: dict[str, Optional[Mapping[str, Any]]] = {}
+    for item in cfg.reservations:
+        done = kubectl(access, "get", "cronjob", SWITCH, "-n", namespace_name(cfg, item.name), "-o", "json",
+                       check=False)
+        live[item.name] = json.loads(done.stdout) if done.returncode == 0 else None
+    return switch_problems(cfg, live, now)
+
+
 def on_worker(cfg: PlatformConfig, target: Target) -> str:
     """How the messages name a worker's cluster (nothing for the stack's own)."""
     return f" on worker {target.name}" if target.name != cfg.cluster.name else ""
@@ -407,6 +466,12 @@ def run_recover(project_dir: Path, cfg: PlatformConfig, plans: Sequence[Workload
                               of_cluster(after, target, cfg), on_worker(cfg, target)) for target, access in clusters)
             say(f"step 4/5: {swept} object(s) not in the stack deleted"
                 + (f" ({len(clusters)} clusters swept)" if cfg.workers else ""))
+            if cfg.reservations and clusters:
+                problems = check_switches(clusters[0][1], cfg, datetime.now(timezone.utc))
+                for problem in problems:
+                    say(f"step 4/5: {problem}")
+                if not problems:
+                    say(f"step 4/5: the switches of {len(cfg.reservations)} reservation(s) fire at their next edges")
 
     say("step 5/5: pulumi preview --expect-no-changes")
     for each in every:

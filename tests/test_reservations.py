@@ -568,3 +568,44 @@ def test_a_prescaled_schedule_on_a_reservation_gets_its_verdict_from_the_reserva
     entries = {e["name"]: e for e in explain.explain(cfg, plans, now=tuesday_in_paris(6))["entries"]}
     assert entries["weekly"]["start"]["guaranteed"] is False
     assert "use reservation \"course\" (lab)" in entries["weekly"]["start"]["reasons"][0]
+
+
+# ---- ./kns recover says when a switch is not where the calendar says -------------------------
+
+def test_recover_names_a_switch_stuck_on_an_edge_it_missed_and_leaves_a_right_one_alone(tmp_path):
+    """A switch whose Job failed all its retries keeps the schedule of the edge it missed
+    (fired again a year later): recover's check says so, with the command that runs it
+    now; a switch on its next edge, a new one (every minute) and one whose edge run is
+    under way are right."""
+    from kns_cli.recover import switch_problems
+    from plan.reservation_switch import edge_schedule
+    from config import calendar as cal
+    cfg, _ = offline(tmp_path, CONFIG)
+    now = tuesday_in_paris(10)  # inside course's window (09:00-12:00); challenge ahead; maint between
+
+    def cron(schedule, suspend=False):
+        return {"spec": {"schedule": schedule, "suspend": suspend}}
+
+    by_name = {r.name: r for r in cfg.reservations}
+    right = {name: cron(edge_schedule(cal.next_edge(item.calendar(), now, starts=False)))
+             for name, item in by_name.items()}
+    assert switch_problems(cfg, right, now) == []
+    assert switch_problems(cfg, {**right, "course": cron("* * * * *")}, now) == []  # a new switch
+    warm_up = tuesday_in_paris(8, 45)  # course's warm-up edge: missed, its run failed
+    stuck = {**right, "course": cron(edge_schedule(warm_up))}
+    (problem,) = switch_problems(cfg, stuck, now)
+    assert problem.startswith("reservation course: CronJob kns-res-course/switch fires at ") and \
+        "not at its next edge" in problem and "kubectl create job --from=cronjob/switch -n kns-res-course" in problem
+    # A run at the edge a minute ago may still be under way.
+    assert switch_problems(cfg, stuck, warm_up + timedelta(minutes=1)) == []
+    assert switch_problems(cfg, {**right, "maint": cron(right["maint"]["spec"]["schedule"], True)}, now) == [
+        f"reservation maint: CronJob kns-res-maint/switch is suspended, though its next edge is "
+        f"{cal.next_edge(by_name['maint'].calendar(), now, starts=False).isoformat()}: the window is not switched"]
+    assert switch_problems(cfg, {**right, "challenge": None}, now)[0].startswith(
+        "reservation challenge: CronJob kns-res-challenge/switch is missing")
+    # After the challenge's only window, its switch must be suspended.
+    after = datetime.fromisoformat(f"{CHALLENGE + timedelta(days=3)}T12:00:00+01:00")
+    late = {name: cron(edge_schedule(e)) if (e := cal.next_edge(item.calendar(), after, starts=False)) else
+            cron("0 20 1 1 *") for name, item in by_name.items()}
+    assert switch_problems(cfg, late, after) == [
+        "reservation challenge: CronJob kns-res-challenge/switch is not suspended, though its last window is over"]
