@@ -53,7 +53,8 @@ from plan.planner import plan_checked
 
 from . import engine_run
 from .layout import MISPLACED, check_exports, declared_entry_stacks, read_exports, state_section
-from .preview import PreviewFailed, select_stack
+from .preview import PreviewFailed, project_name, select_stack
+from .recover import file_backend, stack_locks
 from .stack import UsageError, checked_stack
 
 TRUE = ("1", "true", "yes")
@@ -80,11 +81,17 @@ class Record:
     digest: Optional[str]
     succeeded: bool
     pending: bool
+    # A lock left on the stack: an update running, or one killed before it could record
+    # anything (with checkpoints skipped, a killed engine leaves the history and the state
+    # of the update before it, which may say "succeeded" with the digest wanted now).
+    locked: bool = False
 
     def why_run(self, wanted: Optional[str]) -> Optional[str]:
         """Why the stack must run (None: it may be skipped)."""
         if wanted is None:
             return "no digest from the platform's run"
+        if self.locked:
+            return "it is locked: an update of it is running or was interrupted"
         if not self.succeeded:
             return "its last update did not succeed"
         if self.pending:
@@ -117,7 +124,20 @@ def record(stack: str, export: Mapping[str, Any], env: Mapping[str, str], cwd: P
     deployment = (export.get("deployment") or {}) if isinstance(export, dict) else {}
     root = next((r for r in deployment.get("resources") or [] if r.get("type") == "pulumi:pulumi:Stack"), {})
     digest = (root.get("outputs") or {}).get(output)
-    return Record(digest if isinstance(digest, str) else None, succeeded, bool(deployment.get("pending_operations")))
+    return Record(digest if isinstance(digest, str) else None, succeeded, bool(deployment.get("pending_operations")),
+                  _locked(stack, env, cwd))
+
+
+def _locked(stack: str, env: Mapping[str, str], cwd: Path) -> bool:
+    """A file backend holds a lock of the stack (another backend says so in its history)."""
+    backend = file_backend(env)
+    if backend is None:
+        return False
+    try:
+        project = project_name(cwd)
+    except UsageError:
+        project = "*"  # the project's name unread: a lock of the stack in any project counts
+    return bool(stack_locks(backend, project, stack))
 
 
 NEW = Record(None, False, False)  # a stack this run created: no update on record

@@ -318,6 +318,42 @@ def test_an_interrupted_up_converges_after_kns_recover(cluster, tmp_path_factory
         result["converged"] = True
 
 
+def test_a_killed_up_is_never_skipped_by_make_up_even_when_the_config_is_back_to_the_last_success(
+        cluster, tmp_path_factory):
+    """docs/entry-stacks.md: "a failed or interrupted update is never skipped". The platform
+    stack of a split stack succeeds, a change of the platform's sections is killed (SIGKILL,
+    checkpoints skipped as `make up` runs: neither the state nor the history records it),
+    and the config is put back: the last update on record is the success, with the very
+    digest the config has now. Only the lock the killed engine left says otherwise, and the
+    full run's record must run the stack (whose engine then stops on the lock, and
+    `./kns recover` follows)."""
+    from kns_cli import fullrun
+    from plan import digests
+    case = new_case(cluster, tmp_path_factory, "skip", TUNED)
+    path = case.stack.root / "Pulumi.local.yaml"
+
+    def write(packing: bool) -> None:
+        case.write(FIRST)
+        document = yaml.safe_load(path.read_text())
+        document["config"].update({"kns:state": {"entryStacks": 1}, "kns:packingScheduler": {"enabled": packing}})
+        path.write_text(yaml.safe_dump(document, sort_keys=False))
+
+    write(False)
+    case.up()
+    write(True)  # the packing scheduler: its account, RBAC, config and Deployment
+    seen, status, output = case.up_interrupted(signal.SIGKILL, 1)
+    assert status != 0 and seen >= 1, output[-2000:]
+    write(False)
+    env = case.env()
+    known = fullrun.offline_digests(case.stack.root, "local", 1, env, "")
+    export = json.loads(case.pulumi("stack", "export").stdout)
+    mine = fullrun.record("local", export, env, case.stack.root, digests.PLATFORM_OUTPUT)
+    # What the backend says of the stack is the success before the kill, digest and all ...
+    assert mine.succeeded and not mine.pending and mine.digest == known.platform, mine
+    # ... and the lock is what makes it run.
+    assert mine.why_run(known.platform) == "it is locked: an update of it is running or was interrupted"
+
+
 def test_recover_refuses_while_the_update_still_runs(cluster, tmp_path_factory):
     """A live engine's lock is never taken over: recovery would race the running update."""
     case = new_case(cluster, tmp_path_factory, "live", TUNED)
