@@ -73,6 +73,17 @@ def run_pod(cluster, pod: dict, workdir: Path) -> subprocess.CompletedProcess:
     return subprocess.run(command, env=env, cwd=workdir, capture_output=True, text=True, timeout=3600)
 
 
+def run_token(cluster, account: str, namespace: str) -> tuple[str, str, str]:
+    """(server, token, CA file) for the switch's Api as the ServiceAccount `account`: a
+    token of its own (a TokenRequest), the local API server's address and CA."""
+    token = cluster.kubectl("create", "token", account, "-n", namespace).stdout.strip()
+    kubeconfig = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    server = kubeconfig["clusters"][0]["cluster"]
+    ca = Path(tempfile.mkdtemp(prefix="kns-switch-")) / "ca.crt"
+    ca.write_bytes(base64.b64decode(server["certificate-authority-data"]))
+    return server["server"], token, str(ca)
+
+
 def finish(cluster, pod: dict, returncode: int) -> None:
     """Report the pod's end as its kubelet would: its phase and its container's exit code,
     so its Job completes (or fails) and the CronJob fires again."""

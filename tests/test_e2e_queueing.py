@@ -875,6 +875,72 @@ def test_a_switch_run_late_leaves_what_the_calendar_says(course, kueue, watches)
     assert kueue.get("cronjob", "switch", "-n", "kns-res-maint")["spec"].get("suspend") is True
 
 
+def run_switch_at(cluster: Cluster, namespace: str, now: datetime) -> dict:
+    """The deployed switch's own code and spec (its CronJob's), with a token of its own
+    ServiceAccount, run as at `now` (a clock of the test's): what its run at that moment
+    writes, without waiting for the calendar."""
+    from kns_testing.reservations import run_token
+    from plan import reservation_switch
+    cron = cluster.get("cronjob", "switch", "-n", namespace)
+    container = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    spec = json.loads(next(e["value"] for e in container["env"] if e["name"] == "KNS_RESERVATION"))
+    api = reservation_switch.Api(*run_token(cluster, "switch", namespace))
+    moment = [now.timestamp()]
+    return reservation_switch.switch(api, spec, now, sleep=lambda s: moment.__setitem__(0, moment[0] + s),
+                                     clock=lambda: moment[0])
+
+
+def test_an_up_that_changes_a_switched_object_leaves_what_the_switch_set(kueue, tmp_path_factory):
+    """A reservation whose window is open when its stack is applied: its entry's LocalQueue
+    starts open. The switch, run as at the window's end, holds it and suspends its CronJob
+    (the last window is over). Then three `up`s: one without changes, one with `--refresh`
+    (the switched fields read into the state), one that changes the LocalQueue (its
+    `kns.io/cluster` label): the LocalQueue stays held and, until the CronJob is replaced,
+    the CronJob suspended. A change to the CronJob replaces it (its job template carries
+    the same label): a new switch starts over, firing every minute."""
+    from plan.reservations import BOOTSTRAP
+    kueue.apply(node_manifest("relabel-node", 16, RESV_GPUS))
+    now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    end = now + timedelta(hours=3)
+    config = {
+        "kns:cluster": {"name": "kns-relabel", "kubeconfig": str(kueue.kubeconfig)},
+        "kns:nodePools": [{"name": "relabel", "role": "gpu", "nodes": ["relabel-node"], "gpu": {"perNode": RESV_GPUS}}],
+        "kns:packingScheduler": {"enabled": False},
+        "kns:queueing": {"enabled": True, "install": False},
+        "kns:reservations": [{"name": "relabel", "pool": "relabel", "nodes": 1, "start": (now - timedelta(hours=1)).isoformat(),
+                              "end": end.isoformat(), "entries": ["relabel-job"], "atEnd": "finish"}],
+        "kns:jobs": [{"name": "relabel-job", "user": "ann", "image": "busybox:1.37", "gpus": 1, "cpu": 1,
+                      "memory": 1024, "reservation": "relabel", "annotations": {"kwok.x-k8s.io/run-for": "2h"}}],
+    }
+    live = project(tmp_path_factory, kueue, "relabel", config)
+    namespace, entry = "kns-res-relabel", "kns-relabel-job"
+
+    def held() -> dict:
+        queue = kueue.get("localqueue.kueue.x-k8s.io", "kns-res", "-n", entry)
+        cron = kueue.get("cronjob", "switch", "-n", namespace)
+        return {"stopPolicy": queue["spec"].get("stopPolicy"), "cluster": queue["metadata"]["labels"]["kns.io/cluster"],
+                "suspend": cron["spec"].get("suspend"), "schedule": cron["spec"]["schedule"],
+                "cron": cron["metadata"]["uid"]}
+    try:
+        live.up()
+        assert held()["stopPolicy"] == "None"  # created open: the window is open
+        done = run_switch_at(kueue, namespace, end + timedelta(minutes=1))
+        assert done["phase"] == "closed" and done["next"] is None, done
+        switched = held()
+        assert switched["stopPolicy"] == "Hold" and switched["suspend"] is True, switched
+        live.pulumi("up", "--yes", "--expect-no-changes")
+        assert held() == switched
+        live.pulumi("up", "--yes", "--refresh")
+        assert held() == switched
+        live.edit(lambda c: c["kns:cluster"].update(name="kns-relabel-2"))
+        live.pulumi("up", "--yes")
+        after = held()
+        assert after["cluster"] == "kns-relabel-2" and after["stopPolicy"] == "Hold", after  # updated, still held
+        assert after["cron"] != switched["cron"] and after["schedule"] == BOOTSTRAP, after  # a new switch
+    finally:
+        live.pulumi("destroy", "--yes", check=False)
+
+
 def test_the_switch_may_touch_only_its_own_objects(course, kueue):
     who = "system:serviceaccount:kns-res-course:switch"
     assert kueue.can(who, "patch", "localqueues.kueue.x-k8s.io/kns-res", "kns-resv-lab")
