@@ -29,7 +29,7 @@ from kns_testing.dra import resource_slice
 from kns_testing.kueue import program_configuration, start_kueue
 from kns_testing.pace import slack
 from kns_testing.reservations import SwitchKubelet
-from plan.reservation_switch import edge_schedule
+from plan.reservation_switch import EDGE_WAIT_SECONDS, edge_schedule
 from kns_testing.program import ROOT, engine_project
 from tests.test_e2e import Stack, Watch, server_time, up_with_schedules_ahead
 
@@ -652,7 +652,10 @@ def course(kueue, watches, stack, tmp_path_factory):
            str(ROOT / "tests" / "fixtures" / "kwok-instance-types.json"), timeout=600)
     claims = Watch(kueue, "nodeclaims.karpenter.sh")
     switches = {name: SwitchKubelet(kueue, namespace) for name, namespace in RESV_NAMESPACES.items()}
-    room = timedelta(seconds=2 * stack.up_seconds) + timedelta(minutes=1)
+    # Room for the `up`, then for the new switch's first run (within a minute) to find the
+    # warm-up further off than the edge it would wait for, and one switch interval more:
+    # the entry's Job waits, held, across the switch's runs before the warm-up.
+    room = timedelta(seconds=2 * stack.up_seconds + EDGE_WAIT_SECONDS) + timedelta(minutes=2)
     start = minute_after(datetime.now(timezone.utc) + room + timedelta(minutes=RESV_LEAD))
     # Long enough for the window's two `up`s (a refresh reads every object: counted twice).
     minutes = max(RESV_MINUTES, math.ceil((3 * stack.up_seconds + 90) / 60))
@@ -894,11 +897,11 @@ def test_an_up_that_changes_a_switched_object_leaves_what_the_switch_set(kueue, 
     """A reservation whose window is open when its stack is applied: its entry's LocalQueue
     starts open. The switch, run as at the window's end, holds it and suspends its CronJob
     (the last window is over). Then three `up`s: one without changes, one with `--refresh`
-    (the switched fields read into the state), one that changes the LocalQueue (its
-    `kns.io/cluster` label): the LocalQueue stays held and, until the CronJob is replaced,
-    the CronJob suspended. A change to the CronJob replaces it (its job template carries
-    the same label): a new switch starts over, firing every minute."""
-    from plan.reservations import BOOTSTRAP
+    (the switched fields read into the state), and one that changes the LocalQueue
+    (`atEnd: requeue` annotates it with the entry's own queue): the LocalQueue stays as the
+    switch left it. The same change is a change to what the switch is told, which replaces
+    its CronJob: a new switch starts over, firing every minute."""
+    from plan.reservations import BOOTSTRAP, OWN_QUEUE
     kueue.apply(node_manifest("relabel-node", 16, RESV_GPUS))
     now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
     end = now + timedelta(hours=3)
@@ -907,10 +910,12 @@ def test_an_up_that_changes_a_switched_object_leaves_what_the_switch_set(kueue, 
         "kns:nodePools": [{"name": "relabel", "role": "gpu", "nodes": ["relabel-node"], "gpu": {"perNode": RESV_GPUS}}],
         "kns:packingScheduler": {"enabled": False},
         "kns:queueing": {"enabled": True, "install": False},
-        "kns:reservations": [{"name": "relabel", "pool": "relabel", "nodes": 1, "start": (now - timedelta(hours=1)).isoformat(),
+        "kns:queues": [{"name": "relabel-q", "quota": {"relabel": {"cpu": 4, "memory": "8Gi", "nvidia.com/gpu": 1}}}],
+        "kns:reservations": [{"name": "relabel", "pool": "relabel", "resources": {"gpus": 1}, "start": (now - timedelta(hours=1)).isoformat(),
                               "end": end.isoformat(), "entries": ["relabel-job"], "atEnd": "finish"}],
         "kns:jobs": [{"name": "relabel-job", "user": "ann", "image": "busybox:1.37", "gpus": 1, "cpu": 1,
-                      "memory": 1024, "reservation": "relabel", "annotations": {"kwok.x-k8s.io/run-for": "2h"}}],
+                      "memory": 1024, "queue": "relabel-q", "reservation": "relabel",
+                      "annotations": {"kwok.x-k8s.io/run-for": "2h"}}],
     }
     live = project(tmp_path_factory, kueue, "relabel", config)
     namespace, entry = "kns-res-relabel", "kns-relabel-job"
@@ -918,7 +923,8 @@ def test_an_up_that_changes_a_switched_object_leaves_what_the_switch_set(kueue, 
     def held() -> dict:
         queue = kueue.get("localqueue.kueue.x-k8s.io", "kns-res", "-n", entry)
         cron = kueue.get("cronjob", "switch", "-n", namespace)
-        return {"stopPolicy": queue["spec"].get("stopPolicy"), "cluster": queue["metadata"]["labels"]["kns.io/cluster"],
+        return {"stopPolicy": queue["spec"].get("stopPolicy"), "queue": queue["metadata"]["uid"],
+                "ownQueue": (queue["metadata"].get("annotations") or {}).get(OWN_QUEUE),
                 "suspend": cron["spec"].get("suspend"), "schedule": cron["spec"]["schedule"],
                 "cron": cron["metadata"]["uid"]}
     try:
@@ -932,10 +938,12 @@ def test_an_up_that_changes_a_switched_object_leaves_what_the_switch_set(kueue, 
         assert held() == switched
         live.pulumi("up", "--yes", "--refresh")
         assert held() == switched
-        live.edit(lambda c: c["kns:cluster"].update(name="kns-relabel-2"))
+        live.edit(lambda c: c["kns:reservations"][0].update(atEnd="requeue"))
         live.pulumi("up", "--yes")
         after = held()
-        assert after["cluster"] == "kns-relabel-2" and after["stopPolicy"] == "Hold", after  # updated, still held
+        # The same LocalQueue, updated (annotated), still as the switch left it.
+        assert after["queue"] == switched["queue"] and after["ownQueue"] == "kns", after
+        assert after["stopPolicy"] == "Hold", after
         assert after["cron"] != switched["cron"] and after["schedule"] == BOOTSTRAP, after  # a new switch
     finally:
         live.pulumi("destroy", "--yes", check=False)
