@@ -780,8 +780,8 @@ def test_a_switch_that_missed_the_end_leaves_the_window_held_until_its_late_run_
     the CronJob fires, nothing runs, and the holder still holds; when pods run again, the
     late run closes the window as the calendar says."""
     maint = RESV_NAMESPACES["maint"]
-    assert course.during.get("maint_paused") and course.during["maint_paused"] < course.end, course.during
     wait_past(course.end, kueue)
+    assert course.during.get("maint_paused") and course.during["maint_paused"] < course.end, course.during
     kueue.wait(lambda: (at := kueue.get("cronjob", "switch", "-n", maint).get("status", {}).get("lastScheduleTime"))
                and stamp(at) >= course.end, slack(), message="maint's CronJob fired its end run")
     assert kueue.kubectl("get", "job", "holder", "-n", maint, check=False).returncode == 0, \
