@@ -53,6 +53,8 @@ from config import calendar, kubeconfig as kubeconfig_rules
 from config.loader import PlatformConfig
 from config.names import LABEL_CLUSTER
 from plan import stacks
+from plan.reservation_switch import edge_schedule
+from plan.reservations import BOOTSTRAP, SWITCH, namespace_name
 from plan.inventory import registrations
 from plan.model import WorkloadPlan
 
@@ -365,9 +367,6 @@ def switch_problems(cfg: PlatformConfig, live: Mapping[str, Optional[Mapping[str
     (docs/reservations.md, "The switch"): its next fire must be the next edge (a warm-up or
     an end), or it must be suspended once no window is left. A switch whose Job failed all
     its retries stays on the edge it missed, to fire again a year later, and says nothing."""
-    from plan.reservation_switch import edge_schedule
-    from plan.reservations import BOOTSTRAP, namespace_name
-
     found = []
     for item in cfg.reservations:
         where = f"reservation {item.name}: CronJob {namespace_name(cfg, item.name)}/switch"
@@ -401,8 +400,6 @@ def switch_problems(cfg: PlatformConfig, live: Mapping[str, Optional[Mapping[str
 
 def check_switches(access: Sequence[str], cfg: PlatformConfig, now: datetime) -> list[str]:
     """`switch_problems` of the switches as the cluster has them."""
-    from plan.reservations import SWITCH, namespace_name
-
     live: dict[str, Optional[Mapping[str, Any]]] = {}
     for item in cfg.reservations:
         done = kubectl(access, "get", "cronjob", SWITCH, "-n", namespace_name(cfg, item.name), "-o", "json",

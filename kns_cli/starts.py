@@ -25,7 +25,8 @@ from typing import Optional
 from config import queues as queue_rules
 from config.loader import PlatformConfig
 from config.models import Queue, Schedule, Workload
-from plan import queues
+from config.reservations import holdings
+from plan import queues, reservations
 from plan.model import WorkloadPlan
 
 from .runs import runs_between
@@ -108,13 +109,12 @@ def _reserved_starts(cfg: PlatformConfig, plan: WorkloadPlan, plans: list[Worklo
     and nothing of the same or a higher priority may hold it then: no other entry of the
     reservation that may run at any time, and no other prescaled schedule of it whose
     warm-up meets this one's asking, with it, more than the reservation holds."""
-    from config.reservations import holdings
     entry = plan.entry
     item = next((r for r in cfg.reservations if r.name == entry.reservation), None)
     if item is None:
         return None
     value = values[entry.name]
-    check = StartCheck(entry.name, f"kns-res-{item.name}", item.pool, entry.priority, value,
+    check = StartCheck(entry.name, reservations.cluster_queue_name(item.name), item.pool, entry.priority, value,
                        cfg.priority_sources.get(entry.name), True, reservation=item.name)
     timed = {p.entry.name: p for p in plans if prescaled_on_reservation(p) and p.entry.reservation == item.name
              and p.entry.name != entry.name and values[p.entry.name] >= value}
