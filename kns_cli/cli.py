@@ -25,6 +25,7 @@ from plan import stacks
 from plan.inventory import registrations
 from plan.targeting import entry_urns
 
+from . import applied as applied_module
 from . import changed as changed_module
 from . import explain as explain_module
 from . import layout as layout_module
@@ -167,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(run=run_up)
 
     changed_module.add_parser(commands, common)
+    applied_module.add_parser(commands, common)
 
     recover = commands.add_parser(
         "recover", parents=[common], help="after an interrupted `pulumi up`: make state, cluster and config agree",
@@ -355,7 +357,14 @@ def run_restack(args: argparse.Namespace) -> int:
     entry_stacks = cfg.state.entry_stacks if cfg.state else None
     try:
         env = preview_module.engine_environment(project_dir, args.stack, (), preview_module.toolchain(), os.environ)
-        preview_module.select_stack(project_dir, args.stack, env, create=False)
+        try:
+            preview_module.select_stack(project_dir, args.stack, env, create=False)
+        except preview_module.PreviewFailed as exc:
+            if preview_module.NO_SUCH_STACK not in str(exc):
+                raise
+            # A stack's first `make up` (CI's first run) creates it: nothing can be misplaced yet.
+            print(f"kns restack: stack {args.stack} is not in the backend yet: nothing to move")
+            return 0
         moves = layout_module.restack(project_dir, args.stack, entry_stacks, env, dry_run=args.dry_run)
     except preview_module.PreviewFailed as exc:
         print(f"kns restack: {exc}", file=sys.stderr)
