@@ -26,12 +26,14 @@ import os
 import re
 import subprocess
 import sys
+import signal
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, Mapping, Optional, Sequence
+from typing import IO, Any, Iterator, Mapping, Optional, Sequence
 
 from . import summary as summary_module
 
@@ -121,6 +123,22 @@ def copy_output(source: IO[bytes], log: IO[bytes], echo: Optional[IO[bytes]], pl
             planned.line(line)
 
 
+@contextmanager
+def interruptible() -> Iterator[list[int]]:
+    """While the engine runs, SIGINT (which its process group gets too) is noted instead of
+    raised: the engine finishes what is in flight and exits, and this process goes on
+    reading its events to the end and reports, never a traceback."""
+    seen: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run(action: str, stack: str, command: Sequence[str], *, verbose: bool, log_dir: Path,
         out: IO[str], err: IO[str], tty: bool, env: Optional[Mapping[str, str]] = None,
         cwd: Optional[Path] = None, outputs: Optional[dict[str, Any]] = None) -> int:
@@ -130,7 +148,8 @@ def run(action: str, stack: str, command: Sequence[str], *, verbose: bool, log_d
     log_dir.mkdir(parents=True, exist_ok=True)
     path = log_path(log_dir, stack, action)
     env = {**(os.environ if env is None else env), "PULUMI_DEBUG_COMMANDS": "true"}
-    with tempfile.TemporaryDirectory(prefix="kns-engine-") as tmp, open(path, "wb") as log:
+    with interruptible() as interrupted, tempfile.TemporaryDirectory(prefix="kns-engine-") as tmp, \
+            open(path, "wb") as log:
         events_file = Path(tmp) / "events.jsonl"
         events_file.touch()
         proc = subprocess.Popen([*command, "--event-log", str(events_file)], stdout=subprocess.PIPE,
@@ -177,6 +196,12 @@ def run(action: str, stack: str, command: Sequence[str], *, verbose: bool, log_d
             progress.update(events.done, planned.total)  # the whole log: its last events included
         progress.close()
     status = proc.returncode
+    if interrupted:
+        # The engine had the same SIGINT (Ctrl-C, a CI cancel) and stopped; its state may be
+        # behind the cluster, and a lock may be left if it was then killed.
+        err.write(f"Interrupted: the engine stopped (exit {status}); `./kns recover --stack {stack.split('.')[0]}` "
+                  "makes state, cluster and config agree (docs/operations.md)\n")
+        status = status or 130
     if outputs is not None:
         outputs.update(events.stack_outputs)
     prune(log_dir)

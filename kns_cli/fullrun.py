@@ -196,6 +196,19 @@ def command(action: str, stack: str, pulumi_args: Sequence[str]) -> list[str]:
 
 def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] = None,
          cwd: Optional[Path] = None) -> int:
+    """A SIGINT (Ctrl-C, a CI cancel) reaches the engines too, which stop; it starts no
+    further stack and ends in a message, never a traceback."""
+    with engine_run.interruptible() as interrupted:
+        status = _main(argv, env, cwd, interrupted)
+    if interrupted:
+        print("Interrupted: stacks not yet started were not run; `./kns recover` makes state, cluster and config "
+              "agree (docs/operations.md)", file=sys.stderr)
+        status = status or 130
+    return status
+
+
+def _main(argv: Optional[Sequence[str]], env: Optional[Mapping[str, str]], cwd: Optional[Path],
+          interrupted: Sequence[int]) -> int:
     parser = argparse.ArgumentParser(prog="python -m kns_cli.fullrun", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=("up", "preview"))
     parser.add_argument("--stack", required=True)
@@ -272,6 +285,8 @@ def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] 
             to_run.append(stack)
 
     def one(stack: str) -> tuple[int, str]:
+        if interrupted:
+            return 130, f"{stack}: not started (interrupted)\n"
         out = io.StringIO()
         code = engine_run.run(args.action, stack, command(args.action, stack, pulumi_args),
                               verbose=args.verbose and width == 1, log_dir=args.log_dir, out=out, err=sys.stderr,

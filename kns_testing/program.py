@@ -184,6 +184,33 @@ def engine_project(root: Path, bin_dir: str, passphrase: str, base_env: Optional
     return env
 
 
+# What CI runs beside the program (scripts/ci-*.sh call ./kns and make in the checkout).
+CI_TOOLS = ("kns", "kns_cli", "scripts", "policy", "Makefile", "versions.env")
+GIT_ENV = {"GIT_AUTHOR_NAME": "kns test", "GIT_AUTHOR_EMAIL": "test@example.org",
+           "GIT_COMMITTER_NAME": "kns test", "GIT_COMMITTER_EMAIL": "test@example.org",
+           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def ci_checkout(root: Path) -> str:
+    """Make the project copy in `root` a checkout as CI has it: the tools CI's scripts run
+    (this repository's, its virtualenv linked, whose install stamp stays newer than the
+    copied requirements so `make` installs nothing) and a git repository with one commit;
+    returns the commit."""
+    for name in CI_TOOLS:
+        source = ROOT / name
+        if not (root / name).exists():
+            (shutil.copytree if source.is_dir() else shutil.copy2)(source, root / name)
+    shutil.copy2(ROOT / "requirements.txt", root / "requirements.txt")
+    if not (root / ".venv").exists():
+        (root / ".venv").symlink_to(ROOT / ".venv")
+    (root / ".gitignore").write_text(".venv\nbuild/\n__pycache__/\n")
+    env = {**os.environ, **GIT_ENV}
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "--allow-empty", "-m", "checkout"]):
+        subprocess.run(["git", "-C", str(root), *args], env=env, check=True, capture_output=True)
+    return subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], env=env, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
 def dev_stack_config() -> dict[str, Any]:
     """The checked-in dev stack's config, keys without the `kns:` prefix."""
     document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())

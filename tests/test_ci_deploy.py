@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from kns_cli.preview import DEV_PASSPHRASE
-from kns_testing.program import PROJECT_FILES, ROOT, built_toolchain
+from kns_testing.program import PROJECT_FILES, ROOT, built_toolchain, ci_checkout
 from tests.test_changed import GIT_ENV, git
 
 CI_UP = ROOT / "scripts" / "ci-up.sh"
@@ -184,9 +184,6 @@ def test_converge_is_a_refreshed_full_up_and_a_refused_restack_stops_everything(
 
 # ---- the real engine ----------------------------------------------------------------------
 
-ENGINE_FILES = (*PROJECT_FILES, "Pulumi.dev.yaml", "kns", "kns_cli", "scripts", "policy", "Makefile", "versions.env")
-
-
 def job(name: str) -> dict:
     return {"name": name, "user": "bob", "image": "busybox:1.37", "command": ["sh", "-c", "true"],
             "cpu": 1, "memory": 256}
@@ -198,14 +195,10 @@ class Site:
     def __init__(self, root: Path, bin_dir: str):
         self.repo = root / "site"
         self.repo.mkdir()
-        for name in ENGINE_FILES:
+        for name in (*PROJECT_FILES, "Pulumi.dev.yaml"):
             source = ROOT / name
-            (shutil.copytree if source.is_dir() else shutil.copy2)(source, self.repo / name,
-                                                                   **({"symlinks": True} if source.is_dir() else {}))
-        shutil.copy2(ROOT / "requirements.txt", self.repo / "requirements.txt")  # older than the venv's stamp
-        (self.repo / ".venv").symlink_to(ROOT / ".venv")
-        (self.repo / ".gitignore").write_text(".venv\nbuild/\n.pulumi-state/\n__pycache__/\n")
-        git(self.repo, "init", "-q", "-b", "main")
+            (shutil.copytree if source.is_dir() else shutil.copy2)(source, self.repo / name)
+        ci_checkout(self.repo)
         state = root / "state"
         state.mkdir()
         self.env = {**GIT_ENV, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PULUMI_BACKEND_URL": f"file://{state}",

@@ -30,7 +30,7 @@ from kns_cli.preview import summary_module
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
 from kns_testing.kueue import start_kueue
 from kns_testing.pace import slack
-from kns_testing.program import ROOT, dev_stack_config, engine_project, registration_requests, run_program
+from kns_testing.program import ROOT, ci_checkout, dev_stack_config, engine_project, registration_requests, run_program
 from plan import stacks
 from tests.test_e2e import Stack, Watch
 from tests.test_queueing import CONFIG as QUEUED_CONFIG
@@ -235,6 +235,46 @@ def test_a_quota_raised_by_hand_is_shown_under_its_entry_and_restored(stack, clu
         assert now["metadata"]["uid"] == old["metadata"]["uid"], entry  # put back in place, not recreated
     never_resuspended(jobs, cluster)
     assert_no_drift(stack)
+
+
+# ---- CI's drift check and its converge (.github/workflows/drift.yml, up.yml) ----------------
+
+
+def ci_script(stack: Stack, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", *args], cwd=stack.root, env={**stack.env, "KNS_PARALLEL_STACKS": "1"},
+                          capture_output=True, text=True, timeout=1800)
+
+
+def test_the_ci_drift_check_fails_on_a_hand_edit_and_passes_after_the_converging_up(stack, cluster, jobs):
+    """scripts/ci-drift.sh as the drift workflow runs it, in a checkout: clean, then a quota
+    loosened by hand fails it with the object under its entry, and it changes nothing
+    itself (still failing on a second run); the up workflow's converge (scripts/ci-up.sh
+    --converge, the real `make up`) puts the quota back and records the commit, and the
+    check passes again."""
+    commit = ci_checkout(stack.root)
+    clean = ci_script(stack, "scripts/ci-drift.sh", "local")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "ci-drift: stack local: no drift" in clean.stdout
+    old = quota(cluster, "cpu-job")
+    cluster.kubectl("patch", "resourcequota", "kns-quota", "-n", "kns-cpu-job", "--type", "merge",
+                    "-p", json.dumps({"spec": {"hard": {"requests.cpu": "64"}}}))
+    for _ in range(2):
+        drifted = ci_script(stack, "scripts/ci-drift.sh", "local")
+        assert drifted.returncode == 1, drifted.stdout + drifted.stderr
+        assert "has drifted" in drifted.stderr and "run the up workflow by hand with converge" in drifted.stderr
+        assert re.search(r"### Job `cpu-job`.*\n(.*\n)*.*`~` update \| `ResourceQuota` \| `kns-cpu-job/kns-quota` \| "
+                         r"`spec.hard\[\"requests.cpu\"\]`", drifted.stdout), drifted.stdout
+        assert (stack.root / "build" / "drift-local.md").read_text() in drifted.stdout
+        assert quota(cluster, "cpu-job")["spec"]["hard"]["requests.cpu"] == "64"
+    converged = ci_script(stack, "scripts/ci-up.sh", "local", "--converge")
+    assert converged.returncode == 0, converged.stdout[-3000:] + converged.stderr[-3000:]
+    assert quota(cluster, "cpu-job")["spec"]["hard"] == old["spec"]["hard"]
+    recorded = subprocess.run(["./kns", "applied", "--stack", "local"], cwd=stack.root, env=stack.env,
+                              capture_output=True, text=True, check=True)
+    assert recorded.stdout.strip() == commit
+    again = ci_script(stack, "scripts/ci-drift.sh", "local")
+    assert again.returncode == 0, again.stdout + again.stderr
+    never_resuspended(jobs, cluster)
 
 
 # ---- a LimitRange deleted by hand ------------------------------------------------------------

@@ -9,8 +9,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -220,3 +222,43 @@ def test_compact_fields():
     assert summary.compact_fields(["data", "spec.x"]) == "data, spec.x"
     assert summary.compact_fields(["spec.hard.cpu"]) == "spec.hard.cpu"
     assert summary.compact_fields(["spec.ab", "spec.ac"]) == "spec.{ab, ac}"
+
+
+FAKE_ENGINE = """
+import signal, sys, time
+from pathlib import Path
+log = Path(sys.argv[sys.argv.index("--event-log") + 1])
+log.write_text("")
+def cancelled(signum, frame):
+    print("engine: cancelled, finishing what is in flight", flush=True)
+    sys.exit(255)
+signal.signal(signal.SIGINT, cancelled)
+Path(sys.argv[1]).write_text("started")
+time.sleep(600)
+"""
+
+
+def test_a_sigint_to_the_run_s_process_group_ends_in_a_message_not_a_traceback(tmp_path):
+    """Ctrl-C, or CI cancelling the step: the engine and this process both get SIGINT; the
+    engine stops, this process reports it with what to run next and exits non-zero."""
+    engine = tmp_path / "engine.py"
+    engine.write_text(FAKE_ENGINE)
+    started = tmp_path / "started"
+    process = subprocess.Popen([sys.executable, "-m", "kns_cli.engine_run", "up", "--stack", "prod.entries-1",
+                                "--log-dir", str(tmp_path / "logs"), "--", sys.executable, str(engine), str(started)],
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists():
+            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+            time.sleep(0.05)
+        os.killpg(process.pid, signal.SIGINT)
+        out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 255, (out, err)
+    assert "Traceback" not in err + out and "KeyboardInterrupt" not in err + out, err
+    assert "Interrupted: the engine stopped (exit 255); `./kns recover --stack prod`" in err
+    assert "cancelled, finishing what is in flight" in next((tmp_path / "logs").iterdir()).read_text()

@@ -31,7 +31,7 @@ from kns_cli.engine import engine_settings
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
 from kns_testing.faults import Component, processes_under
 from kns_testing.pace import slack
-from kns_testing.program import ROOT, engine_project
+from kns_testing.program import ROOT, ci_checkout, engine_project
 from tests.test_e2e import Stack
 
 PASSPHRASE = "kns-faults"
@@ -316,6 +316,69 @@ def test_an_interrupted_up_converges_after_kns_recover(cluster, tmp_path_factory
             assert swept > 0, "the abandoned update's objects were not found by the sweep"
         assert_converged(case, removed, changed)
         result["converged"] = True
+
+
+# GitHub's cancel of a step (a cancelled run, or `timeout-minutes` reached): SIGINT, SIGTERM
+# 7.5 s later, SIGKILL 2.5 s after that. A lost runner is SIGKILL at once.
+GITHUB_CANCEL = ((signal.SIGINT, 7.5), (signal.SIGTERM, 2.5), (signal.SIGKILL, 0))
+RUNNER_LOST = ((signal.SIGKILL, 0),)
+
+
+@pytest.mark.parametrize("name,signals", [("gc1", GITHUB_CANCEL), ("gk1", RUNNER_LOST)], ids=["cancel", "runner lost"])
+def test_ci_s_apply_cancelled_mid_way_is_recovered_by_the_recover_workflow_s_command(cluster, tmp_path_factory, name,
+                                                                                     signals):
+    """scripts/ci-up.sh in a checkout, with the engine settings CI runs (checkpoints skipped),
+    signalled as GitHub stops a step once the first of the case's objects is on the cluster.
+    Whatever it left (a lock, now of a runner that is gone: another host), the recover
+    workflow's command (scripts/ci-recover.sh) leaves state, cluster and lock consistent and
+    records the commit, so the next push's apply has nothing left to do."""
+    case = new_case(cluster, tmp_path_factory, name, TUNED)
+    case.write(FIRST)
+    commit = ci_checkout(case.stack.root)
+    env = {**case.stack.env, "KNS_PARALLEL_STACKS": "1"}
+    root = case.stack.root
+    with open(root / "ci-up.log", "w") as out:
+        process = subprocess.Popen(["bash", "scripts/ci-up.sh", "local"], cwd=root, env=env, stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        cluster.wait(lambda: process.poll() is not None or case.cluster.kubectl(
+            "get", "namespaces", "-l", f"{LABEL}=kns-{name}", "-o", "name").stdout.strip(), slack(floor=300), every=0.1,
+            message="the apply's first namespace")
+        assert process.poll() is None, f"the apply ended before it was cancelled:\n{(root / 'ci-up.log').read_text()[-3000:]}"
+        for sig, grace in signals:
+            if process.poll() is None:
+                os.killpg(process.pid, sig)
+            try:
+                process.wait(timeout=grace or 60)
+            except subprocess.TimeoutExpired:
+                pass
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        reap(root)
+    output = (root / "ci-up.log").read_text()
+    assert process.returncode != 0 and no_crash(output), output[-4000:]
+    backend = Path(case.stack.env["PULUMI_BACKEND_URL"][len("file://"):])
+    locks = sorted((backend / ".pulumi" / "locks").rglob("*.json"))
+    if signals is RUNNER_LOST:
+        assert locks, "a SIGKILLed engine left no lock"
+    for lock in locks:  # the runner that held it is gone: its host is not this one
+        content = json.loads(lock.read_text())
+        lock.write_text(json.dumps({**content, "hostname": "runner-gone", "pid": 1}))
+    done = subprocess.run(["bash", "scripts/ci-recover.sh", "local"], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=1200)
+    assert done.returncode == 0, f"ci-recover failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+    assert "recovered" in done.stdout + done.stderr
+    assert "recovered" in (root / "build" / "logs" / "recover-local.log").read_text()
+    if locks:
+        assert "runner-gone" in done.stdout + done.stderr
+    assert not list((backend / ".pulumi" / "locks").rglob("*.json"))
+    assert_converged(case)
+    after = subprocess.run(["bash", "scripts/ci-up.sh", "local"], cwd=root, env=env, capture_output=True, text=True,
+                           timeout=600)
+    assert after.returncode == 0 and f"has applied {commit} already: nothing to apply" in after.stdout, \
+        after.stdout + after.stderr
 
 
 def test_a_killed_up_is_never_skipped_by_make_up_even_when_the_config_is_back_to_the_last_success(
