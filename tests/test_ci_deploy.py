@@ -264,3 +264,128 @@ def test_a_cancelled_middle_run_is_applied_by_the_next_and_an_entry_added_and_re
     rerun = site.ci_up(b)
     assert rerun.returncode == 0 and "nothing to apply (an older run never rolls back)" in rerun.stdout, rerun.stderr
     assert site.recorded() == c and site.state_entries() == before | {"added-b", "added-c"}
+
+
+# ---- the workflows that call them ---------------------------------------------------------
+
+WORKFLOWS = ROOT / ".github" / "workflows"
+WRITE_SECRETS = {"PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "KUBECONFIG_DATA"}
+
+
+def load(name: str) -> dict:
+    document = yaml.safe_load((WORKFLOWS / name).read_text())
+    document["on"] = document.pop(True, document.get("on"))  # YAML 1.1 reads `on:` as True
+    return document
+
+
+def step(job: dict, fragment: str) -> dict:
+    (found,) = [s for s in job["steps"] if fragment in s.get("run", "")]
+    return found
+
+
+def secret_holders(document: dict) -> dict[str, list[str]]:
+    """Where each secret is given: `workflow`, `job <name>` or `step <name>`."""
+    where: dict[str, list[str]] = {}
+
+    def note(env: dict, place: str) -> None:
+        for key, value in (env or {}).items():
+            if "secrets." in str(value):
+                where.setdefault(key, []).append(place)
+    note(document.get("env"), "workflow")
+    for name, job in document["jobs"].items():
+        note(job.get("env"), f"job {name}")
+        for each in job.get("steps", []):
+            note(each.get("env"), f"step {each.get('name', each.get('uses'))}")
+    return where
+
+
+def test_up_applies_main_on_push_converges_only_by_hand_and_holds_write_secrets_in_one_step():
+    up = load("up.yml")
+    assert set(up["on"]) == {"push", "workflow_dispatch"} and up["on"]["push"] == {"branches": ["main"]}
+    assert up["on"]["workflow_dispatch"]["inputs"]["converge"] == {
+        "description": up["on"]["workflow_dispatch"]["inputs"]["converge"]["description"],
+        "type": "boolean", "default": False}
+    job = up["jobs"]["up"]
+    assert "github.ref == 'refs/heads/main'" in job["if"]
+    assert job["concurrency"] == {"group": "up-${{ matrix.stack }}", "cancel-in-progress": False}
+    assert job["environment"] == "${{ matrix.stack }}"
+    assert job["steps"][0]["with"] == {"fetch-depth": 0}
+    assert secret_holders(up) == {key: ["step Up"] for key in WRITE_SECRETS}
+    assert job["steps"].index(step(job, "./kns validate")) < job["steps"].index(step(job, "scripts/ci-up.sh"))
+    (artifact,) = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert artifact["if"] == "${{ always() }}" and artifact["with"]["path"] == "build/logs/"
+    assert up["permissions"] == {"contents": "read"} and "permissions" not in job
+
+
+def test_recover_is_a_workflow_entry_in_the_stack_s_group_and_environment():
+    recover, up = load("recover.yml"), load("up.yml")
+    assert set(recover["on"]) == {"workflow_dispatch"}
+    assert recover["on"]["workflow_dispatch"]["inputs"]["stack"]["required"] is True
+    (job,) = recover["jobs"].values()
+    # The same group string as up's, for the same stack: GitHub runs one of them at a time.
+    assert job["concurrency"]["group"].replace("inputs.stack", "matrix.stack") == up["jobs"]["up"]["concurrency"]["group"]
+    assert job["concurrency"]["cancel-in-progress"] is False
+    assert job["environment"] == "${{ inputs.stack }}" and "github.ref == 'refs/heads/main'" in job["if"]
+    assert 'scripts/ci-recover.sh "$STACK"' in step(job, "ci-recover")["run"]
+    assert secret_holders(recover) == {key: ["step Recover"] for key in WRITE_SECRETS}
+    (artifact,) = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert artifact["if"] == "${{ always() }}"
+
+
+@pytest.mark.parametrize("stack,ok", [("prod", True), ("nope", False), ("../Pulumi", False), ("-x", False)])
+def test_recover_checks_the_stack_name_it_is_given(tmp_path, stack, ok):
+    (job,) = load("recover.yml")["jobs"].values()
+    (tmp_path / "Pulumi.prod.yaml").write_text("config: {}\n")
+    done = subprocess.run(["bash", "-eo", "pipefail", "-c", step(job, "Pulumi.$STACK.yaml")["run"]], cwd=tmp_path,
+                          env={**os.environ, "STACK": stack}, capture_output=True, text=True, timeout=60)
+    assert (done.returncode == 0) is ok, done.stdout + done.stderr
+    if not ok:
+        assert f"::error::no stack named '{stack}'" in done.stdout
+
+
+def test_drift_is_a_scheduled_check_of_its_own_that_applies_nothing():
+    drift = load("drift.yml")
+    assert set(drift["on"]) == {"schedule", "workflow_dispatch"}
+    job = drift["jobs"]["drift"]
+    assert job["environment"] == "preview" and "concurrency" not in job
+    run = step(job, "scripts/ci-drift.sh")["run"]
+    assert 'scripts/ci-drift.sh "$STACK" || status=$?' in run and 'exit "$status"' in run
+    text = (WORKFLOWS / "drift.yml").read_text()
+    assert "ci-up.sh" not in text and "pulumi up" not in text and "--converge" not in text
+    assert "drift" not in (WORKFLOWS / "up.yml").read_text().split("\njobs:")[1]
+
+
+def test_a_workflow_runs_the_tests_as_ci_does():
+    test = load("test.yml")
+    assert set(test["on"]) == {"pull_request", "push"}
+    (job,) = test["jobs"].values()
+    assert step(job, ".ci/run")["run"].strip() == "bash .ci/run"
+
+
+@pytest.mark.parametrize("converge,data", [("false", "apiVersion: v1\nkind: Config\n"), ("true", "")])
+def test_the_up_step_hands_the_kubeconfig_over_as_a_private_file_and_converges_only_when_asked(tmp_path, converge, data):
+    """The Up step's own script, run with a stand-in scripts/ci-up.sh that reports what it got."""
+    job = load("up.yml")["jobs"]["up"]
+    (tmp_path / "scripts").mkdir()
+    report = tmp_path / "report"
+    (tmp_path / "scripts" / "ci-up.sh").write_text(
+        '#!/usr/bin/env bash\n{ echo "args: $*"; echo "data: ${KUBECONFIG_DATA:-unset}"; echo "kubeconfig: ${KUBECONFIG:-unset}";'
+        ' if [ -n "${KUBECONFIG:-}" ]; then stat -c "mode: %a" "$KUBECONFIG"; cat "$KUBECONFIG"; fi; } > "$REPORT"\n')
+    (tmp_path / "scripts" / "ci-up.sh").chmod(0o755)
+    env = {**os.environ, "STACK": "prod", "CONVERGE": converge, "PULUMI_BACKEND_URL": "s3://state",
+           "PULUMI_CONFIG_PASSPHRASE": "p", "KUBECONFIG_DATA": data, "RUNNER_TEMP": str(tmp_path), "REPORT": str(report)}
+    env.pop("KUBECONFIG", None)
+    done = subprocess.run(["bash", "-eo", "pipefail", "-c", step(job, "scripts/ci-up.sh")["run"]], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = report.read_text().splitlines()
+    assert lines[0] == ("args: prod --converge" if converge == "true" else "args: prod")
+    assert lines[1] == "data: unset"
+    if data:
+        assert lines[2:4] == [f"kubeconfig: {tmp_path}/kubeconfig", "mode: 600"] and "kind: Config" in lines
+    else:
+        assert lines[2] == "kubeconfig: unset"
+    env["PULUMI_CONFIG_PASSPHRASE"] = ""
+    missing = subprocess.run(["bash", "-eo", "pipefail", "-c", step(job, "scripts/ci-up.sh")["run"]], cwd=tmp_path,
+                             env=env, capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "secrets missing in environment prod: PULUMI_CONFIG_PASSPHRASE" in missing.stdout
