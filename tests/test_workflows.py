@@ -87,8 +87,8 @@ def test_actionlint_fails_on_a_broken_workflow(actionlint, tmp_path):
     text = PREVIEW.read_text()
     broken = (text.replace("needs: stacks\n", "needs: stackz\n", 1)  # a job that does not exist
               .replace("secrets.PULUMI_BACKEND_URL", "secret.PULUMI_BACKEND_URL", 1)  # an unknown context
-              .replace('pulumi stack select "$STACK"', "pulumi stack select $STACK", 1))  # unquoted, for shellcheck
-    assert broken.count("stackz") == 1 and "secret.PULUMI" in broken and "select $STACK" in broken
+              .replace('./kns validate --stack "$STACK"', "./kns validate --stack $STACK", 1))  # unquoted, for shellcheck
+    assert broken.count("stackz") == 1 and "secret.PULUMI" in broken and "validate --stack $STACK" in broken
     (tmp_path / ".github" / "workflows").mkdir(parents=True)
     path = tmp_path / ".github" / "workflows" / "preview.yml"
     path.write_text(broken)
@@ -109,7 +109,7 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def stack_job(document: dict[str, Any]) -> dict[str, Any]:
-    (job,) = [j for name, j in document["jobs"].items() if name != "stacks"]
+    (job,) = [j for name, j in document["jobs"].items() if name not in ("stacks", "comment")]
     return job
 
 
@@ -150,8 +150,13 @@ def test_preview_runs_on_pull_requests_and_up_only_on_main():
 
 def test_backend_and_passphrase_come_from_secrets(workflow):
     job = stack_job(workflow)
-    assert job["env"]["PULUMI_BACKEND_URL"] == "${{ secrets.PULUMI_BACKEND_URL }}"
-    assert job["env"]["PULUMI_CONFIG_PASSPHRASE"] == "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}"
+    if workflow["name"] == "preview":  # step-scoped: only the secrets check and the preview get them
+        holders = [s.get("id") for s in job["steps"] if "PULUMI_CONFIG_PASSPHRASE" in (s.get("env") or {})]
+        assert holders == ["secrets", "preview"] and "PULUMI_BACKEND_URL" not in job["env"]
+        assert job["environment"] == "preview"
+    else:
+        assert job["env"]["PULUMI_BACKEND_URL"] == "${{ secrets.PULUMI_BACKEND_URL }}"
+        assert job["env"]["PULUMI_CONFIG_PASSPHRASE"] == "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}"
     assert workflow["env"]["PULUMI_SKIP_UPDATE_CHECK"] == "true"
     for env in envs(workflow):
         for key, value in env.items():
@@ -170,7 +175,10 @@ def test_no_literal_passphrase_anywhere_in_the_workflows():
 
 def test_minimal_permissions(workflow):
     assert workflow["permissions"] == {"contents": "read"}
-    assert all("permissions" not in job for job in workflow["jobs"].values())
+    # The preview's comment job alone writes, to the pull request's comments.
+    writers = {name: job["permissions"] for name, job in workflow["jobs"].items() if "permissions" in job}
+    assert writers == ({"comment": {"contents": "read", "pull-requests": "write"}} if workflow["name"] == "preview"
+                       else {})
 
 
 def test_one_job_per_stack_from_the_discovery_job(workflow):
@@ -199,39 +207,55 @@ def test_the_toolchain_is_built_cached_and_put_on_path(workflow):
     venv, toolchain = step_index(job, "make venv"), step_index(job, "bash scripts/toolchain.sh")
     assert uses.index(cache["uses"]) < toolchain and venv < toolchain
     assert "GITHUB_PATH" in job["steps"][toolchain]["run"]
-    assert toolchain < step_index(job, "./kns validate")
+    if workflow["name"] == "preview":  # validated first: a fork's pull request gets no toolchain
+        assert venv < step_index(job, "./kns validate") < toolchain
+    else:
+        assert toolchain < step_index(job, "./kns validate")
 
 
 def test_preview_validates_then_previews_with_the_policy_pack_and_summarises():
+    """Validation first and without secrets; without them (a fork's pull request) the job
+    says so and previews nothing; with them, scripts/ci-preview.sh against the pull
+    request's base (fully fetched), whose summary goes to the run's page even after a
+    failure, and whose logs are kept even on cancel (tests/test_ci_preview.py runs it)."""
     document = load(PREVIEW)
     job = stack_job(document)
+    steps = job["steps"]
+    assert steps[0]["with"] == {"fetch-depth": 0}
     validate = step_index(job, './kns validate --stack "$STACK"')
-    select = step_index(job, 'pulumi stack select "$STACK" --create')
-    diff = step_index(job, "--diff --non-interactive")
-    as_json = step_index(job, "--json")
-    summary = step_index(job, "scripts/preview-summary.py")
-    assert validate < select < diff < as_json < summary
-    previews = runs(job, "pulumi preview")
-    assert len(previews) == 2 and all("--policy-pack policy" in line for line in previews)
-    # Every Pulumi stack of the stack (its entry stacks too, docs/entry-stacks.md), each with
-    # the stack's config, listed once by the select step (which creates missing entry stacks).
-    assert 'python -m kns_cli.layout stacks "$STACK" > build/stacks.txt' in job["steps"][select]["run"]
-    assert 'python -m kns_cli.layout init "$each"' in job["steps"][select]["run"]
-    for step in (diff, as_json):
-        run = job["steps"][step]["run"]
-        assert 'pulumi preview --stack "$each" $(python -m kns_cli.layout config "$each")' in run
-        assert "done < build/stacks.txt" in run and 'exit "$status"' in run
-    assert "--show-sames" in job["steps"][as_json]["run"]
-    assert '> "build/preview-$STACK/$each.json"' in job["steps"][as_json]["run"]
-    assert ('scripts/preview-summary.py "build/preview-$STACK"/*.json --stack "$STACK" \\\n'
-            '    --log "build/preview-$STACK.log" >> "$GITHUB_STEP_SUMMARY"' in job["steps"][summary]["run"])
-    # The policy violations reach the summary through the diff step's log.
-    assert '| tee -a "build/preview-$STACK.log"' in job["steps"][diff]["run"]
-    # The summary also comes when the diff step failed (a policy or program error).
-    assert "!cancelled()" in job["steps"][as_json]["if"] and "!cancelled()" in job["steps"][summary]["if"]
-    assert not runs(job, "pulumi up")
+    secrets = [s.get("id") for s in steps].index("secrets")
+    toolchain = step_index(job, "bash scripts/toolchain.sh")
+    preview = step_index(job, "scripts/ci-preview.sh")
+    summary = step_index(job, 'cat "$summary" >> "$GITHUB_STEP_SUMMARY"')
+    assert validate < secrets < toolchain < preview < summary
+    assert "if" not in steps[validate] and "env" not in steps[validate]
+    check = steps[secrets]["run"]
+    assert 'echo "present=false" >> "$GITHUB_OUTPUT"' in check and "::notice::" in check
+    assert 'build/summary-$STACK.md' in check and "exit 1" not in check and "::error::" not in check
+    # After the check, everything that needs the secrets or the toolchain is skipped without them.
+    for step in steps[secrets + 1:summary]:
+        assert step["if"] == "steps.secrets.outputs.present == 'true'", step
+    assert steps[preview]["run"] == 'scripts/ci-preview.sh "$STACK" "$BASE"'
+    assert steps[preview]["env"]["BASE"] == "${{ github.event.pull_request.base.sha }}"
+    assert steps[summary]["if"] == "${{ !cancelled() }}"
+    (artifact,) = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert artifact["if"] == "always()" and steps.index(artifact) > summary
+    # The diff log and the summary; not the JSON previews, whose inputs hold secrets in plaintext.
+    assert artifact["with"]["path"].split() == ["build/preview-*.log", "build/summary-*"]
+    assert not runs(job, "pulumi up") and not runs(job, "pulumi stack select")
     assert document["concurrency"] == {"group": "preview-${{ github.event.pull_request.number }}",
                                        "cancel-in-progress": True}
+    comment = document["jobs"]["comment"]
+    assert comment["needs"] == ["stacks", "preview"]
+    assert comment["if"] == ("${{ !cancelled() && github.event.pull_request.head.repo.full_name == "
+                             "github.repository }}")
+    assert "secrets." not in yaml.safe_dump(comment)
+    (download,) = [s for s in comment["steps"] if s.get("uses", "").startswith("actions/download-artifact@")]
+    assert download["with"] == {"pattern": "preview-*", "path": "build", "merge-multiple": True}
+    post = comment["steps"][-1]
+    assert 'python3 scripts/pr-comment.py --head "$HEAD" "$NUMBER" build/summary-*.md' in post["run"]
+    assert post["env"] == {"GITHUB_TOKEN": "${{ github.token }}", "NUMBER": "${{ github.event.pull_request.number }}",
+                           "HEAD": "${{ github.event.pull_request.head.sha }}"}
 
 
 def test_up_validates_then_applies_one_stack_at_a_time_in_its_environment():
@@ -264,9 +288,12 @@ def test_up_validates_then_applies_one_stack_at_a_time_in_its_environment():
 def test_both_workflows_discover_and_set_up_the_same_way():
     preview, up = load(PREVIEW), load(UP)
     assert preview["jobs"]["stacks"] == up["jobs"]["stacks"]
-    setup = lambda job: [s for s in job["steps"] if "./kns" in s.get("run", "")][0]  # noqa: E731
-    before = lambda job: job["steps"][:job["steps"].index(setup(job))]  # noqa: E731
-    assert before(stack_job(preview)) == before(stack_job(up))
+
+    def setup(job):  # preview's skip themselves without secrets (an `if:`), after its validation
+        return {s.get("uses") or s["name"]: {k: v for k, v in s.items() if k != "if"} for s in job["steps"]
+                if s.get("uses", "").startswith(("actions/setup-", "actions/cache@"))
+                or s.get("name") in ("Virtualenv", "Pulumi toolchain")}
+    assert len(setup(stack_job(up))) == 5 and setup(stack_job(preview)) == setup(stack_job(up))
 
 
 # ---- stack discovery, for real ----------------------------------------------------------
