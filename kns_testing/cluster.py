@@ -44,6 +44,25 @@ class Cluster:
     def apply(self, *documents: dict) -> None:
         self.kubectl("apply", "-f", "-", input="\n---\n".join(yaml.safe_dump(d) for d in documents))
 
+    def read_only_kubeconfig(self, path: Path, name: str = "kns-preview") -> Path:
+        """A kubeconfig at `path` for a ServiceAccount that may only get, list and watch
+        (docs/ci.md's preview identity), with a token of an hour."""
+        self.kubectl("create", "serviceaccount", name, "-n", "default")
+        self.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name},
+                    "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]}]},
+                   {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                    "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "default"}]})
+        token = self.kubectl("create", "token", name, "-n", "default", "--duration=1h").stdout.strip()
+        (cluster,) = yaml.safe_load(self.kubeconfig.read_text())["clusters"]
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "clusters": [cluster],
+            "users": [{"name": name, "user": {"token": token}}],
+            "contexts": [{"name": name, "context": {"cluster": cluster["name"], "user": name}}],
+            "current-context": name}))
+        path.chmod(0o600)
+        return path
+
     def can(self, who: str, verb: str, resource: str, namespace: str | None = None) -> bool:
         """`kubectl auth can-i`; `pods/log` style names are a subresource, `type/name` an object."""
         base, _, sub = resource.partition("/")

@@ -389,3 +389,35 @@ def test_the_up_step_hands_the_kubeconfig_over_as_a_private_file_and_converges_o
     missing = subprocess.run(["bash", "-eo", "pipefail", "-c", step(job, "scripts/ci-up.sh")["run"]], cwd=tmp_path,
                              env=env, capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and "secrets missing in environment prod: PULUMI_CONFIG_PASSPHRASE" in missing.stdout
+
+
+# ---- what the drift check calls drift (kns_cli/drift.py) ------------------------------------
+
+from kns_cli import drift  # noqa: E402
+
+STACK_URN = "urn:pulumi:prod::kns-platform::pulumi:pulumi:Stack::kns-platform-prod"
+PROVIDER_URN = "urn:pulumi:prod::kns-platform::pulumi:providers:kubernetes::kns-prod-kubernetes"
+QUOTA_URN = ("urn:pulumi:prod::kns-platform::kns:workload:Job$kns:workload:JobNamespace$"
+             "kubernetes:core/v1:ResourceQuota::train-quota")
+
+
+@pytest.mark.parametrize("steps,diagnostics,status,said", [
+    ([("update", STACK_URN), ("update", PROVIDER_URN), ("refresh", QUOTA_URN), ("same", QUOTA_URN)], [], 0, []),
+    ([("update", QUOTA_URN), ("update", STACK_URN)], [], 1,
+     ["drift: prod: update train-quota (kubernetes:core/v1:ResourceQuota)"]),
+    ([("create", QUOTA_URN)], [], 1, ["drift: prod: create train-quota (kubernetes:core/v1:ResourceQuota)"]),
+    ([("update", QUOTA_URN)], [{"severity": "error", "message": "cannot reach the API server"}], 2,
+     ["drift: prod: the preview failed: cannot reach the API server"]),
+], ids=["outputs and provider only", "an object updated", "an object deleted by hand", "a failed preview"])
+def test_drift_is_a_change_of_an_object(tmp_path, capsys, steps, diagnostics, status, said):
+    path = tmp_path / "prod.json"
+    path.write_text(json.dumps({"steps": [{"op": op, "urn": urn} for op, urn in steps], "diagnostics": diagnostics}))
+    assert drift.main([str(path)]) == status
+    assert capsys.readouterr().out.splitlines() == said
+
+
+def test_a_preview_without_a_result_is_a_failure_not_a_pass(tmp_path, capsys):
+    (tmp_path / "prod.json").write_text("")
+    (tmp_path / "prod.entries-1.json").write_text(json.dumps({"steps": [{"op": "update", "urn": QUOTA_URN}]}))
+    assert drift.main([str(tmp_path / "prod.json"), str(tmp_path / "prod.entries-1.json")]) == 2
+    assert "drift: prod: the preview produced no result" in capsys.readouterr().out

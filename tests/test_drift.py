@@ -245,23 +245,40 @@ def ci_script(stack: Stack, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=1800)
 
 
-def test_the_ci_drift_check_fails_on_a_hand_edit_and_passes_after_the_converging_up(stack, cluster, jobs):
-    """scripts/ci-drift.sh as the drift workflow runs it, in a checkout: clean, then a quota
-    loosened by hand fails it with the object under its entry, and it changes nothing
-    itself (still failing on a second run); the up workflow's converge (scripts/ci-up.sh
-    --converge, the real `make up`) puts the quota back and records the commit, and the
-    check passes again."""
+def test_the_ci_drift_check_fails_on_a_hand_edit_and_passes_after_the_converging_up(stack, cluster, jobs, tmp_path):
+    """scripts/ci-drift.sh as the drift workflow runs it, in a checkout, reading with an
+    identity of its own that may only get, list and watch (docs/ci.md): clean, although the
+    stack's digest output differs with the kubeconfig read; a quota loosened by hand fails
+    it with the object under its entry, and it changes nothing itself (still failing on a
+    second run, the quota still loosened); the up workflow's converge (scripts/ci-up.sh
+    --converge, the real `make up`, with the apply identity) puts the quota back and
+    records the commit, and the check passes again. Always with the admin's config put back."""
     commit = ci_checkout(stack.root)
-    clean = ci_script(stack, "scripts/ci-drift.sh", "local")
+    config = stack.root / "Pulumi.local.yaml"
+    admin = config.read_text()
+    reader = cluster.read_only_kubeconfig(tmp_path / "preview.kubeconfig")
+    assert not cluster.can("system:serviceaccount:default:kns-preview", "patch", "resourcequotas", "kns-cpu-job")
+
+    def drift_check() -> subprocess.CompletedProcess:
+        document = yaml.safe_load(admin)
+        document["config"]["kns:cluster"]["kubeconfig"] = str(reader)
+        config.write_text(yaml.safe_dump(document, sort_keys=False))
+        try:
+            return ci_script(stack, "scripts/ci-drift.sh", "local")
+        finally:
+            config.write_text(admin)
+
+    clean = drift_check()
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert "ci-drift: stack local: no drift" in clean.stdout
     old = quota(cluster, "cpu-job")
     cluster.kubectl("patch", "resourcequota", "kns-quota", "-n", "kns-cpu-job", "--type", "merge",
                     "-p", json.dumps({"spec": {"hard": {"requests.cpu": "64"}}}))
     for _ in range(2):
-        drifted = ci_script(stack, "scripts/ci-drift.sh", "local")
+        drifted = drift_check()
         assert drifted.returncode == 1, drifted.stdout + drifted.stderr
         assert "has drifted" in drifted.stderr and "run the up workflow by hand with converge" in drifted.stderr
+        assert "drift: local: update cpu-job-quota (kubernetes:core/v1:ResourceQuota)" in drifted.stdout
         assert re.search(r"### Job `cpu-job`.*\n(.*\n)*.*`~` update \| `ResourceQuota` \| `kns-cpu-job/kns-quota` \| "
                          r"`spec.hard\[\"requests.cpu\"\]`", drifted.stdout), drifted.stdout
         assert (stack.root / "build" / "drift-local.md").read_text() in drifted.stdout
@@ -272,7 +289,7 @@ def test_the_ci_drift_check_fails_on_a_hand_edit_and_passes_after_the_converging
     recorded = subprocess.run(["./kns", "applied", "--stack", "local"], cwd=stack.root, env=stack.env,
                               capture_output=True, text=True, check=True)
     assert recorded.stdout.strip() == commit
-    again = ci_script(stack, "scripts/ci-drift.sh", "local")
+    again = drift_check()
     assert again.returncode == 0, again.stdout + again.stderr
     never_resuspended(jobs, cluster)
 
