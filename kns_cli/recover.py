@@ -133,7 +133,11 @@ def release_lock(project_dir: Path, project: str, stack: str, env: Mapping[str, 
     backend = file_backend(env)
     if backend is None:
         if force:
-            say("step 1/5: --force: pulumi cancel")
+            # The backend's lock cannot be read from here, so nothing here can see whether its
+            # holder still runs: --force is the word of whoever runs this that none does. CI's
+            # recover workflow gives it from the stack's concurrency group (docs/ci.md).
+            say("step 1/5: --force on a backend whose lock this cannot read: pulumi cancel, on your word that "
+                "no update of the stack still runs")
             pulumi(["cancel", "--yes", stack], project_dir, env, "step 1/5 (cancel)")
         else:
             say("step 1/5: not a file backend: a lock left by the interrupted run is released with --force")
