@@ -1,7 +1,9 @@
 """The pull request side of CI (.github/workflows/preview.yml, docs/ci.md).
 
 scripts/pr-comment.py runs against a fake GitHub REST API (http.server in a thread), which
-serves comments two to a page so that pagination is followed. scripts/ci-preview.sh runs on
+serves comments two to a page so that pagination is followed. The preview job's secrets
+check and summary steps run as GitHub runs them (bash -eo pipefail, the step's env).
+scripts/ci-preview.sh runs on
 the real engine: a temporary git repository holding a copy of the project with a small
 stack (render mode, no cluster), its base applied with `pulumi up` to a local file backend
 that stands for the shared one, then a pull request's commit previewed; the shared
@@ -190,6 +192,57 @@ def test_a_comment_longer_than_github_allows_is_cut_with_a_pointer_to_the_run(gi
     assert "https://github.example/org/platform/actions/runs/4242" in text.split("**Truncated:**", 1)[1]
     kept = text.split("**Truncated:**", 1)[0].rstrip().splitlines()
     assert kept[-1].endswith("|  |")  # cut at a line, not inside a row
+
+
+# ---- the preview job's own steps, run as GitHub runs them ------------------------------------
+
+
+def step_script(name: str) -> str:
+    document = yaml.safe_load((ROOT / ".github" / "workflows" / "preview.yml").read_text())
+    (step,) = [s for s in document["jobs"]["preview"]["steps"] if s.get("name") == name]
+    return step["run"]
+
+
+def run_step(tmp_path: Path, name: str, **env: str) -> tuple[subprocess.CompletedProcess, str, str]:
+    """The step's script under `bash -eo pipefail` in tmp_path; its result, GITHUB_OUTPUT and
+    GITHUB_STEP_SUMMARY."""
+    output, page = tmp_path / "output", tmp_path / "page"
+    output.write_text("")
+    page.write_text("")
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step_script(name)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={"PATH": os.environ["PATH"], "STACK": "prod", "GITHUB_OUTPUT": str(output),
+                               "GITHUB_STEP_SUMMARY": str(page), **env})
+    return done, output.read_text(), page.read_text()
+
+
+def test_without_secrets_a_pull_request_is_told_it_gets_no_preview_and_the_job_passes(tmp_path):
+    (tmp_path / "build").mkdir()
+    done, output, _ = run_step(tmp_path, "Check the preview secrets", PULUMI_BACKEND_URL="", PULUMI_CONFIG_PASSPHRASE="")
+    assert done.returncode == 0 and output == "present=false\n", done.stderr
+    assert "::notice::No preview of stack prod" in done.stdout and "fork" in done.stdout
+    said = (tmp_path / "build" / "summary-prod.md").read_text()
+    assert "## Stack `prod`: validated, not previewed" in said and "`./kns validate` passed" in said
+    assert "PULUMI_BACKEND_URL PULUMI_CONFIG_PASSPHRASE" in said and "from a fork" in said
+    # The summary step puts it on the run's page (and the comment job reads the file).
+    done, _, page = run_step(tmp_path, "Summary", VALIDATE="success", PREVIEW="skipped")
+    assert done.returncode == 0 and page == said
+
+    (tmp_path / "build" / "summary-prod.md").unlink()
+    done, output, _ = run_step(tmp_path, "Check the preview secrets", PULUMI_BACKEND_URL="s3://state",
+                               PULUMI_CONFIG_PASSPHRASE="x")
+    assert done.returncode == 0 and output == "present=true\n" and not (tmp_path / "build" / "summary-prod.md").exists()
+
+
+def test_an_invalid_config_or_a_preview_ended_early_still_gets_a_summary(tmp_path):
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "validate-prod.txt").write_text('kns:jobs[a].memory: "12Qi" is not a quantity\n')
+    done, _, page = run_step(tmp_path, "Summary", VALIDATE="failure", PREVIEW="skipped")
+    assert done.returncode == 0 and page.startswith("## Stack `prod`: invalid configuration\n")
+    assert '"12Qi" is not a quantity' in page
+    (tmp_path / "build" / "summary-prod.md").unlink()
+    done, _, page = run_step(tmp_path, "Summary", VALIDATE="success", PREVIEW="failure")
+    assert done.returncode == 0 and "the preview ended (failure) before its summary" in page
 
 
 # ---- scripts/ci-preview.sh on the real engine ------------------------------------------------
