@@ -100,6 +100,9 @@ def shared_sections(cfg: PlatformConfig) -> dict[str, Any]:
         "kns:credentials": cfg.credentials,
         "kns:keycloakClientSecret": cfg.keycloak_client_secret,
         "kns:workers": [dump(worker) for worker in cfg.workers],
+        # The layout: a change moves state between stacks (`./kns restack`), which only a
+        # full `make up` does, so CI's apply must not read it as "nothing changed".
+        "kns:state": dump(cfg.state) if cfg.state is not None else None,
     }
 
 

@@ -222,6 +222,25 @@ def test_a_pool_change_marks_shared(repo, capsys):
     assert summary(found) == {**NOTHING, "shared": ["kns:nodePools"]}
 
 
+@pytest.mark.parametrize("before,after", [(None, 2), (2, 3), (3, None)], ids=["split", "reshaped", "joined"])
+def test_a_layout_change_marks_shared_so_ci_runs_the_full_up(repo, capsys, before, after):
+    """kns:state.entryStacks moves entries' state (`./kns restack`, which only the full up
+    runs): an apply that read it as no change would skip the move."""
+    def layout(count):
+        def change(config):
+            config.pop("kns:state", None)
+            if count is not None:
+                config["kns:state"] = {"entryStacks": count}
+        return change
+
+    repo.edit_config(layout(before))
+    base = repo.commit("base")
+    repo.edit_config(layout(after))
+    found = report(repo, capsys, base, repo.commit("layout"))
+    assert summary(found) == {**NOTHING, "shared": ["kns:state"]}
+    assert kns_changed(repo, capsys, base, "--format", "up-plan")[:2] == (0, "full shared sections changed: kns:state\n")
+
+
 def test_a_secret_change_marks_shared(repo, capsys):
     """Encrypted values are compared as ciphertext: set again, a secret is a change."""
     def credentials(cipher):
