@@ -324,18 +324,30 @@ GITHUB_CANCEL = ((signal.SIGINT, 7.5), (signal.SIGTERM, 2.5), (signal.SIGKILL, 0
 RUNNER_LOST = ((signal.SIGKILL, 0),)
 
 
-@pytest.mark.parametrize("name,signals", [("gc1", GITHUB_CANCEL), ("gk1", RUNNER_LOST)], ids=["cancel", "runner lost"])
+@pytest.mark.parametrize("name,signals,checkpoints", [("gc1", GITHUB_CANCEL, False), ("gk1", RUNNER_LOST, False),
+                                                      ("gc2", GITHUB_CANCEL, True)],
+                         ids=["cancel", "runner lost", "cancel with checkpoints"])
 def test_ci_s_apply_cancelled_mid_way_is_recovered_by_the_recover_workflow_s_command(cluster, tmp_path_factory, name,
-                                                                                     signals):
+                                                                                     signals, checkpoints):
     """scripts/ci-up.sh in a checkout, with the engine settings CI runs (checkpoints skipped),
     signalled as GitHub stops a step once the first of the case's objects is on the cluster.
     Whatever it left (a lock, now of a runner that is gone: another host), the recover
     workflow's command (scripts/ci-recover.sh) leaves state, cluster and lock consistent and
-    records the commit, so the next push's apply has nothing left to do."""
+    records the commit, so the next push's apply has nothing left to do. With checkpoints
+    written too (what docs/ci.md weighs against their cost): what each leaves goes to
+    build/faults/<case>.json."""
+    with recorded(name) as result:
+        result.update(scenario="ci", signal="+".join(signal.Signals(sig).name for sig, _ in signals),
+                      checkpoints=checkpoints)
+        ci_cancelled_and_recovered(cluster, tmp_path_factory, name, signals, checkpoints, result)
+        result["converged"] = True
+
+
+def ci_cancelled_and_recovered(cluster, tmp_path_factory, name, signals, checkpoints, result) -> None:
     case = new_case(cluster, tmp_path_factory, name, TUNED)
     case.write(FIRST)
     commit = ci_checkout(case.stack.root)
-    env = {**case.stack.env, "KNS_PARALLEL_STACKS": "1"}
+    env = {**case.stack.env, "KNS_PARALLEL_STACKS": "1", "PULUMI_SKIP_CHECKPOINTS": "false" if checkpoints else "true"}
     root = case.stack.root
     with open(root / "ci-up.log", "w") as out:
         process = subprocess.Popen(["bash", "scripts/ci-up.sh", "local"], cwd=root, env=env, stdout=out,
@@ -363,11 +375,19 @@ def test_ci_s_apply_cancelled_mid_way_is_recovered_by_the_recover_workflow_s_com
     locks = sorted((backend / ".pulumi" / "locks").rglob("*.json"))
     if signals is RUNNER_LOST:
         assert locks, "a SIGKILLed engine left no lock"
+    result["stale_lock"] = bool(locks)
+    exported = case.pulumi("stack", "export", check=False)
+    held = json.loads(exported.stdout)["deployment"] if exported.returncode == 0 else {}
+    result["left_in_state"] = len(held.get("resources") or [])
+    result["pending_operations"] = len(held.get("pending_operations") or [])
+    result["left_on_cluster"] = len(platform_objects(case))
     for lock in locks:  # the runner that held it is gone: its host is not this one
         content = json.loads(lock.read_text())
         lock.write_text(json.dumps({**content, "hostname": "runner-gone", "pid": 1}))
+    started = time.monotonic()
     done = subprocess.run(["bash", "scripts/ci-recover.sh", "local"], cwd=root, env=env, capture_output=True, text=True,
                           timeout=1200)
+    result["recover_seconds"] = round(time.monotonic() - started, 1)
     assert done.returncode == 0, f"ci-recover failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
     assert "recovered" in done.stdout + done.stderr
     assert "recovered" in (root / "build" / "logs" / "recover-local.log").read_text()
