@@ -379,6 +379,25 @@ def test_a_pull_request_s_summary_shows_what_its_entries_ask_and_writes_nothing_
     assert project.run("git", "status", "--porcelain").stdout == ""
 
 
+def test_an_entry_in_a_job_file_is_explained_to_the_reviewer(applied):
+    """A team's job file (kns:jobFiles), the file CODEOWNERS gives its leads: the comment
+    says what its new entry asks without the reviewer reading YAML."""
+    project, base = applied
+    project.run("git", "checkout", "-q", "-B", "job-file", base)
+    (project.root / "jobs" / "team-a.yaml").write_text(yaml.safe_dump(
+        {"jobs": [job("delta", user="erin", image="ghcr.io/example/sim:2.1", cpu=2, memory="1Gi")]}))
+    project.edit("dev", lambda c: c.__setitem__("kns:jobFiles", ["jobs/team-a.yaml"]))
+    project.commit("team a's job file")
+
+    done = project.preview("dev", base)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = project.summary("dev")
+    assert "### Job `delta`: `+` 9 to create" in summary
+    delta = summary.split("#### `delta` (added)", 1)[1]
+    assert "images:         ghcr.io/example/sim:2.1" in delta and "node pool:      vcluster (static)" in delta
+    assert "user:           erin" in delta and "cpu=2 memory=1Gi" in delta
+
+
 def test_a_new_stack_previews_as_creates_without_being_created(applied):
     project, base = applied
     project.run("git", "checkout", "-q", "-B", "new-stack", base)
