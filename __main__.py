@@ -31,7 +31,8 @@ from components.sdk_messages import debug_messages_on_request
 from components.source_positions import innermost_frame_only
 from components.worker import KnsWorker, KnsWorkerArgs
 from components.workload import KnsWorkload, KnsWorkloadArgs, RemoteSide
-from config import clock, fingerprint, kubeconfig, source
+from chrono import clock
+from config import fingerprint, kubeconfig, source
 from config.errors import ConfigError
 from config.loader import check_stack_config
 from config.models import Cluster
@@ -54,7 +55,7 @@ def engine_config() -> tuple[dict[str, Any], set[str]]:
 # (`./kns` and `make` run an entry stack with --config-file Pulumi.<stack>.yaml).
 this = stacks.role(pulumi.get_stack())
 raw, secret_keys = source.kns_config(*engine_config())
-# The one instant this run computes at (config/clock.py).
+# The one instant this run computes at (chrono/clock.py).
 now = clock.now()
 try:
     stack_file = source.read_stack_file(PROJECT_DIR, this.base)

@@ -1,4 +1,4 @@
-"""Primer derivation and proof per schedule (config/prescale.py `primers_for`, what the
+"""Primer derivation and proof per schedule (chrono/prescale.py `primers_for`, what the
 program and `./kns validate` run for every prescaled entry), over 1,000 real-world
 schedules with warm-ups from 1 to 120 minutes, each from cold caches as in a fresh run (best of 3).
 Baseline in the same run: croniter's enumeration of the same 28 years (the tests' oracle,
@@ -12,7 +12,7 @@ import sys
 import time
 
 from common import recorded, table, write
-from config import prescale
+from chrono import prescale
 from kns_testing import cron_oracle
 
 COUNT = int(sys.argv[1]) if len(sys.argv) > 1 else 1000

@@ -14,7 +14,7 @@ import pulumi_kubernetes as k8s
 from pulumi.runtime import settings
 
 from common import measure_interleaved, recorded, synthetic_config, table, write
-from config import prescale
+from chrono import prescale
 from kns_testing.program import RecordingMocks, run_program
 
 SIZES = [int(a) for a in sys.argv[1:]] or [300, 1000]

@@ -36,7 +36,7 @@ from plan.targeting import entry_urns
 
 SIZE = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
 ENTRY = "cpu-0"
-FILES = ("Pulumi.yaml", "__main__.py", "config", "plan", "components", "vendor")
+FILES = ("Pulumi.yaml", "__main__.py", "chrono", "config", "plan", "components", "vendor")
 
 
 def project_with(config: dict, where: Path, bin_dir: str) -> dict[str, str]:

@@ -66,7 +66,7 @@ PASSPHRASE = "bench"
 STACK = "bench"
 # The copy is a checkout of its own: the program, the policy pack, the scripts `make up`
 # runs and the `./kns` it is compared with (the repository's virtualenv linked as .venv).
-FILES = ("Pulumi.yaml", "__main__.py", "requirements.txt", "versions.env", "config", "plan", "components", "vendor",
+FILES = ("Pulumi.yaml", "__main__.py", "requirements.txt", "versions.env", "chrono", "config", "plan", "components", "vendor",
          "policy", "scripts", "kns_cli", "kns")
 # A schedule entry: changing a Job entry's cpu fails under either `up` (the docstring).
 NEW = {"name": "new-0", "user": "user0", "groups": ["research"], "image": "busybox:1.37", "schedule": "30 3 * * *",

@@ -11,7 +11,8 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
-from . import devices, karpenter, kubeconfig, multikueue, names, podspec, prescale, profile_rules, resolve, rules
+from chrono import prescale
+from . import devices, karpenter, kubeconfig, multikueue, names, podspec, profile_rules, resolve, rules
 from .errors import Problems, closest
 from .models import Cluster, NodePool, Priority, Profile, Queue, Queueing, Schedule, Worker, Workload
 from .rules import CREDENTIAL_FILE

@@ -10,11 +10,10 @@ flavors, so the quota stays per pool).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
-from . import names, rules
+from . import rules
 
 if TYPE_CHECKING:
     from .models import NodePool, Workload
@@ -24,30 +23,6 @@ QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 WHOLE = "gpu"
 # The claim name in the pod (`resourceClaims[].name`, `resources.claims[].name`).
 CLAIM = "kns-gpu"
-
-_PROFILE = re.compile(rules.MIG_PROFILE.pattern)
-_MODEL = re.compile(rules.GPU_MODEL.pattern)
-_VERSION = re.compile(rules.KUBERNETES_VERSION.pattern)
-
-
-def profile_problem(value: str) -> Optional[str]:
-    return None if _PROFILE.match(value) else f'"{value}" is {rules.MIG_PROFILE.message}'
-
-
-def model_problem(value: str) -> Optional[str]:
-    if len(value) > (rules.GPU_MODEL.max_length or 0) or not _MODEL.match(value):
-        return f"{value!r} is not {rules.GPU_MODEL.message}"
-    return None
-
-
-def driver_problem(value: str) -> Optional[str]:
-    problem = names.dns1123_subdomain_problem(value)
-    return problem and f"the driver name {problem}"
-
-
-def version_problem(value: str) -> Optional[str]:
-    return None if _VERSION.match(value) else f'"{value}" is {rules.KUBERNETES_VERSION.message}'
-
 
 def minor_of(version: str) -> int:
     return int(version.lstrip("v").split(".")[1])

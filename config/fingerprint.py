@@ -32,7 +32,7 @@ SHARED = ("kns:cluster", "kns:nodePools", "kns:packingScheduler", "kns:knsSchedu
 PROGRAM = "program"
 # What the program runs, relative to the project directory: a change here may change what
 # the same config builds.
-PROGRAM_FILES = ("Pulumi.yaml", "__main__.py", "requirements.txt", "versions.env", "config", "plan", "components",
+PROGRAM_FILES = ("Pulumi.yaml", "__main__.py", "requirements.txt", "versions.env", "chrono", "config", "plan", "components",
                  "vendor", "policy")
 # Written by Python or editors beside the program's files, never part of it.
 NOT_PROGRAM = ("__pycache__",)

@@ -37,7 +37,7 @@ from .models import (
     Worker,
     Workload,
 )
-from .prescale import Primers
+from chrono.prescale import Primers
 from .reservations import Reservation, check_entry_references, check_reservations
 from .rules import JOB_FILE_KEYS
 from .source import KNOWN_KEYS, NAMESPACE, SECRET_KEYS, StackFile, render_path, restore_order

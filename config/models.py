@@ -26,7 +26,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from . import cron, devices, karpenter, multikueue, names, podspec, queues, rules
+from chrono import cron
+from . import karpenter, multikueue, names, podspec, queues, rules
 from .quantity import MIB, Kind, QuantityError, kind_for_resource, normalise, parse
 
 
@@ -167,7 +168,7 @@ CronExpr = Annotated[str, _check(cron.cron_problem)]
 TimeZone = Annotated[str, _check(cron.zone_problem)]
 LabelValue = Annotated[str, _check(names.label_value_problem)]
 Int32 = Annotated[int, Field(le=rules.INT32_MAX)]
-KubernetesVersion = Annotated[str, _check(devices.version_problem)]
+KubernetesVersion = Annotated[str, _check(names.version_problem)]
 Hours = Annotated[float, Field(allow_inf_nan=False)]
 Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 Vendor = Literal["nvidia", "amd"]
@@ -236,9 +237,9 @@ class Taint(Model):
         return self
 
 
-MigProfile = Annotated[str, _check(devices.profile_problem)]
-GpuModel = Annotated[str, _check(devices.model_problem)]
-DriverName = Annotated[str, _check(devices.driver_problem)]
+MigProfile = Annotated[str, _check(names.profile_problem)]
+GpuModel = Annotated[str, _check(names.model_problem)]
+DriverName = Annotated[str, _check(names.driver_problem)]
 
 
 class GpuPartition(Model):

@@ -7,6 +7,7 @@ position, so reordering or adding entries never renames (and so replaces) live o
 from __future__ import annotations
 
 import re
+from typing import Optional
 
 from . import rules
 
@@ -158,3 +159,29 @@ def resource_name_problem(name: str, extended_only: bool = False) -> str | None:
     if page.startswith("hugepages-"):
         return None if is_hugepages(page) else f'"{name}" is {rules.HUGEPAGES.message}'
     return f'"{name}" is not a resource Kubernetes knows (cpu, memory, ephemeral-storage, or domain/name)'
+
+
+# ---- device and version identifiers (the models' field checks; docs/gpus.md) ------------
+
+_PROFILE = re.compile(rules.MIG_PROFILE.pattern)
+_MODEL = re.compile(rules.GPU_MODEL.pattern)
+_VERSION = re.compile(rules.KUBERNETES_VERSION.pattern)
+
+
+def profile_problem(value: str) -> Optional[str]:
+    return None if _PROFILE.match(value) else f'"{value}" is {rules.MIG_PROFILE.message}'
+
+
+def model_problem(value: str) -> Optional[str]:
+    if len(value) > (rules.GPU_MODEL.max_length or 0) or not _MODEL.match(value):
+        return f"{value!r} is not {rules.GPU_MODEL.message}"
+    return None
+
+
+def driver_problem(value: str) -> Optional[str]:
+    problem = dns1123_subdomain_problem(value)
+    return problem and f"the driver name {problem}"
+
+
+def version_problem(value: str) -> Optional[str]:
+    return None if _VERSION.match(value) else f'"{value}" is {rules.KUBERNETES_VERSION.message}'

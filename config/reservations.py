@@ -1,7 +1,7 @@
 """`kns:reservations` (contract section 15, docs/reservations.md): the model, and the checks
 that need the whole config (pools, queues, entries, other reservations).
 
-A reservation holds part of one pool for windows on the calendar (config/calendar.py).
+A reservation holds part of one pool for windows on the calendar (chrono/calendar.py).
 What it holds is counted in the pool's units: GPUs of whole nodes (`nodes`), or the
 resources written (`resources`, where `gpus` is the pool's GPU resource). Everything here
 is pure; plan/reservations.py turns a checked reservation into Kueue objects and the
@@ -16,7 +16,8 @@ from typing import Annotated, ClassVar, Literal, Mapping, Optional, Sequence
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from . import calendar, devices, podspec, rules
+from chrono import calendar
+from . import devices, podspec, rules
 from .errors import Problems
 from .models import CronExpr, DnsLabel, Model, NodePool, Queue, Queueing, TimeZone, Workload, _quantities
 from .quantity import kind_for_resource, parse, render

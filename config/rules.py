@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from chrono import calendar
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -303,8 +305,7 @@ ENTRY_STACKS_UNSPLIT = Rule("cannot be removed once entries live in entry stacks
 
 # ---- reservations: kns:reservations (docs/reservations.md) ------------------------------
 
-RESERVATION_DURATION = Rule('is not a duration of hours and minutes ("3h", "90m", "1h30m") more than 0',
-                            pattern=r"^(?:([0-9]+)h)?(?:([0-9]+)m)?$")
+RESERVATION_DURATION = Rule(calendar.DURATION_MESSAGE, pattern=calendar.DURATION_PATTERN)
 RESERVATIONS_NEED_QUEUEING = Rule("a reservation is built on Kueue (a ClusterQueue that lends its capacity between "
                                   "windows): set kns:queueing.enabled: true")
 RESERVATION_HOLDS_ONE = Rule("holds either nodes (whole nodes of the pool) or resources (cpu, memory, gpus, ...), "

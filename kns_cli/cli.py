@@ -42,7 +42,7 @@ MAX_HOURS = 24 * 62
 # A window shorter than a minute (cron's resolution) has nothing to draw.
 MIN_HOURS = 1 / 60
 # The times the commands reason about: each next run is searched up to 5 years past the
-# previous one (robfig's horizon, config/kcron.py), and a few runs are shown, so the last
+# previous one (robfig's horizon, chrono/kcron.py), and a few runs are shown, so the last
 # supported year stays well inside what a date can hold (9999).
 EARLIEST = datetime(1970, 1, 1, tzinfo=timezone.utc)
 LATEST = datetime(9900, 12, 31, 23, 59, tzinfo=timezone.utc)

@@ -12,7 +12,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Optional
 
-from config import calendar, reservations, resolve, rules
+from chrono import calendar
+from config import reservations, resolve, rules
 from config.reservations import Reservation, holdings, lending_cohort
 from config.quantity import kind_for_resource, scale
 from config.loader import PlatformConfig

@@ -49,7 +49,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
-from config import calendar, kubeconfig as kubeconfig_rules
+from chrono import calendar
+from config import kubeconfig as kubeconfig_rules
 from config.loader import PlatformConfig
 from config.names import LABEL_CLUSTER
 from plan import stacks

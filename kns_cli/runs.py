@@ -1,8 +1,8 @@
 """When a schedule runs and when its warm-up starts, from the program's own functions.
 
-Run times come from `config.cron.next_runs` (what the stack output `nextRuns` shows: the
+Run times come from `chrono.cron.next_runs` (what the stack output `nextRuns` shows: the
 CronJob controller's fire times); warm-up starts come from the primer schedules the
-program derived (`config.prescale.primers_for`, kept in the plan as `plan.primers`),
+program derived (`chrono.prescale.primers_for`, kept in the plan as `plan.primers`),
 evaluated with the same `next_runs`: the primer of a run is the primer CronJob's fire
 `lead` minutes before the run, which the checks prove exists for every run, daylight-saving
 changes included.
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Optional
 
-from config import cron
+from chrono import cron
 from config.models import Schedule
 from plan.model import WorkloadPlan
 

@@ -105,7 +105,7 @@ def _reserved_starts(cfg: PlatformConfig, plan: WorkloadPlan, plans: list[Worklo
                      begin: datetime, end: datetime) -> Optional[StartCheck]:
     """A prescaled schedule on a reservation (docs/reservations.md): a run starts on time
     when the reservation holds its capacity for the whole warm-up, from the primer to the
-    start (each hold is `[start - warmUpMinutes, end)` of a window, config/calendar.py),
+    start (each hold is `[start - warmUpMinutes, end)` of a window, chrono/calendar.py),
     and nothing of the same or a higher priority may hold it then: no other entry of the
     reservation that may run at any time, and no other prescaled schedule of it whose
     warm-up meets this one's asking, with it, more than the reservation holds."""

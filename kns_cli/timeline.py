@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Optional, Sequence
 from xml.sax.saxutils import escape, quoteattr
 
-from config import calendar, cron
+from chrono import calendar, cron
 from config.loader import PlatformConfig
 from plan.model import WorkloadPlan
 

@@ -1,12 +1,12 @@
 """croniter as an independent oracle for primer schedules, over the whole proof horizon.
 
-The program proves its primers with config/prescale.py, on calendar cells and bit sets
+The program proves its primers with chrono/prescale.py, on calendar cells and bit sets
 (cheap enough to run on every `pulumi preview`). The tests check the same primers again
 here, the slow way: every day of the 28-year horizon that croniter says a schedule fires
 on, every minute of those days, compared day by day. It shares no code with the program.
 
 croniter is an oracle only within the syntax it reads as the CronJob controller does
-(config/kcron.py lists where they differ: `*/1`, `?` and `1-31` in day fields, names,
+(chrono/kcron.py lists where they differ: `*/1`, `?` and `1-31` in day fields, names,
 descriptors); for such run schedules the caller passes the run's fire times, computed by
 the controller's own rule, and croniter still reads the primers, which the derivation
 writes in plain syntax.

@@ -145,7 +145,7 @@ def pinned_versions() -> dict[str, str]:
     return versions.pinned(ROOT)
 
 
-PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "config", "plan", "components", "jobs", "vendor")
+PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "chrono", "config", "plan", "components", "jobs", "vendor")
 
 
 def built_toolchain() -> str:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from config.models import NodePool, Profile, Schedule, Workload
 from config.podspec import CREDENTIALS_VOLUME
-from config.prescale import Primers
+from chrono.prescale import Primers
 
 if TYPE_CHECKING:
     from config.devices import DeviceAsk

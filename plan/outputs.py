@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from config import calendar, cron, resolve
+from chrono import calendar, cron
+from config import resolve
 from config.quantity import kind_for_resource, render
 from config.reservations import holdings
 from config.loader import PlatformConfig

@@ -1,6 +1,6 @@
 """The switch of one reservation (docs/reservations.md, "The switch"): what its CronJob's
-pod runs at each edge of a window. Standard library only, beside config/calendar.py and
-config/kcron.py, which the pod gets from the same ConfigMap (plan/reservations.py).
+pod runs at each edge of a window. Standard library only, beside chrono/calendar.py and
+chrono/kcron.py, which the pod gets from the same ConfigMap (plan/reservations.py).
 
 Every run derives the state from the calendar and the clock, never from the run before:
 a run on time, late (the controller manager was down) or twice leaves the objects as
@@ -31,7 +31,7 @@ import urllib.request
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Optional
 
-from config import calendar
+from chrono import calendar
 
 FIELD_MANAGER = "kns-reservation-switch"
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"

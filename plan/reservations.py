@@ -41,7 +41,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Optional
 
-from config import calendar, devices as config_devices, names, queues as queue_rules, rules
+from chrono import calendar
+from config import devices as config_devices, names, queues as queue_rules, rules
 from config.loader import PlatformConfig
 from config.models import NodePool
 from config.quantity import kind_for_resource, parse, render
@@ -383,13 +384,12 @@ def switch_spec(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:
 @functools.lru_cache(maxsize=64)
 def _code_files(zones: tuple[str, ...]) -> tuple[dict[str, str], dict[str, bytes], list[dict[str, str]]]:
     """The switch's code as ConfigMap data, binary data and the items that lay it out under
-    CODE_DIR: the script, config/calendar.py and config/kcron.py as they are here, and the
+    CODE_DIR: the script, chrono/calendar.py and chrono/kcron.py as they are here, and the
     zones it computes in from the pinned tz database (the image's own is not read)."""
     text = {"switch.py": (SOURCE / "plan" / "reservation_switch.py").read_text(),
-            "config.__init__.py": "",
-            "config.calendar.py": (SOURCE / "config" / "calendar.py").read_text(),
-            "config.kcron.py": (SOURCE / "config" / "kcron.py").read_text(),
-            "config.rules.py": (SOURCE / "config" / "rules.py").read_text(),
+            "chrono.__init__.py": "",
+            "chrono.calendar.py": (SOURCE / "chrono" / "calendar.py").read_text(),
+            "chrono.kcron.py": (SOURCE / "chrono" / "kcron.py").read_text(),
             "tzdata.__init__.py": "", "tzdata.zoneinfo.__init__.py": "",
             "tzdata.zones": "".join(f"{z}\n" for z in zones)}
     binary: dict[str, bytes] = {}
@@ -400,9 +400,8 @@ def _code_files(zones: tuple[str, ...]) -> tuple[dict[str, str], dict[str, bytes
         for depth in range(1, len(parts)):
             packages.add("tzdata.zoneinfo." + ".".join(parts[:depth]) + ".__init__.py")
     text.update({key: "" for key in sorted(packages)})
-    paths = {"switch.py": "switch.py", "config.__init__.py": "config/__init__.py",
-             "config.calendar.py": "config/calendar.py", "config.kcron.py": "config/kcron.py",
-             "config.rules.py": "config/rules.py",
+    paths = {"switch.py": "switch.py", "chrono.__init__.py": "chrono/__init__.py",
+             "chrono.calendar.py": "chrono/calendar.py", "chrono.kcron.py": "chrono/kcron.py",
              "tzdata.zones": "tzdata/zones"}
     items = []
     for key in [*text, *binary]:

@@ -15,7 +15,7 @@ import functools
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from config.cron import zone as time_zone
+from chrono.cron import zone as time_zone
 from config.podspec import WAIT_CONTAINER
 from config.quantity import kind_for_resource, minimum, parse
 

@@ -1,4 +1,4 @@
-"""Reservation windows (config/calendar.py): computed as the CronJob controller fires, in
+"""Reservation windows (chrono/calendar.py): computed as the CronJob controller fires, in
 their zones; self-overlap; the per-pool sweep (issue 45, contract section 15)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from config.calendar import (CLOSED, OPEN, WARM, Calendar, CalendarError, Held, Window, duration, next_edge,
+from chrono.calendar import (CLOSED, OPEN, WARM, Calendar, CalendarError, Held, Window, duration, next_edge,
                              overbooked, peak, phase_at)
 
 UTC = timezone.utc

@@ -21,7 +21,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from config import cron
+from chrono import cron
 from config.errors import ConfigError
 from config.loader import parse_config, parse_stack_config
 from config.source import StackFile
@@ -420,7 +420,7 @@ def test_the_wrapper_without_a_virtualenv_says_how_to_make_one(tmp_path):
     root = tmp_path / "checkout"
     root.mkdir()
     shutil.copy(KNS, root / "kns")
-    for name in ("kns_cli", "config", "components", "jobs", "Pulumi.yaml", "Pulumi.dev.yaml"):
+    for name in ("kns_cli", "chrono", "config", "components", "jobs", "Pulumi.yaml", "Pulumi.dev.yaml"):
         (root / name).symlink_to(ROOT / name)
     env = dict(os.environ)
     env["PATH"] = f"{ROOT / '.venv' / 'bin'}:{env['PATH']}"  # a python3 with the dependencies

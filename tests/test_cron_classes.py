@@ -3,7 +3,7 @@ under recording Pulumi mocks and `./kns validate` must stop on the same problem 
 path-qualified, without a traceback, before a single resource is registered
 (docs/validation.md, "Schedules and time zones").
 
-One rule per class (config/cron.py, config/prescale.py), and several members of each
+One rule per class (chrono/cron.py, chrono/prescale.py), and several members of each
 here, so a new member of a class is caught by the rule rather than by an example:
 
 1. a schedule that never fires;                     2. a time-zone directory;
@@ -26,7 +26,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from config import kcron
+from chrono import kcron
 from kns_cli import cli, runs, stack
 from kns_testing.program import ROOT, RecordingMocks, run_program
 
@@ -48,7 +48,7 @@ PERIOD = ("each primer would fire before the previous run, while its Job still h
           "shortest gap between two consecutive runs")
 
 
-# The checks' horizon starts on 1 January of the current year (config/prescale.py), so
+# The checks' horizon starts on 1 January of the current year (chrono/prescale.py), so
 # the dates in the messages are this year's.
 YEAR = datetime.now().year
 

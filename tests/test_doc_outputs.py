@@ -11,7 +11,8 @@ from datetime import datetime, timezone
 
 import yaml
 
-from config import clock, fingerprint
+from chrono import clock
+from config import fingerprint
 from kns_testing.program import ROOT, run_program
 from plan import digests
 from plan.outputs import ENTRY_OUTPUTS
@@ -33,7 +34,7 @@ def program_exports(tmp_path, stack: dict, monkeypatch, now: datetime | None = N
         monkeypatch.setattr(clock, "now", lambda: now)
     shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     (tmp_path / "vendor").symlink_to(ROOT / "vendor")
-    for folder in ("config", "plan", "components"):
+    for folder in ("chrono", "config", "plan", "components"):
         (tmp_path / folder).symlink_to(ROOT / folder)
     (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump(stack))
     config = {key.split(":", 1)[1]: value for key, value in stack["config"].items()}

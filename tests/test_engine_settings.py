@@ -69,7 +69,7 @@ def up_sh(tmp_path):
     shutil.copy(ROOT / "scripts" / "lib" / "engine.sh", scripts / "lib" / "engine.sh")
     shutil.copy(ROOT / "scripts" / "preview-summary.py", scripts / "preview-summary.py")
     # kns_cli, and what its layout module reads the stack's entry stacks with (docs/entry-stacks.md).
-    for package in ("kns_cli", "config", "plan"):
+    for package in ("kns_cli", "chrono", "config", "plan"):
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     stub_bin = tmp_path / "stub-bin"
     stub_bin.mkdir()

@@ -1,4 +1,4 @@
-"""config.kcron against robfig/cron v3.0.1, the library of the Kubernetes API server and
+"""chrono.kcron against robfig/cron v3.0.1, the library of the Kubernetes API server and
 CronJob controller: a committed table made by tools/cron-oracle (no Go needed), and live
 property tests against the oracle itself (Go needed: they fail, not skip, without it)."""
 
@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from config import kcron
+from chrono import kcron
 
 ROOT = Path(__file__).resolve().parent.parent
 ORACLE_SRC = ROOT / "tools" / "cron-oracle"
@@ -32,7 +32,7 @@ def _start(text: str) -> datetime:
 
 
 def python_answer(case: dict) -> dict:
-    """What config.kcron says for an oracle case, in the oracle's shape; "@every" (which
+    """What chrono.kcron says for an oracle case, in the oracle's shape; "@every" (which
     Kubernetes accepts and kcron refuses on purpose) is marked "interval"."""
     try:
         fields = kcron.parse(case["expr"])

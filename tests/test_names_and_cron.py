@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from config import cron, kcron, names
+from chrono import cron, kcron
+from config import names
 
 
 @pytest.mark.parametrize("value", ["a", "train-resnet", "x" * 40, "a1-b2"])
@@ -50,7 +51,7 @@ def test_namespace_and_owner():
     "@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly", "0 0 29 2 *",
 ])
 def test_valid_cron(expr):
-    """What the CronJob controller accepts (config/kcron.py), descriptors included."""
+    """What the CronJob controller accepts (chrono/kcron.py), descriptors included."""
     assert cron.cron_problem(expr) is None
 
 

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from plan import wait
-from config import cron, kcron, prescale
+from chrono import cron, kcron, prescale
 from kns_testing import cron_oracle
 from kns_testing.program import run_program
 
@@ -230,7 +230,7 @@ def cron_expressions(draw) -> str:
 
 @st.composite
 def kubernetes_expressions(draw) -> str:
-    """Schedules in the syntax only the CronJob controller reads this way (config/kcron.py):
+    """Schedules in the syntax only the CronJob controller reads this way (chrono/kcron.py):
     `*/1` and `?` are stars in a day field, `1-31` is not, names, descriptors."""
     if draw(st.integers(0, 9)) == 0:
         return draw(st.sampled_from(["@daily", "@midnight", "@weekly", "@monthly", "@yearly", "@hourly"]))
@@ -431,7 +431,7 @@ def test_wait_target_is_the_wall_clock_start_in_the_zone(zone, primed_local, lea
     ],
 )
 def test_the_checks_replay_the_wait_script_exactly(zone, primed_local, lead):
-    """config/prescale.py judges a warm-up by the script's own arithmetic: the same target."""
+    """chrono/prescale.py judges a warm-up by the script's own arithmetic: the same target."""
     tz = ZoneInfo(zone)
     primed = int(primed_local.replace(tzinfo=tz).timestamp())
     done, _, _ = run_wait(["sh", "-c"], f"x-{primed // 60}", lead * 60, zone)

@@ -579,7 +579,7 @@ def test_recover_names_a_switch_stuck_on_an_edge_it_missed_and_leaves_a_right_on
     under way are right."""
     from kns_cli.recover import switch_problems
     from plan.reservation_switch import edge_schedule
-    from config import calendar as cal
+    from chrono import calendar as cal
     cfg, _ = offline(tmp_path, CONFIG)
     now = tuesday_in_paris(10)  # inside course's window (09:00-12:00); challenge ahead; maint between
 

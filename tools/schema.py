@@ -80,7 +80,7 @@ LABEL_KEY = rf"^(?:(?:{_SUBDOMAIN})?/)?(?=[^/]{{1,63}}$){_LABEL_NAME}$"
 LABEL_VALUE = rules.LABEL_VALUE
 # A node name: its first dot-separated part is a DNS-1123 label.
 NODE_NAME = r"^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\..*)?$"
-# 5 whitespace-separated fields or a descriptor (config/kcron.py); whether they make a
+# 5 whitespace-separated fields or a descriptor (chrono/kcron.py); whether they make a
 # valid schedule is the program's check.
 CRON_FIELDS = r"^(?:@(?:yearly|annually|monthly|weekly|daily|midnight|hourly)|\s*[^@\s]\S*(?:\s+\S+){4}\s*)$"
 

@@ -1,7 +1,7 @@
 """Schedules and time zones as Kubernetes reads them: what is wrong with a config value,
 and the upcoming fire times.
 
-The language and the fire times are the CronJob controller's (config/kcron.py, a port of
+The language and the fire times are the CronJob controller's (chrono/kcron.py, a port of
 robfig/cron v3 proven against it). A schedule is accepted exactly when the API server
 accepts it (less "@every <duration>", which has no calendar fields) and it fires at least
 once; a time zone must be an IANA name of the pinned tzdata package. Every function here
@@ -47,7 +47,7 @@ def never_fires_reason(fields: kcron.Fields) -> Optional[str]:
     """Why no calendar day and time matches `fields` (`kcron.never_fires`), or None.
 
     From the calendar alone: no zone in tzdata changes its clocks on a fixed date, so a
-    schedule with a matching day and time fires in every zone (config/kcron.py)."""
+    schedule with a matching day and time fires in every zone (chrono/kcron.py)."""
     if not kcron.never_fires(fields):
         return None
     for name, values in (("minute", fields.minutes), ("hour", fields.hours), ("month", fields.months)):

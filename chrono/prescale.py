@@ -1,7 +1,7 @@
 """Primer schedules: cron expressions that fire exactly W minutes before a workload's runs.
 
 Pure (no Pulumi). Schedules mean what they mean to the CronJob controller
-(config/kcron.py): fire times are wall-clock times in the schedule's zone, and a day field
+(chrono/kcron.py): fire times are wall-clock times in the schedule's zone, and a day field
 written `*`, `?` or `*/1` is unrestricted (the "star bit"). A cron expression is a
 product: a set of days (day-of-month, month, day-of-week fields) times a set of minutes of
 the day (minute and hour fields).

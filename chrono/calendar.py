@@ -4,7 +4,7 @@ Pulumi, no cluster.
 A reservation is either recurring (a Kubernetes cron expression of each window's start,
 in a time zone, with a duration) or one window (`start`/`end`, RFC 3339 with an offset).
 Its windows are computed the way the CronJob controller computes fire times
-(config/kcron.py, robfig's rules: a start in a spring-forward gap does not happen that day,
+(chrono/kcron.py, robfig's rules: a start in a spring-forward gap does not happen that day,
 one in the repeated autumn hour happens twice), so the switches the program emits as
 CronJobs fire exactly at the windows listed here.
 
@@ -20,11 +20,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Mapping, Optional, Sequence
 
-from . import kcron, rules
+from . import kcron
 
 HORIZON = timedelta(days=366)
-# A duration as users write it: hours and minutes ("3h", "90m", "1h30m"), more than 0.
-DURATION = re.compile(rules.RESERVATION_DURATION.pattern)
+# A duration as users write it: hours and minutes ("3h", "90m", "1h30m"), more than 0. The
+# rule's one home: config/rules.py's RESERVATION_DURATION (models, schema) reads these.
+DURATION_PATTERN = r"^(?:([0-9]+)h)?(?:([0-9]+)m)?$"
+DURATION_MESSAGE = 'is not a duration of hours and minutes ("3h", "90m", "1h30m") more than 0'
+DURATION = re.compile(DURATION_PATTERN)
 
 
 class CalendarError(ValueError):
@@ -34,10 +37,10 @@ class CalendarError(ValueError):
 def duration(text: str) -> timedelta:
     match = DURATION.fullmatch(text or "")
     if not match or not any(match.groups()):
-        raise CalendarError(rules.RESERVATION_DURATION.message)
+        raise CalendarError(DURATION_MESSAGE)
     value = timedelta(hours=int(match.group(1) or 0), minutes=int(match.group(2) or 0))
     if value <= timedelta(0):
-        raise CalendarError(rules.RESERVATION_DURATION.message)
+        raise CalendarError(DURATION_MESSAGE)
     return value
 
 
