@@ -67,9 +67,10 @@ try:
     checked_now = digests.checked_digest(stack_file.config or {}, checked.config.workloads, program)
     if this.index is not None and os.environ.get(digests.CHECKED_ENV) == checked_now:
         # The platform stack's run checked this config whole: plan only what this stack holds.
-        plans = plan_own(checked, lambda name: stacks.holds(this, name, entry_stacks))
+        stack_plan = plan_own(checked, lambda name: stacks.holds(this, name, entry_stacks), now)
     else:
-        plans = plan_checked(checked)
+        stack_plan = plan_checked(checked, now)
+    plans = stack_plan.entries
     held = [plan for plan in plans if stacks.holds(this, plan.entry.name, entry_stacks)]
     # Every entry this stack holds, except in a run by `./kns preview` or `./kns up`, which
     # names those to register (plan/targeting.py).
@@ -79,7 +80,6 @@ except ConfigError as exc:
 cfg = checked.config
 for warning in cfg.warnings:
     pulumi.log.warn(warning)
-reserved = {r.name: r for r in reservations.plan_reservations(cfg, plans)}
 # The state keeps no call stacks, only where each resource was made (components/source_positions.py).
 innermost_frame_only()
 # The program's end waits for its outputs in linear time (components/output_drain.py).
@@ -135,12 +135,11 @@ if this.index is None:
         *multikueue.connection_objects(cfg), depends_on=[kueue] if kueue else []), on_cluster)] if site else []
     queue_dependencies = register_queues(manager, kueue, connection, on_cluster)
     # A pool's reserved capacity from now on (plan/reservations.py pool_cohorts).
-    cohorts = reservations.pool_cohorts(cfg, now)
     pools_set_aside = [ReservedPool(cohort["metadata"]["name"], cohort, queue_dependencies, on_cluster)
-                       for cohort in cohorts]
-    for name, planned in reserved.items():
-        Reservation(reservations.component_name(name), ReservationArgs(planned.objects, [*queue_dependencies, *pools_set_aside]),
-                    on_cluster)
+                       for cohort in stack_plan.cohorts]
+    for planned in stack_plan.reservations:
+        Reservation(reservations.component_name(planned.name),
+                    ReservationArgs(planned.objects, [*queue_dependencies, *pools_set_aside]), on_cluster)
 else:
     for worker in cfg.workers:
         worker_sides[worker.name] = (cluster_provider(worker.name, Cluster(
@@ -149,10 +148,10 @@ else:
 
 for plan in registered:
     local_queue = queues.local_queue_manifest(plan) if plan.entry.queue is not None else None
-    remote = [RemoteSide(name, *worker_sides[name]) for name in multikueue.entry_workers(cfg, plan)]
+    remote = [RemoteSide(name, *worker_sides[name]) for name in stack_plan.workers[plan.entry.name]]
     reserved_objects = []
-    if plan.entry.reservation is not None:
-        planned = reserved[plan.entry.reservation]
+    planned = stack_plan.reservation(plan.entry.reservation)
+    if planned is not None:
         reserved_objects = reservations.entry_objects(cfg, planned, next(
             e for e in planned.entries if e.entry == plan.entry.name), now)
     KnsWorkload(plan.entry.name, KnsWorkloadArgs(plan, local_queue, queue_dependencies, remote, reserved_objects),
@@ -174,7 +173,7 @@ if this.index is None:
             plans, this.base, entry_stacks, stack_file.config or {}, program, settings, reads))
         # What the next full run compares before it starts this stack's engine (plan/digests.py).
         pulumi.export(digests.PLATFORM_OUTPUT, digests.platform_stack_digest(
-            stack_file.config or {}, program, list(reserved.values()), cohorts, settings, reads))
+            stack_file.config or {}, program, stack_plan.reservations, stack_plan.cohorts, settings, reads))
 else:
     for key in ENTRY_OUTPUTS:
         pulumi.export(key, outputs[key])

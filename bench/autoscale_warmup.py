@@ -82,7 +82,7 @@ def settled(cluster: Cluster, namespace: str) -> dict | None:
 
 def main() -> None:
     checked = check_config(config(RUNS), project_dir=ROOT, environ={})
-    plans = plan_checked(checked)
+    plans = plan_checked(checked).entries
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         with local_cluster(Path(tmp)) as cluster:

@@ -32,7 +32,7 @@ def stack(entries: int, queues: int, pools: int) -> dict[str, Any]:
 
 
 def checked(config: dict[str, Any]) -> int:
-    plans = plan_checked(check_config(config, project_dir=ROOT, environ={}))
+    plans = plan_checked(check_config(config, project_dir=ROOT, environ={})).entries
     return len(plans)
 
 

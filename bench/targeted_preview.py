@@ -33,6 +33,7 @@ from kns_cli.preview import preview_arguments
 from kns_cli.stack import load_stack
 from kns_testing.program import engine_project
 from plan.targeting import entry_urns
+from plan.stackplan import plan_stack
 
 SIZE = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
 ENTRY = "cpu-0"
@@ -92,7 +93,7 @@ def main() -> None:
         kns = statistics.median(runs)
 
         cfg, plans = load_stack(where, "bench")
-        urns = entry_urns(cfg, plans, [ENTRY], "bench", "kns-platform")
+        urns = entry_urns(plan_stack(cfg, plans), [ENTRY], "bench", "kns-platform")
         with tempfile.TemporaryDirectory() as logs:
             args = preview_arguments("bench", urns, Path(logs) / "events.jsonl", ROOT / "policy", None)
             unnarrowed, _ = pulumi(*args, extra={"PULUMI_DEBUG_COMMANDS": "true"})

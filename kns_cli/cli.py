@@ -36,7 +36,7 @@ from . import recover as recover_module
 from . import timeline as timeline_module
 from . import up as up_module
 from . import versions
-from .stack import ROOT, UsageError, check_stack, load_stack
+from .stack import ROOT, UsageError, check_stack, load_plan, load_stack
 
 MAX_HOURS = 24 * 62
 # A window shorter than a minute (cron's resolution) has nothing to draw.
@@ -224,8 +224,9 @@ def _summary(cfg, plans) -> str:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    cfg, plans, unchecked = check_stack(args.project_dir, args.stack)
-    print(_summary(cfg, plans))
+    planned, unchecked = check_stack(args.project_dir, args.stack)
+    cfg = planned.config
+    print(_summary(cfg, planned.entries))
     for line in unchecked:
         print(f"  not checked offline: {line}")
     for warning in cfg.warnings:
@@ -246,10 +247,9 @@ def check_names(cfg, plans, names: Sequence[str]) -> None:
 
 
 def run_explain(args: argparse.Namespace) -> int:
-    cfg, plans = load_stack(args.project_dir, args.stack)
-    check_names(cfg, plans, args.entries)
-    now = args.now or datetime.now(timezone.utc)
-    document = explain_module.explain(cfg, plans, args.entries, now)
+    planned = load_plan(args.project_dir, args.stack, now=args.now)
+    check_names(planned.config, planned.entries, args.entries)
+    document = explain_module.explain(planned, args.entries, planned.now)
     if args.format == "json":
         print(json.dumps(document, indent=2))
     else:
@@ -292,7 +292,8 @@ def run_timeline(args: argparse.Namespace) -> int:
 
 
 def run_preview(args: argparse.Namespace) -> int:
-    cfg, plans = load_stack(args.project_dir, args.stack)
+    planned = load_plan(args.project_dir, args.stack)
+    cfg, plans = planned.config, planned.entries
     names = list(dict.fromkeys(args.entries))
     check_names(cfg, plans, names)
     project_dir = Path(args.project_dir).resolve()
@@ -300,7 +301,7 @@ def run_preview(args: argparse.Namespace) -> int:
     # Each entry in the Pulumi stack that holds it (docs/entry-stacks.md); one preview each.
     parts = []
     for holder, here in stacks.group(names, args.stack, cfg.state.entry_stacks if cfg.state else None).items():
-        urns = entry_urns(cfg, plans, here, holder, project)
+        urns = entry_urns(planned, here, holder, project)
         print(f"kns preview: stack {holder}, {plural(len(here), 'entry', 'entries')} ({', '.join(here)}): "
               f"pulumi preview --target ({plural(len(urns), 'URN')}) --target-dependents", file=sys.stderr)
         try:
@@ -309,7 +310,7 @@ def run_preview(args: argparse.Namespace) -> int:
             print(f"kns preview: {exc}", file=sys.stderr)
             return 1
     preview, status = preview_module.combine(parts)
-    owners = {(r.type, r.name): r.owner for r in registrations(cfg, plans)}
+    owners = {(r.type, r.name): r.owner for r in registrations(planned)}
     missing = preview_module.missing_dependency(preview, owners)
     if missing:
         print(missing, file=sys.stderr)
@@ -328,10 +329,10 @@ def run_preview(args: argparse.Namespace) -> int:
 
 
 def run_up(args: argparse.Namespace) -> int:
-    cfg, plans = load_stack(args.project_dir, args.stack)
+    planned = load_plan(args.project_dir, args.stack)
     names = list(dict.fromkeys(args.entries))
     try:
-        return up_module.run_up(Path(args.project_dir), cfg, plans, args.stack, names, os.environ,
+        return up_module.run_up(Path(args.project_dir), planned, args.stack, names, os.environ,
                                 verbose=args.verbose or os.environ.get("VERBOSE") == "1")
     except up_module.UpRefused as exc:
         print(str(exc), file=sys.stderr)
@@ -342,9 +343,9 @@ def run_up(args: argparse.Namespace) -> int:
 
 
 def run_recover(args: argparse.Namespace) -> int:
-    cfg, plans = load_stack(args.project_dir, args.stack)
+    planned = load_plan(args.project_dir, args.stack)
     try:
-        return recover_module.run_recover(Path(args.project_dir).resolve(), cfg, plans, args.stack, os.environ,
+        return recover_module.run_recover(Path(args.project_dir).resolve(), planned, args.stack, os.environ,
                                           force=args.force)
     except (recover_module.RecoverFailed, preview_module.PreviewFailed) as exc:
         print(f"kns recover: {exc}", file=sys.stderr)

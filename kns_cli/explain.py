@@ -9,16 +9,18 @@ accounting settled them (plan/accounting.py).
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import Any, Iterable, Optional
 
 from chrono import calendar
 from config import reservations, resolve, rules
-from config.reservations import Reservation, holdings, lending_cohort
+from config.reservations import holdings, lending_cohort
 from config.quantity import kind_for_resource, scale
 from config.loader import PlatformConfig
-from plan import accounting, gangs, manifests, multikueue, queues, wait
+from plan import accounting, gangs, manifests, queues, wait
 from plan.model import WorkloadPlan
+from plan.reservations import ReservationPlan
+from plan.stackplan import StackPlan
 from plan.nodepools import autoscale_summary
 
 from . import runs as runs_module
@@ -27,10 +29,11 @@ from .starts import HORIZON, StartCheck, check_starts
 NEXT_RUNS = 3
 
 
-def queue_facts(cfg: PlatformConfig, plan: WorkloadPlan, lines: list[queues.Line]) -> Optional[dict[str, Any]]:
+def queue_facts(planned: StackPlan, plan: WorkloadPlan, lines: list[queues.Line]) -> Optional[dict[str, Any]]:
     """The entry's queue: its quota on the pools the entry may use, what one of its Jobs
     asks, and why a prescaled warm-up may start late (docs/queueing.md)."""
-    queue = queues.queue_of(cfg, plan)
+    cfg = planned.config
+    queue = planned.queues.get(plan.entry.name)
     if queue is None:
         return None
     pools = [p for p in queues.pools_of(plan, queue) if p in queue.quota] if plan.pod_spec is not None else list(queue.quota)
@@ -45,7 +48,7 @@ def queue_facts(cfg: PlatformConfig, plan: WorkloadPlan, lines: list[queues.Line
     if cfg.workers:
         # A site (docs/multicluster.md): where MultiKueue may run its Jobs, and where each
         # pool of its quota is.
-        facts["workers"] = multikueue.entry_workers(cfg, plan)
+        facts["workers"] = planned.workers.get(plan.entry.name, [])
         facts["poolWorkers"] = {pool: cfg.pool_worker.get(pool) for pool in pools}
     return facts
 
@@ -124,12 +127,12 @@ def start_facts(check: Optional[StartCheck]) -> Optional[dict[str, Any]]:
             "lateRuns": sorted(start.isoformat() for start in check.late), "reservation": check.reservation}
 
 
-def entry_facts(cfg: PlatformConfig, plan: WorkloadPlan, now: Optional[datetime] = None,
+def entry_facts(planned: StackPlan, plan: WorkloadPlan, now: Optional[datetime] = None,
                 lines: Optional[list[queues.Line]] = None,
                 starts: Optional[dict[str, StartCheck]] = None) -> dict[str, Any]:
     """Everything `explain` shows about one entry, JSON-ready. `lines`: the stack's queue
     usage (plan/queues.py), for the queue warnings; `starts`: the stack's start checks."""
-    entry = plan.entry
+    cfg, entry = planned.config, plan.entry
     _, rules, _ = resolve.resolve_profile_sources(cfg.profiles, entry.user, entry.groups)
     pod = plan.pod_spec
     containers: list[dict[str, Any]] = []
@@ -181,12 +184,12 @@ def entry_facts(cfg: PlatformConfig, plan: WorkloadPlan, now: Optional[datetime]
         "tolerations": list((pod or {}).get("tolerations") or []),
         "nodeSelector": dict((pod or {}).get("nodeSelector") or {}),
         "job": job_facts(plan),
-        "queue": queue_facts(cfg, plan, lines or []),
+        "queue": queue_facts(planned, plan, lines or []),
         "workers": worker_facts(cfg, plan, totals),
         "priority": ({"name": entry.priority, "source": cfg.priority_sources.get(entry.name)}
                      if entry.priority is not None else None),
         "start": start_facts((starts or {}).get(entry.name)),
-        "reservation": entry_reservation(cfg, plan, now or datetime.now(timezone.utc)),
+        "reservation": entry_reservation(planned, plan, now or planned.now),
     }
     if facts["start"] is not None and facts["start"]["guaranteed"] and facts["queue"] is not None:
         # The verdict counts who may hold the queue at warm-up; what it can preempt does not delay it.
@@ -206,19 +209,19 @@ def entry_facts(cfg: PlatformConfig, plan: WorkloadPlan, now: Optional[datetime]
     return facts
 
 
-def reservation_facts(cfg: PlatformConfig, item: Reservation, now: datetime) -> dict[str, Any]:
+def reservation_facts(planned: StackPlan, reserved: ReservationPlan, now: datetime) -> dict[str, Any]:
     """A reservation (docs/reservations.md): what it holds, who may use it, its state now
     and next windows (in its zone), and which queues borrow it between windows."""
-    pool = cfg.pool(item.pool)
+    item, pool = reserved.reservation, reserved.pool
     phase, window = calendar.phase_at(item.calendar(), now)
     zone = item.zone()
-    cohort, users = lending_cohort(item.pool, cfg.queues)
+    cohort, users = lending_cohort(item.pool, planned.config.queues)
     return {
         "name": item.name,
         "pool": item.pool,
         "holds": {r: reservations.show(r, a) for r, a in holdings(item, pool).items()},
         "who": {"users": list(item.users), "groups": list(item.groups), "entries": list(item.entries),
-                "using": [e.name for e in cfg.workloads if e.reservation == item.name]},
+                "using": [e.entry for e in reserved.entries]},
         "when": ({"schedule": item.schedule, "timeZone": item.time_zone, "duration": item.duration}
                  if item.recurring else {"start": item.start.isoformat(), "end": item.end.isoformat()}),
         "warmUpMinutes": item.warm_up_minutes,
@@ -230,12 +233,13 @@ def reservation_facts(cfg: PlatformConfig, item: Reservation, now: datetime) -> 
     }
 
 
-def entry_reservation(cfg: PlatformConfig, plan: WorkloadPlan, now: datetime) -> Optional[dict[str, Any]]:
+def entry_reservation(planned: StackPlan, plan: WorkloadPlan, now: datetime) -> Optional[dict[str, Any]]:
     """An entry's reservation and when its Jobs can next run: now in a window (or its
     warm-up), else from the next warm-up."""
-    item = next((r for r in cfg.reservations if r.name == plan.entry.reservation), None)
-    if item is None:
+    reserved = planned.reservation(plan.entry.reservation)
+    if reserved is None:
         return None
+    item = reserved.reservation
     phase, window = calendar.phase_at(item.calendar(), now)
     if window is not None:
         runs = f"now (window {calendar.describe(window, item.zone())})"
@@ -261,19 +265,20 @@ def unknown_names(plans: list[WorkloadPlan], names: Iterable[str]) -> list[str]:
     return [name for name in names if name not in known]
 
 
-def explain(cfg: PlatformConfig, plans: list[WorkloadPlan], names: Iterable[str] = (),
-            now: Optional[datetime] = None) -> dict[str, Any]:
-    """The JSON document of `kns explain --format json`."""
+def explain(planned: StackPlan, names: Iterable[str] = (), now: Optional[datetime] = None) -> dict[str, Any]:
+    """The JSON document of `kns explain --format json`, read from the stack's plan; `now`
+    (default: the plan's instant) is when the states and next runs are computed from."""
+    cfg, plans = planned.config, planned.entries
     lines = queues.usage(cfg, plans)
     starts = check_starts(cfg, plans, now)
     chosen = select(plans, names)
-    wanted = {p.entry.reservation for p in chosen} if list(names) else {r.name for r in cfg.reservations}
-    moment = now or datetime.now(timezone.utc)
+    wanted = {p.entry.reservation for p in chosen} if list(names) else {r.name for r in planned.reservations}
+    moment = now or planned.now
     return {
         "stack": cfg.stack,
         "now": now.isoformat() if now else None,
-        "entries": [entry_facts(cfg, plan, now, lines, starts) for plan in chosen],
-        "reservations": [reservation_facts(cfg, r, moment) for r in cfg.reservations if r.name in wanted],
+        "entries": [entry_facts(planned, plan, now, lines, starts) for plan in chosen],
+        "reservations": [reservation_facts(planned, r, moment) for r in planned.reservations if r.name in wanted],
         "warnings": list(cfg.warnings),
     }
 

@@ -41,14 +41,14 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from chrono import clock
 from config import fingerprint, kubeconfig
 from config.errors import ConfigError
 from config.rules import ENTRY_STACK_NAME
-from plan import digests, reservations, stacks
+from plan import digests, stacks
 from plan.planner import plan_checked
 
 from . import engine_run
@@ -157,19 +157,19 @@ def offline_digests(cwd: Path, base: str, entry_stacks: int, env: Mapping[str, s
     """The platform program's digests for this config (plan/digests.py), from the same
     check and plan as the program, read offline as `./kns validate` reads it; None when the
     config does not pass offline (the platform then runs, and its program says why)."""
+    now = clock.now()  # one instant, as the program's run has
     try:
-        checked, _, file = checked_stack(cwd, base, env)
-        plans = plan_checked(checked)
+        checked, _, file = checked_stack(cwd, base, env, now)
+        planned = plan_checked(checked, now)
     except (ConfigError, UsageError):
         return None
     config = file.config or {}
     program = fingerprint.program_digest(cwd)
-    planned = reservations.plan_reservations(checked.config, plans)
-    cohorts = reservations.pool_cohorts(checked.config, datetime.now(timezone.utc))
     reads = kubeconfig.read_digests(checked.config.cluster, checked.config.workers, cwd, env)
     return Offline(digests.checked_digest(config, checked.config.workloads, program),
-                   digests.entry_stack_digests(plans, base, entry_stacks, config, program, settings, reads),
-                   digests.platform_stack_digest(config, program, planned, cohorts, settings, reads))
+                   digests.entry_stack_digests(planned.entries, base, entry_stacks, config, program, settings, reads),
+                   digests.platform_stack_digest(config, program, planned.reservations, planned.cohorts, settings,
+                                                 reads))
 
 
 def run_settings(pulumi_args: Sequence[str], cwd: Path) -> str:

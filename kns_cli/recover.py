@@ -57,7 +57,7 @@ from plan import stacks
 from plan.reservation_switch import edge_schedule
 from plan.reservations import BOOTSTRAP, SWITCH, namespace_name
 from plan.inventory import registrations
-from plan.model import WorkloadPlan
+from plan.stackplan import StackPlan
 
 from . import preview as engine
 from .stack import SECRET_PLACEHOLDER
@@ -167,10 +167,10 @@ def pulumi(args: Sequence[str], project_dir: Path, env: Mapping[str, str], step:
     return done
 
 
-def kubernetes_types(cfg: PlatformConfig, plans: Sequence[WorkloadPlan], state: Sequence[Mapping[str, Any]]) -> set[str]:
+def kubernetes_types(planned: StackPlan, state: Sequence[Mapping[str, Any]]) -> set[str]:
     """The Kubernetes object types the platform registers: those of the config (plan/inventory)
     and those in the state; node patches are not objects of the platform."""
-    types = {item.type for item in registrations(cfg, plans)} | {str(r.get("type", "")) for r in state}
+    types = {item.type for item in registrations(planned)} | {str(r.get("type", "")) for r in state}
     return {t for t in types if t.startswith("kubernetes:") and not t.endswith("Patch")}
 
 
@@ -418,12 +418,13 @@ def on_worker(cfg: PlatformConfig, target: Target) -> str:
     return f" on worker {target.name}" if target.name != cfg.cluster.name else ""
 
 
-def run_recover(project_dir: Path, cfg: PlatformConfig, plans: Sequence[WorkloadPlan], stack: str,
-                environ: Mapping[str, str], force: bool = False) -> int:
+def run_recover(project_dir: Path, planned: StackPlan, stack: str, environ: Mapping[str, str],
+                force: bool = False) -> int:
     """Recover the stack (the module's steps); 0 once a no-change preview is clean. A stack
     with entry stacks (docs/entry-stacks.md) is recovered whole: each step runs on every one
     of its Pulumi stacks, the stack's first, and the sweep reads all their states."""
     started = time.monotonic()
+    cfg = planned.config
     env = engine.engine_environment(project_dir, stack, (), engine.toolchain(), environ)
     backend = file_backend(env)
     for path in repair_backend(backend) if backend else ():
@@ -440,7 +441,7 @@ def run_recover(project_dir: Path, cfg: PlatformConfig, plans: Sequence[Workload
         # Every cluster of the stack, each through its own credentials (a site's workers too).
         clusters = [] if cfg.cluster.render_dir else [
             (target, opened.enter_context(kubectl_access(target, project_dir, stack, env))) for target in targets(cfg)]
-        types = kubernetes_types(cfg, plans, before)
+        types = kubernetes_types(planned, before)
         for target, access in clusters:
             settle_deletions(access, cfg.cluster.name, types, on_worker(cfg, target))
         if cfg.cluster.render_dir:
@@ -464,7 +465,7 @@ def run_recover(project_dir: Path, cfg: PlatformConfig, plans: Sequence[Workload
             say("step 4/5: the stack renders manifests (kns:cluster.renderDir): no cluster to sweep")
         else:
             after = [r for each in every for r in state_resources(project_dir, each, env, "step 4/5 (reading the state)")]
-            swept = sum(sweep(access, cfg.cluster.name, types | kubernetes_types(cfg, plans, after),
+            swept = sum(sweep(access, cfg.cluster.name, types | kubernetes_types(planned, after),
                               of_cluster(after, target, cfg), on_worker(cfg, target)) for target, access in clusters)
             say(f"step 4/5: {swept} object(s) not in the stack deleted"
                 + (f" ({len(clusters)} clusters swept)" if cfg.workers else ""))

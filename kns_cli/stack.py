@@ -14,9 +14,11 @@ names exist) pass as they would in the program.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional
 
+from chrono import clock
 from config.errors import closest
 from config.rules import ENTRY_STACK_NAME
 from config.loader import Checked, PlatformConfig, check_stack_config
@@ -24,6 +26,7 @@ from config.source import LIST_KEYS, NAMESPACE, OBJECT_KEYS, StackFile, decode_v
 from plan import stacks
 from plan.model import WorkloadPlan
 from plan.planner import plan_checked
+from plan.stackplan import StackPlan
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET_PLACEHOLDER = "[secret]"
@@ -125,22 +128,29 @@ def not_checked_offline(sealed: frozenset[str]) -> list[str]:
                   for path in sorted(sealed) if path.startswith("kns:workers[") and path.endswith("].kubeconfig")]
 
 
+def load_plan(project_dir: Path, stack: str, environ: Optional[Mapping[str, str]] = None,
+              now: Optional[datetime] = None) -> StackPlan:
+    """The plan the program would make of this stack at `now` (default: the clock's one
+    instant for the whole command), read offline. Raises `ConfigError` with the program's
+    problems (its `RunError` text is `str()` of it) or `UsageError`."""
+    return check_stack(project_dir, stack, environ, now)[0]
+
+
 def load_stack(
     project_dir: Path, stack: str, environ: Optional[Mapping[str, str]] = None
 ) -> tuple[PlatformConfig, list[WorkloadPlan]]:
-    """The config and plans the program would build for this stack, read offline. Raises
-    `ConfigError` with the program's problems (its `RunError` text is `str()` of it) or
-    `UsageError`."""
-    cfg, plans, _ = check_stack(project_dir, stack, environ)
-    return cfg, plans
+    """The config and the entries' plans of `load_plan`."""
+    planned = load_plan(project_dir, stack, environ)
+    return planned.config, planned.entries
 
 
 def check_stack(
-    project_dir: Path, stack: str, environ: Optional[Mapping[str, str]] = None
-) -> tuple[PlatformConfig, list[WorkloadPlan], list[str]]:
-    """`load_stack`, and what could not be checked offline (`not_checked_offline`)."""
-    checked, sealed, _ = checked_stack(project_dir, stack, environ)
-    return checked.config, plan_checked(checked), not_checked_offline(sealed)
+    project_dir: Path, stack: str, environ: Optional[Mapping[str, str]] = None, now: Optional[datetime] = None
+) -> tuple[StackPlan, list[str]]:
+    """`load_plan`, and what could not be checked offline (`not_checked_offline`)."""
+    now = now or clock.now()
+    checked, sealed, _ = checked_stack(project_dir, stack, environ, now)
+    return plan_checked(checked, now), not_checked_offline(sealed)
 
 
 class OfflineStack(NamedTuple):
@@ -151,11 +161,12 @@ class OfflineStack(NamedTuple):
     file: StackFile  # the stack file as read (its `config` as written: what digests hash)
 
 
-def checked_stack(project_dir: Path, stack: str, environ: Optional[Mapping[str, str]] = None) -> OfflineStack:
-    """The stack's config read offline and checked as the program checks it (raises
-    `ConfigError` or `UsageError`)."""
+def checked_stack(project_dir: Path, stack: str, environ: Optional[Mapping[str, str]] = None,
+                  now: Optional[datetime] = None) -> OfflineStack:
+    """The stack's config read offline and checked as the program checks it, at `now`
+    (raises `ConfigError` or `UsageError`)."""
     project_dir = Path(project_dir).resolve()
     file = stack_file(project_dir, stack)
     raw, secret, sealed = offline_config(file.config or {})
     return OfflineStack(check_stack_config(raw, file, project_dir=project_dir, stack=stack, secret_keys=secret,
-                                           environ=environ, sealed=sealed), sealed, file)
+                                           environ=environ, sealed=sealed, now=now or clock.now()), sealed, file)

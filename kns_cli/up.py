@@ -52,10 +52,10 @@ from typing import Any, Mapping, Sequence
 from config import fingerprint
 from config.errors import closest
 from config.invocation import message_arguments, new_token
-from config.loader import PlatformConfig
 from config.source import read_stack_file
 from plan import stacks
 from plan.model import WorkloadPlan
+from plan.stackplan import StackPlan
 from plan.targeting import entry_urns
 
 from . import engine_run
@@ -115,13 +115,14 @@ def up_arguments(stack: str, urns: Sequence[str], token: str) -> list[str]:
     return args + ["--target-dependents"]
 
 
-def run_up(project_dir: Path, cfg: PlatformConfig, plans: list[WorkloadPlan], stack: str, names: Sequence[str],
+def run_up(project_dir: Path, planned: StackPlan, stack: str, names: Sequence[str],
            environ: Mapping[str, str], *, verbose: bool = False, out=None, err=None) -> int:
     """Apply the named entries; returns the exit status (the engine's, or 1 when refused).
     On a stack with entry stacks (docs/entry-stacks.md) the record of the shared sections is
     the stack's, and each entry is applied in the entry stack that holds it: one small
     state per run, whatever the number of entries."""
     out, err = out or sys.stdout, err or sys.stderr
+    cfg, plans = planned.config, planned.entries
     project_dir = Path(project_dir).resolve()
     token = new_token()
     bin_dir = preview_module.toolchain()
@@ -144,11 +145,11 @@ def run_up(project_dir: Path, cfg: PlatformConfig, plans: list[WorkloadPlan], st
     for holder, here in holders.items():
         applied = [name for name in here if name in present]
         env = preview_module.engine_environment(project_dir, holder, applied, bin_dir, environ, token, narrowed=True)
-        urns = entry_urns(cfg, plans, applied, holder, project)
+        urns = entry_urns(planned, applied, holder, project)
         # What the state holds under each named entry: a removed entry's objects, and those a
         # changed one no longer has (its kind changed, a primer CronJob fewer), are deleted.
-        planned = set(urns)
-        urns += [urn for name in here for urn in states[holder].entries.get(name, []) if urn not in planned]
+        registered = set(urns)
+        urns += [urn for name in here for urn in states[holder].entries.get(name, []) if urn not in registered]
         what = ", ".join([*applied, *(f"{name} (removed)" for name in here if name in removed)])
         err.write(f"kns up: stack {holder}, {len(here)} {'entry' if len(here) == 1 else 'entries'} ({what}): "
                   f"pulumi up --skip-preview --target ({len(urns)} URNs) --target-dependents\n")

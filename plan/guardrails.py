@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 from config import resolve
 
 from . import manifests, nodepools, reservations, schedulers
+
+if TYPE_CHECKING:
+    from .stackplan import StackPlan
 
 # What a team gets without --policy-pack-config: the registries the platform's own images
 # and the examples come from. Entries are registry hosts or host/path prefixes.
@@ -489,12 +492,12 @@ def pack_settings(text: Optional[str]) -> tuple[dict[str, dict[str, Any]], list[
     return settings, problems
 
 
-def _objects(cfg: Any, plans: Iterable[Any]) -> Iterator[tuple[str, Resource]]:
+def _objects(planned: "StackPlan") -> Iterator[tuple[str, Resource]]:
     """(config path, object) for every object the program builds from config that a guard
     rail judges: each entry's namespace and workloads, each pool's NodePool or node patches,
     the two schedulers' Deployments, each reservation's objects. The config path stands in for
     the URN."""
-    plans = list(plans)
+    cfg, plans = planned.config, planned.entries
     for plan in plans:
         path = cfg.paths[plan.entry.name]
         yield path, Resource("kubernetes:core/v1:Namespace", path, {
@@ -512,9 +515,9 @@ def _objects(cfg: Any, plans: Iterable[Any]) -> Iterator[tuple[str, Resource]]:
         for node in pool.static_nodes:
             yield path, Resource("kubernetes:core/v1:NodePatch", path, {
                 "metadata": {"name": node, "labels": labels}, "spec": {"taints": taints}})
-    for planned in reservations.plan_reservations(cfg, list(plans)):
-        path = f"kns:reservations[{planned.name}]"
-        for manifest in planned.objects:
+    for reserved in planned.reservations:
+        path = f"kns:reservations[{reserved.name}]"
+        for manifest in reserved.objects:
             yield path, Resource(reservations.type_token(manifest), path, manifest)
     system = cfg.cluster.system_namespace
     if cfg.packing_scheduler.enabled:
@@ -527,11 +530,11 @@ def _objects(cfg: Any, plans: Iterable[Any]) -> Iterator[tuple[str, Resource]]:
             "metadata": {"name": schedulers.KNS_ACCOUNT, "namespace": system}, "spec": {"template": {"spec": spec}}})
 
 
-def config_problems(cfg: Any, plans: Iterable[Any], settings: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
+def config_problems(planned: "StackPlan", settings: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
     """(config path, message) for each violation a guard rail of the pack finds in what the
     program plans, under the settings of `pack_settings`: the pack would refuse the update,
     so `./kns validate` and the program refuse the config first (docs/policy.md)."""
-    objects = [resource for _, resource in _objects(cfg, plans)]
+    objects = [resource for _, resource in _objects(planned)]
     labels = {resource.label for resource in objects}
     found: list[tuple[str, str]] = []
     for rail in GUARD_RAILS:

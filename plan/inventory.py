@@ -18,7 +18,6 @@ recording mocks), so a new resource cannot escape the rule.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Iterable, Iterator, Optional
 
 from config.errors import Problem
@@ -29,6 +28,7 @@ from config import devices as config_devices, names
 
 from . import devices, kueue_install, multikueue, queues, reservations
 from .model import WorkloadPlan
+from .stackplan import StackPlan
 from .schedulers import KNS_ACCOUNT
 
 # The components of components/reservation.py.
@@ -243,31 +243,31 @@ def _namespace(plan: WorkloadPlan, top: tuple[str, ...], name: str, owner: str, 
                            devices.claim_resource_name(name), owner, "gpu", plan.claim["kind"] + where)
 
 
-def registrations(cfg: PlatformConfig, plans: Iterable[WorkloadPlan]) -> list[Registration]:
-    """Every resource `__main__.py` registers for `cfg` and `plans`, in its order."""
+def registrations(planned: StackPlan) -> list[Registration]:
+    """Every resource `__main__.py` registers for the stack's plan, in its order."""
+    cfg, plans = planned.config, planned.entries
     objects = multikueue.queue_objects(cfg) if cfg.queueing.enabled else multikueue.QueueObjects()
-    plans = list(plans)
     out = [*_cluster(cfg), *_pools(cfg, None, ()), *_schedulers(cfg), *_queueing(cfg, objects.manager),
-           *_workers(cfg, objects), *_reservations(cfg, plans)]
+           *_workers(cfg, objects), *_reservations(planned)]
     for plan in plans:
         out += _workload(plan, cfg.paths[plan.entry.name], multikueue.entry_workers(cfg, plan))
         out += _reserved(cfg, plan)
     return out
 
 
-def _reservations(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> Iterator[Registration]:
+def _reservations(planned: StackPlan) -> Iterator[Registration]:
     """Each reserved pool's component and Cohort, each reservation's component and objects
     (components/reservation.py)."""
-    for cohort in reservations.pool_cohorts(cfg, datetime.now(timezone.utc)):
+    for cohort in planned.cohorts:
         name = cohort["metadata"]["name"]
         owner = f"kns:nodePools[{cohort['metadata']['labels']['kns.io/pool']}]"
         yield Registration((RESERVED_POOL_TYPE,), name, owner, "name", "reserved pool component")
         yield Registration((RESERVED_POOL_TYPE, queues.type_token(cohort)), reservations.child_name(name, cohort),
                            owner, "name", "Cohort of its reservations")
-    for planned in reservations.plan_reservations(cfg, plans):
-        owner, name = f"kns:reservations[{planned.name}]", reservations.component_name(planned.name)
+    for reserved in planned.reservations:
+        owner, name = f"kns:reservations[{reserved.name}]", reservations.component_name(reserved.name)
         yield Registration((RESERVATION_TYPE,), name, owner, "name", "reservation component")
-        for manifest in planned.objects:
+        for manifest in reserved.objects:
             yield Registration((RESERVATION_TYPE, reservations.type_token(manifest)),
                                reservations.child_name(name, manifest), owner, "name", manifest["kind"])
 
@@ -287,7 +287,7 @@ def _reserved(cfg: PlatformConfig, plan: WorkloadPlan) -> Iterator[Registration]
                            cfg.paths[plan.entry.name], "reservation", f"{kind} of its reservation")
 
 
-def collisions(cfg: PlatformConfig, plans: Iterable[WorkloadPlan], reported: Iterable[str] = ()) -> list[Problem]:
+def collisions(planned: StackPlan, reported: Iterable[str] = ()) -> list[Problem]:
     """A problem for each resource that would share a URN (or a Job or CronJob name) with
     one registered before it; owners that already have a problem in `reported` are left
     out (their names may change when it is fixed)."""
@@ -298,7 +298,7 @@ def collisions(cfg: PlatformConfig, plans: Iterable[WorkloadPlan], reported: Ite
 
     first: dict[tuple, Registration] = {}
     problems: list[Problem] = []
-    for item in registrations(cfg, plans):
+    for item in registrations(planned):
         if not clean(item.owner):
             continue
         keys = [("urn", item.types, item.name)]

@@ -13,7 +13,10 @@ is reported under the entry's config path, with every problem the checks found
 from __future__ import annotations
 
 import copy
+from datetime import datetime
 from typing import Any, Callable, Optional
+
+from chrono import clock
 
 from config import devices as config_devices, names, pointer, profile_rules, resolve
 from config.errors import Problem
@@ -33,6 +36,7 @@ from .manifests import (
     service_manifest,
 )
 from .model import PlanError, WorkloadPlan
+from .stackplan import StackPlan, plan_stack
 
 
 def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
@@ -197,26 +201,29 @@ def plan_all(cfg: PlatformConfig, only: Optional[Callable[[str], bool]] = None) 
     return plans, problems
 
 
-def plan_checked(checked: Checked) -> list[WorkloadPlan]:
-    """Plan every entry the checks passed; raise one `ConfigError` with the checks'
+def plan_checked(checked: Checked, now: Optional[datetime] = None) -> StackPlan:
+    """Plan every entry the checks passed, and the stack around them once, at `now` (the
+    run's instant; default: the clock's); raise one `ConfigError` with the checks'
     problems and planning's, before a single resource is registered."""
     cfg = checked.clean()
     plans, problems = plan_all(cfg)
+    planned = plan_stack(cfg, plans, now or clock.now())
     problems += queues.fit_problems(cfg, plans)
     problems += reservations.fit_problems(cfg, plans)
     problems += nodepools.fit_problems(plans, cfg.paths, cfg.cluster.name)
     problems += gangs.gang_problems(cfg, plans)
     settings, file_problems = guardrails.pack_settings(cfg.policy_config)
     problems += [Problem(POLICY_CONFIG_VARIABLE, f"the policy pack config {m}") for m in file_problems]
-    problems += [Problem(path, message) for path, message in guardrails.config_problems(cfg, plans, settings)]
-    problems += inventory.collisions(cfg, plans, [p.path for p in checked.problems.items + problems])
+    problems += [Problem(path, message) for path, message in guardrails.config_problems(planned, settings)]
+    problems += inventory.collisions(planned, [p.path for p in checked.problems.items + problems])
     checked.problems.items.extend(problems)
     checked.problems.raise_if_any()
     checked.config.warnings.extend(multikueue.drain_warnings(cfg, plans))
-    return plans
+    planned.config = checked.config
+    return planned
 
 
-def plan_own(checked: Checked, only: Callable[[str], bool]) -> list[WorkloadPlan]:
+def plan_own(checked: Checked, only: Callable[[str], bool], now: Optional[datetime] = None) -> StackPlan:
     """Plan only the entries `only` names, for an entry stack run after the platform stack's
     program checked this very config whole (plan/digests.py, `KNS_CHECKED`): the checks that
     need every entry (queue fit, reservations, pools, guard rails, name collisions) passed
@@ -225,4 +232,4 @@ def plan_own(checked: Checked, only: Callable[[str], bool]) -> list[WorkloadPlan
     plans, problems = plan_all(checked.clean(), only)
     checked.problems.items.extend(problems)
     checked.problems.raise_if_any()
-    return plans
+    return plan_stack(checked.config, plans, now or clock.now())

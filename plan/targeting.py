@@ -40,6 +40,7 @@ from config.loader import PlatformConfig
 
 from .inventory import registrations
 from .model import WorkloadPlan
+from .stackplan import StackPlan
 
 ONLY_ENTRIES = "KNS_PREVIEW_ENTRIES"
 
@@ -50,14 +51,11 @@ def urn(stack: str, project: str, types: Sequence[str], name: str) -> str:
     return f"urn:pulumi:{stack}::{project}::{'$'.join(types)}::{name}"
 
 
-def entry_urns(cfg: PlatformConfig, plans: Iterable[WorkloadPlan], names: Iterable[str], stack: str,
-               project: str) -> list[str]:
+def entry_urns(planned: StackPlan, names: Iterable[str], stack: str, project: str) -> list[str]:
     """The URN of every resource the program registers for the named entries: their
     components first, in the program's order."""
-    wanted = [plan for plan in plans if plan.entry.name in set(names)]
-    owners = {cfg.paths[plan.entry.name] for plan in wanted}
-    return [urn(stack, project, item.types, item.name)
-            for item in registrations(cfg, wanted) if item.owner in owners]
+    owners = {planned.config.paths[plan.entry.name] for plan in planned.entries if plan.entry.name in set(names)}
+    return [urn(stack, project, item.types, item.name) for item in registrations(planned) if item.owner in owners]
 
 
 def only_entries(environ: Mapping[str, str]) -> list[str]:

@@ -16,6 +16,7 @@ from kns_cli import explain
 from kns_testing import apiserver
 from kns_testing.program import ROOT, run_program
 from tests.test_pod_classes import expected_text, program_text, refused, validate_text
+from plan.stackplan import plan_stack
 
 JOB = "kubernetes:batch/v1:Job"
 CRON = "kubernetes:batch/v1:CronJob"
@@ -187,8 +188,8 @@ def _explained(config: dict[str, Any], name: str) -> str:
     from config.loader import check_config
     from plan.planner import plan_checked
     checked = check_config(config, project_dir=ROOT, environ={})
-    plans = plan_checked(checked)
-    return explain.render_text(explain.explain(checked.config, plans, [name]))
+    plans = plan_checked(checked).entries
+    return explain.render_text(explain.explain(plan_stack(checked.config, plans), [name]))
 
 
 def test_explain_shows_the_workers_their_totals_the_leader_and_warns_without_a_queue():

@@ -17,7 +17,7 @@ def test_the_workloads_example_shows_the_job_and_cronjob_the_program_builds():
     blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "docs" / "workloads.md").read_text(), re.S)
     config = yaml.safe_load(blocks[0])["config"]
     plans = plan_checked(check_config({k.removeprefix("kns:"): v for k, v in config.items()},
-                                      project_dir=ROOT, stack="prod", environ={}))
+                                      project_dir=ROOT, stack="prod", environ={})).entries
     built = {m["kind"]: m for plan in plans for m in plan.objects.values() if m["kind"] in ("Job", "CronJob")}
     job, cron = (yaml.safe_load(block) for block in blocks[1:3])
     assert job == built["Job"], "docs/workloads.md: the Job differs from what the program builds"

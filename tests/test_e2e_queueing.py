@@ -32,6 +32,7 @@ from kns_testing.reservations import SwitchKubelet
 from plan.reservation_switch import EDGE_WAIT_SECONDS, edge_schedule
 from kns_testing.program import ROOT, engine_project
 from tests.test_e2e import Stack, Watch, server_time, up_with_schedules_ahead
+from plan.stackplan import plan_stack
 
 # Pool resv of the reservations' stack (the scenario below, on the same control plane and
 # Kueue): three nodes of 2 GPUs.
@@ -435,7 +436,7 @@ def test_one_failed_worker_fails_the_whole_job_and_its_other_workers_are_removed
 def start_verdict(stack: Stack, name: str, now: datetime) -> dict:
     """What `./kns explain` says of the entry's start, offline, from the stack's config."""
     cfg, plans = kns_stack.load_stack(stack.root, "local")
-    (facts,) = explain.explain(cfg, plans, [name], now=now)["entries"]
+    (facts,) = explain.explain(plan_stack(cfg, plans), [name], now=now)["entries"]
     return facts["start"]
 
 

@@ -34,6 +34,7 @@ from plan import digests, stacks
 from plan.outputs import ENTRY_OUTPUTS, merge_outputs
 from plan.targeting import ONLY_ENTRIES, entry_urns
 from tests.test_multicluster import SECRETS, site
+from plan.stackplan import plan_stack
 
 SPLIT = 3
 
@@ -282,7 +283,7 @@ def test_kns_up_applies_each_entry_in_the_entry_stack_that_holds_it(monkeypatch,
     project = split_project(tmp_path)
     digest = fingerprint.platform_digest(read_stack_file(project, "dev").config, project)
     cfg, plans = load_stack(project, "dev")
-    applied = entry_urns(cfg, plans, ["train-resnet"], "dev.entries-0", "kns-platform")
+    applied = entry_urns(plan_stack(cfg, plans), ["train-resnet"], "dev.entries-0", "kns-platform")
     states = {"dev": StackState(digest, {}),
               "dev.entries-0": StackState(None, {"train-resnet": applied[:1], "gone-job": ["urn:old", "urn:old-child"]}),
               "dev.entries-1": StackState(None, {"hourly-sync": ["urn:h1"]})}
@@ -297,7 +298,7 @@ def test_kns_up_applies_each_entry_in_the_entry_stack_that_holds_it(monkeypatch,
         return 0
     monkeypatch.setattr(up_module.engine_run, "run", run)
     out, err = io.StringIO(), io.StringIO()
-    assert up_module.run_up(project, cfg, plans, "dev", ["hourly-sync", "train-resnet", "gone-job"], {},
+    assert up_module.run_up(project, plan_stack(cfg, plans), "dev", ["hourly-sync", "train-resnet", "gone-job"], {},
                             out=out, err=err) == 0
     assert read == ["dev", "dev.entries-0", "dev.entries-1"]  # never another entry stack
     assert [stack for stack, *_ in runs] == ["dev.entries-0", "dev.entries-1"]
@@ -322,7 +323,7 @@ def test_kns_up_on_a_split_stack_is_refused_by_the_stacks_own_record(monkeypatch
     monkeypatch.setattr(up_module.engine_run, "run", lambda *a, **k: pytest.fail("the engine ran"))
     cfg, plans = load_stack(project, "dev")
     with pytest.raises(up_module.UpRefused) as info:
-        up_module.run_up(project, cfg, plans, "dev", ["train-resnet"], {}, out=io.StringIO(), err=io.StringIO())
+        up_module.run_up(project, plan_stack(cfg, plans), "dev", ["train-resnet"], {}, out=io.StringIO(), err=io.StringIO())
     assert "kns:state" in str(info.value)
 
 
@@ -412,7 +413,7 @@ def test_recover_runs_every_step_on_every_stack_the_stacks_first(monkeypatch, tm
         commands.append(list(args))
         return subprocess.CompletedProcess(args, 0, json.dumps({"deployment": {"resources": []}}), "")
     monkeypatch.setattr(recover_module, "pulumi", pulumi)
-    assert recover_module.run_recover(project, cfg, plans, "dev", {"PULUMI_BACKEND_URL": "s3://x"}) == 0
+    assert recover_module.run_recover(project, plan_stack(cfg, plans), "dev", {"PULUMI_BACKEND_URL": "s3://x"}) == 0
     every = stacks.stacks("dev", SPLIT)
     assert selected == [("dev", False)] + [(name, True) for name in every[1:]] and released == every
     for verb in ("up", "preview"):

@@ -77,7 +77,7 @@ def test_after_the_platforms_check_an_entry_stack_plans_only_its_own_entries(mon
 
 def _digests(stack_config: dict, config: dict) -> dict[str, str]:
     checked = check_config(config, project_dir=ROOT, environ={}, secret_keys=frozenset())
-    plans = planner.plan_checked(checked)
+    plans = planner.plan_checked(checked).entries
     return digests.entry_stack_digests(plans, "dev", SPLIT, stack_config, "program")
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from kns_cli.explain import explain, render_text
 from tests.test_bad_input import both, project, stack_text
+from plan.stackplan import plan_stack
 
 A100 = {"name": "g8", "role": "gpu", "nodes": ["g8-1", "g8-2", "g8-3", "g8-4"], "gpu": {"vendor": "nvidia", "perNode": 8},
         "topology": {"levels": ["example.com/rack", "kubernetes.io/hostname"]}}
@@ -130,7 +131,7 @@ def test_explain_lists_each_limit_of_a_gang_with_its_headroom(tmp_path, capsys):
         config["jobs"] = [*config["jobs"], job]
     root = project(tmp_path, stack_text(change))
     cfg, plans = load_stack(root, "case")
-    facts = explain(cfg, plans, ["train"])
+    facts = explain(plan_stack(cfg, plans), ["train"])
     limits = {(item["limit"], item["resource"]): item for item in facts["entries"][0]["workers"]["limits"]}
     assert limits[("pool", "nvidia.com/gpu")] | {} == {
         "limit": "pool", "resource": "nvidia.com/gpu", "needed": "24", "held": "32", "headroom": "8",

@@ -372,7 +372,7 @@ def test_a_reservation_on_a_dra_pool_holds_gpu_devices_and_its_holder_claims_the
     config["jobs"][0]["reservation"] = "course"
     checked = check_config(config, project_dir=ROOT, environ={}, secret_keys=frozenset())
     cfg = checked.clean()
-    plans = plan_checked(checked)
+    plans = plan_checked(checked).entries
     (cohort,) = plan_reservations.pool_cohorts(cfg, datetime.now(timezone.utc))
     quota = {r["name"]: r["nominalQuota"] for r in cohort["spec"]["resourceGroups"][0]["flavors"][0]["resources"]}
     assert quota["gpu.nvidia.com/gpu"] == "8" and quota["gpu.nvidia.com/1g.10gb"] == "7"

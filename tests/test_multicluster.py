@@ -23,6 +23,7 @@ from kns_cli import queues as queues_cli
 from kns_testing.program import RecordingMocks, mock_token_data, registration_requests, run_program, secret_value
 from plan import inventory, kueue_install, targeting
 from plan.planner import plan_checked
+from plan.stackplan import plan_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "s3cr3t-operator-token"
@@ -386,16 +387,16 @@ def test_the_inventory_is_what_the_program_registers_urn_for_urn(registered):
     urns = _full_urns(requests)
     assert len(set(urns.values())) == len(urns) == len(run.resources)
     result = checked(site())
-    plans = plan_checked(result)
+    planned = plan_checked(result)
     listed = [targeting.urn("test", "kns-platform", item.types, item.name)
-              for item in inventory.registrations(result.config, plans)]
+              for item in inventory.registrations(planned)]
     assert sorted(listed) == sorted(urns.values())
-    assert inventory.collisions(result.config, plans) == []
+    assert inventory.collisions(planned) == []
 
 
 def test_kns_queues_shows_the_workers_of_each_queue():
     result = checked(site())
-    document = queues_cli.report(result.config, plan_checked(result))
+    document = queues_cli.report(result.config, plan_checked(result).entries)
     batch = next(q for q in document["queues"] if q["name"] == "batch")
     assert batch["workers"] == ["east"] and {line["worker"] for line in batch["lines"]} == {"east"}
     text = queues_cli.render_text(document)
@@ -441,7 +442,7 @@ def test_the_documented_site_is_valid_and_its_queues_are_what_kns_queues_prints(
     assert queues_output(cfg) == queues
     from kns_cli.explain import explain, render_text
     runs_on = example.split("```text\n", 2)[2].split("```", 1)[0].strip()
-    assert runs_on in render_text(explain(cfg, plans, ["train"]))
+    assert runs_on in render_text(explain(plan_stack(cfg, plans), ["train"]))
 
 
 def test_a_draining_worker_holds_its_queues_and_the_manager_stops_counting_them():
@@ -574,7 +575,7 @@ def test_an_entry_that_fits_only_on_a_draining_worker_is_warned_of_by_validate_e
         "manager until the drain ends"]
     # `train` (research, CPU) still fits east's pool: nothing said of it.
     from kns_cli.explain import explain
-    assert said[0] in explain(result.config, plan_checked(checked(config)), ["gpu-job"])["warnings"]
+    assert said[0] in explain(plan_checked(checked(config)), ["gpu-job"])["warnings"]
     # The program says it too (pulumi.log.warn of the config's warnings).
     warned = []
     original = pulumi.log.warn

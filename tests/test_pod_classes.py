@@ -586,8 +586,7 @@ def test_the_inventory_lists_exactly_what_the_program_registers(name):
     registered = sorted((r.type, r.name) for r in result.resources if r.type != "pulumi:pulumi:Stack")
     cfg_checked = check_config(config, project_dir=ROOT, environ={}, secret_keys=frozenset(secret) or frozenset(
         {"credentials", "keycloakClientSecret"}))
-    plans = plan_checked(cfg_checked)
-    listed = sorted((item.type, item.name) for item in inventory.registrations(cfg_checked.config, plans))
+    listed = sorted((item.type, item.name) for item in inventory.registrations(plan_checked(cfg_checked)))
     assert registered == listed
 
 

@@ -23,6 +23,7 @@ from kns_testing.program import PROJECT_FILES, ROOT, built_toolchain, dev_stack_
 from plan import targeting
 from plan.targeting import ONLY_ENTRIES, entry_urns, plans_to_register
 from tests.test_engine import PASSPHRASE, Project  # a copy of the dev stack through the real engine
+from plan.stackplan import plan_stack
 
 KNS = ROOT / "kns"
 SUMMARY = preview_module.summary_module()
@@ -80,7 +81,7 @@ def test_the_targets_are_the_urns_the_engine_gave_the_entry(project):
     in_state = {r["urn"] for r in state if "train-resnet" in r["urn"].rsplit("::", 1)[-1]
                 and r["type"] != "pulumi:providers:kubernetes"}
     cfg, plans = load_stack(ROOT, "dev")
-    assert set(entry_urns(cfg, plans, ["train-resnet"], "dev", "kns-platform")) == in_state
+    assert set(entry_urns(plan_stack(cfg, plans), ["train-resnet"], "dev", "kns-platform")) == in_state
     assert len(in_state) == 9
 
 

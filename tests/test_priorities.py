@@ -17,6 +17,7 @@ from kns_cli import explain, starts, timeline
 from kns_testing import apiserver
 from kns_testing.program import run_program
 from tests.test_pod_classes import refused, refused_edited, validate_text, write_project
+from plan.stackplan import plan_stack
 
 JOB = "kubernetes:batch/v1:Job"
 CRON = "kubernetes:batch/v1:CronJob"
@@ -153,7 +154,7 @@ def verdicts(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     from kns_cli import stack
     root = write_project_dir(config)
     cfg, plans = stack.load_stack(root, "case")
-    document = explain.explain(cfg, plans, now=NOW)
+    document = explain.explain(plan_stack(cfg, plans), now=NOW)
     return {facts["name"]: facts["start"] for facts in document["entries"] if facts["start"] is not None}
 
 

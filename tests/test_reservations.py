@@ -17,6 +17,7 @@ from kns_cli import cli
 from kns_testing import apiserver
 from kns_testing.program import ROOT, run_program
 from tests.test_pod_classes import program_text, validate_text, write_project
+from plan.stackplan import plan_stack
 
 CQ = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
 LQ = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
@@ -70,6 +71,26 @@ CONFIG: dict[str, Any] = {
 @pytest.fixture(scope="module")
 def run():
     return run_program(CONFIG)
+
+
+def test_one_run_plans_its_reservations_and_the_pools_cohorts_once_at_one_instant(monkeypatch):
+    """plan/stackplan.py: the program, its guard rails and its name checks read one plan of
+    the reservations and one of the Cohorts, made at the run's instant."""
+    from plan import reservations
+    calls: dict[str, list] = {"plan_reservations": [], "pool_cohorts": []}
+    for name in calls:
+        real = getattr(reservations, name)
+
+        def counted(*args, _real=real, _name=name):
+            calls[_name].append(args[-1] if _name == "pool_cohorts" else None)
+            return _real(*args)
+        monkeypatch.setattr(reservations, name, counted)
+    moment = datetime(2026, 12, 1, 7, 0, tzinfo=timezone.utc)
+    from chrono import clock
+    monkeypatch.setattr(clock, "now", lambda: moment)
+    run = run_program(CONFIG)
+    assert len(calls["plan_reservations"]) == 1 and calls["pool_cohorts"] == [moment]
+    assert len(run.of_type(COHORT)) == 1 and len(run.of_type(CRON)) >= 3  # what the plan held was registered
 
 
 def test_the_switched_fields_are_registered_ignored_and_nothing_else_is(monkeypatch):
@@ -397,7 +418,7 @@ def test_the_cohort_sets_aside_what_back_to_back_windows_hold_in_the_warm_up():
 def test_explain_and_the_timeline_say_a_warm_up_holds(tmp_path):
     from kns_cli import explain, timeline
     cfg, plans = offline(tmp_path, back_to_back(64))
-    found = {r["name"]: r["stateNow"] for r in explain.explain(cfg, plans, now=tuesday_in_paris(11, 30))["reservations"]}
+    found = {r["name"]: r["stateNow"] for r in explain.explain(plan_stack(cfg, plans), now=tuesday_in_paris(11, 30))["reservations"]}
     assert found == {"course": "open", "lab": "warm-up"}
     svg = timeline.render(cfg, plans, tuesday_in_paris(6), 12)
     warm = tuesday_in_paris(11).astimezone(timezone.utc)
@@ -425,7 +446,7 @@ def test_explain_says_each_reservations_state_who_may_use_it_and_when_an_entry_c
     from kns_cli import explain
     cfg, plans = offline(tmp_path, CONFIG)
     during = tuesday_in_paris(10)
-    document = explain.explain(cfg, plans, now=during)
+    document = explain.explain(plan_stack(cfg, plans), now=during)
     found = {r["name"]: r for r in document["reservations"]}
     assert found["course"]["stateNow"] == "open"
     offset = during.isoformat()[-6:]  # +01:00 in winter, +02:00 in summer
@@ -441,7 +462,7 @@ def test_explain_says_each_reservations_state_who_may_use_it_and_when_an_entry_c
     assert entries["plain"]["reservation"] is None
     text = explain.render_text(document)
     assert "reservation course" in text and "for:" in text and "group teach" in text
-    before = explain.explain(cfg, plans, now=tuesday_in_paris(8, 50))
+    before = explain.explain(plan_stack(cfg, plans), now=tuesday_in_paris(8, 50))
     course = next(r for r in before["reservations"] if r["name"] == "course")
     assert course["stateNow"] == "warm-up"  # 15 minutes of warm-up before 09:00
 
@@ -548,7 +569,7 @@ def test_a_prescaled_schedule_on_a_reservation_gets_its_verdict_from_the_reserva
     config["schedules"].append(gpu_job("plain-weekly", queue="batch", schedule="30 9 * * 2", timeZone="Europe/Paris",
                                        warmUpMinutes=10))
     cfg, plans = offline(tmp_path, config)
-    document = explain.explain(cfg, plans, now=tuesday_in_paris(6))
+    document = explain.explain(plan_stack(cfg, plans), now=tuesday_in_paris(6))
     entries = {e["name"]: e for e in document["entries"]}
     assert entries["plain-weekly"]["start"]["reservation"] is None  # the control: its own queue's verdict
     verdicts = {name: entries[name]["start"]["guaranteed"] for name in ("weekly", "edge", "early", "after")}
@@ -565,7 +586,7 @@ def test_a_prescaled_schedule_on_a_reservation_gets_its_verdict_from_the_reserva
     # Another entry of the reservation may hold it at any time: no run is guaranteed.
     config["jobs"].append(gpu_job("lab", groups=["teach"], reservation="course", queue="batch"))
     cfg, plans = offline(tmp_path / "shared", config)
-    entries = {e["name"]: e for e in explain.explain(cfg, plans, now=tuesday_in_paris(6))["entries"]}
+    entries = {e["name"]: e for e in explain.explain(plan_stack(cfg, plans), now=tuesday_in_paris(6))["entries"]}
     assert entries["weekly"]["start"]["guaranteed"] is False
     assert "use reservation \"course\" (lab)" in entries["weekly"]["start"]["reasons"][0]
 

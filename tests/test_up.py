@@ -23,6 +23,7 @@ from kns_cli import up as up_module
 from kns_cli.stack import UsageError, load_stack
 from kns_testing.program import ROOT, dev_stack_config, run_program
 from plan.targeting import ONLY_ENTRIES, entry_urns
+from plan.stackplan import plan_stack
 
 STACK_URN = "urn:pulumi:dev::kns-platform::pulumi:pulumi:Stack::kns-platform-dev"
 
@@ -176,12 +177,12 @@ def test_an_up_targets_the_named_entries_and_a_removed_entry_s_state(monkeypatch
                                         ("kns:workload:Job", "train-resnet", ["train-resnet"])))
     cfg, plans = load_stack(ROOT, "dev")
     out, err = io.StringIO(), io.StringIO()
-    assert up_module.run_up(ROOT, cfg, plans, "dev", ["train-resnet", "old-job"], {"PATH": "/usr/bin"},
+    assert up_module.run_up(ROOT, plan_stack(cfg, plans), "dev", ["train-resnet", "old-job"], {"PATH": "/usr/bin"},
                             out=out, err=err) == 0
     (command, env), = engine.runs
     targets = [command[i + 1] for i, a in enumerate(command) if a == "--target"]
-    assert targets[:len(entry_urns(cfg, plans, ["train-resnet"], "dev", "kns-platform"))] == \
-        entry_urns(cfg, plans, ["train-resnet"], "dev", "kns-platform")
+    assert targets[:len(entry_urns(plan_stack(cfg, plans), ["train-resnet"], "dev", "kns-platform"))] == \
+        entry_urns(plan_stack(cfg, plans), ["train-resnet"], "dev", "kns-platform")
     assert urn("kns:workload:Job", "old-job") in targets
     assert urn("kns:workload:Job$kns:workload:JobNamespace$kubernetes:batch/v1:Job", "old-job-extra") in targets
     assert len(targets) == len(set(targets))
@@ -197,7 +198,7 @@ def test_a_refused_up_never_starts_the_engine(monkeypatch, recorded):
     engine = Engine(monkeypatch, export(digest))
     cfg, plans = load_stack(ROOT, "dev")
     with pytest.raises(up_module.UpRefused) as info:
-        up_module.run_up(ROOT, cfg, plans, "dev", ["train-resnet"], {}, out=io.StringIO(), err=io.StringIO())
+        up_module.run_up(ROOT, plan_stack(cfg, plans), "dev", ["train-resnet"], {}, out=io.StringIO(), err=io.StringIO())
     assert engine.runs == []
     assert ("no record of a full `up`" if recorded is None else "kns:queues; every entry") in str(info.value)
 
@@ -276,7 +277,7 @@ def test_the_documented_lines_are_what_kns_up_prints(monkeypatch):
     Engine(monkeypatch, export(dev_digest()))
     cfg, plans = load_stack(ROOT, "dev")
     out = io.StringIO()
-    up_module.run_up(ROOT, cfg, plans, "dev", ["train-resnet"], {}, out=out, err=io.StringIO())
+    up_module.run_up(ROOT, plan_stack(cfg, plans), "dev", ["train-resnet"], {}, out=out, err=io.StringIO())
     assert out.getvalue().splitlines()[-1] == closing
 
 
