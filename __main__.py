@@ -107,7 +107,8 @@ if this.index is None:
         upstream = kueue_install.load(PROJECT_DIR)
         kueue_objects = kueue_install.install_objects(upstream, cfg.cluster.name, cfg.pools_of(None),
                                                       cfg.queueing.wait_for_pods_ready, device_mappings,
-                                                      cfg.queueing.multi_kueue if site else None)
+                                                      cfg.queueing.multi_kueue if site else None,
+                                                      cfg.queueing.fair_sharing)
     queue_objects = multikueue.queue_objects(cfg) if cfg.queueing.enabled else multikueue.QueueObjects()
     manager = PlatformArgs(
         cfg.cluster.name, cfg.cluster.system_namespace, cfg.pools_of(None), cfg.packing_scheduler, cfg.kns_scheduler,
@@ -123,7 +124,8 @@ if this.index is None:
                 cfg.cluster.name, cfg.cluster.system_namespace, worker.node_pools, cfg.packing_scheduler,
                 cfg.kns_scheduler, cfg.keycloak_client_secret,
                 kueue_install.install_objects(upstream, cfg.cluster.name, worker.node_pools,
-                                              cfg.queueing.wait_for_pods_ready, device_mappings)
+                                              cfg.queueing.wait_for_pods_ready, device_mappings,
+                                              fair_sharing=cfg.queueing.fair_sharing)
                 if kueue_objects is not None else None,
                 *queue_objects.workers[worker.name], prefix=f"{worker.name}-"),
             multikueue.worker_access(cfg.cluster.name), PROJECT_DIR))

@@ -219,8 +219,11 @@ def check_queues(queueing: Queueing, given: bool, queues: list[Queue], pools: li
         problems.add("kns:queues", rules.QUEUES_NEED_QUEUEING.message)
     by_name = {p.name: p for p in pools}
     seen: set[str] = set()
+    admission = queueing.fair_sharing is not None and queueing.fair_sharing.admission is not None
     for queue in queues:
         path = f"kns:queues[{queue.name}]"
+        if queue.admission_mode is not None and not admission:
+            problems.add(path + ".admissionMode", rules.USAGE_BASED_NEEDS_ADMISSION.message)
         if queue.name in seen:
             problems.add(path + ".name", f'"{queue.name}" names another queue too; queue names are unique')
         seen.add(queue.name)

@@ -48,6 +48,13 @@ def wait_for_pods_ready_problem(value: str) -> Optional[str]:
     return f'"{value}" is not {rules.WAIT_FOR_PODS_READY.message}'
 
 
+def positive_duration_problem(value: str, rule: rules.Rule) -> Optional[str]:
+    """Why `value` is not a duration of whole units more than 0 that Kueue reads, per `rule`."""
+    if re.match(rule.pattern or "", value) and 0 < duration_seconds(value) <= _MAX_DURATION_SECONDS:
+        return None
+    return f'"{value}" is not {rule.message}'
+
+
 def worker_lost_timeout_problem(value: str) -> Optional[str]:
     """Why `value` is not a MultiKueue workerLostTimeout (more than 0), or None."""
     if re.match(rules.WORKER_LOST_TIMEOUT.pattern or "", value) and 0 < duration_seconds(value) <= _MAX_DURATION_SECONDS:

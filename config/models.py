@@ -983,6 +983,8 @@ def _queue_resources(value: object) -> object:
 
 
 QueueResources = Annotated[dict[str, str], BeforeValidator(_queue_resources)]
+# A resource a queue's quota can count (Kueue's resource names).
+QueueResourceName = Annotated[str, _check(queues.resource_name_problem)]
 PoolResources = dict[str, QueueResources]
 
 
@@ -996,6 +998,28 @@ class MultiKueueSettings(Model):
     gc_interval: Optional[Annotated[str, _check(karpenter.gc_interval_problem)]] = None
 
 
+class AdmissionFairSharing(Model):
+    """`kns:queueing.fairSharing.admission`: Kueue's admission fair sharing, which orders the
+    entries (LocalQueues) of a queue whose `admissionMode` is `usageBased` by their decayed
+    past usage (docs/queueing.md, "Fair share")."""
+
+    usage_half_life: Annotated[str, _check(lambda v: karpenter.positive_duration_problem(v, rules.USAGE_HALF_LIFE))] \
+        = rules.USAGE_HALF_LIFE_DEFAULT
+    sampling_interval: Optional[Annotated[
+        str, _check(lambda v: karpenter.positive_duration_problem(v, rules.USAGE_SAMPLING_INTERVAL))]] = None
+    resource_weights: dict[QueueResourceName, Annotated[float, Field(ge=0, le=rules.FAIR_SHARING_WEIGHT_MAX,
+                                                                allow_inf_nan=False)]] = Field(default_factory=dict)
+
+
+class FairSharing(Model):
+    """`kns:queueing.fairSharing`: Kueue's fair sharing between the queues of a cohort (each
+    queue's `fairSharingWeight` weighs it), and with `admission`, between the entries of one
+    queue."""
+
+    preemption_strategies: Optional[list[Literal[rules.FAIR_SHARING_STRATEGIES]]] = None  # type: ignore[valid-type]
+    admission: Optional[AdmissionFairSharing] = None
+
+
 class Queueing(Model):
     """`kns:queueing`: whether entries may be queued, and whether the program installs Kueue."""
 
@@ -1004,6 +1028,8 @@ class Queueing(Model):
     # Kueue's waitForPodsReady timeout (docs/distributed.md): unset, off.
     wait_for_pods_ready: Optional[Annotated[str, _check(karpenter.wait_for_pods_ready_problem)]] = None
     multi_kueue: Optional[MultiKueueSettings] = None
+    # Kueue's fair sharing (docs/queueing.md, "Fair share"): unset, off.
+    fair_sharing: Optional[FairSharing] = None
 
     @model_validator(mode="after")
     def _installed(self) -> "Queueing":
@@ -1012,6 +1038,8 @@ class Queueing(Model):
             found.append((("waitForPodsReady",), rules.WAIT_NEEDS_INSTALL.message))
         if self.multi_kueue is not None and not self.install:
             found.append((("multiKueue",), rules.MULTIKUEUE_NEEDS_INSTALL.message))
+        if self.fair_sharing is not None and not self.install:
+            found.append((("fairSharing",), rules.FAIR_SHARING_NEEDS_INSTALL.message))
         podspec.raise_if_any(found)
         return self
 
@@ -1057,6 +1085,9 @@ class Queue(Model):
     # Kueue's `stopPolicy: Hold` on its ClusterQueue (the manager's, on a site): nothing new
     # is admitted, what runs goes on (docs/queueing.md).
     hold: bool = False
+    # `usageBased`: the queue's entries are admitted in the order of their past usage
+    # (admission fair sharing, docs/queueing.md "Fair share").
+    admission_mode: Optional[Literal[rules.ADMISSION_MODE_USAGE_BASED]] = None  # type: ignore[valid-type]
 
     @model_validator(mode="after")
     def _limits(self) -> "Queue":

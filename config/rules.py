@@ -116,6 +116,22 @@ DRAIN_LEAVES_QUEUE = Rule("its Jobs would wait on the manager with no word: keep
 MULTIKUEUE_NEEDS_SITE = Rule("configures the manager of a MultiKueue site; this stack has no kns:workers")
 WAIT_NEEDS_INSTALL = Rule("configures the Kueue the program installs (install: true); for your own Kueue set "
                           "waitForPodsReady in its configuration")
+# kns:queueing.fairSharing: Kueue's fairSharing and admissionFairSharing (apis/config/v1beta2;
+# docs/queueing.md, "Fair share").
+FAIR_SHARING_STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
+USAGE_HALF_LIFE = Rule('a duration of Kueue\'s (numbers with a unit s, m or h: "168h", "24h"), more than 0 '
+                       "(a half-life of 0 forgets all past usage: admission fair sharing would do nothing)",
+                       pattern=r"^([0-9]+(s|m|h))+$")
+# A week. Kueue has no default: left out, its half-life is 0 and admission fair sharing
+# silently orders nothing (kubernetes-sigs/kueue#11134), so the program always sets one.
+USAGE_HALF_LIFE_DEFAULT = "168h"
+USAGE_SAMPLING_INTERVAL = Rule('a duration of Kueue\'s (numbers with a unit s, m or h: "5m", "1m"), more than 0',
+                               pattern=r"^([0-9]+(s|m|h))+$")
+FAIR_SHARING_NEEDS_INSTALL = Rule("configures the Kueue the program installs (install: true); for your own Kueue set "
+                                  "fairSharing and admissionFairSharing in its configuration")
+USAGE_BASED_NEEDS_ADMISSION = Rule("orders the queue's entries by their past usage, which Kueue counts only with "
+                                   "admission fair sharing on: set kns:queueing.fairSharing.admission")
+ADMISSION_MODE_USAGE_BASED = "usageBased"
 TOPOLOGY_LEVELS_MAX = 16  # Kueue's Topology CRD
 TOPOLOGY_LAST_LEVEL = "kubernetes.io/hostname"
 TOPOLOGY_ENDS_WITH_HOST = Rule(f"the levels go from the coarsest to the node: the last is {TOPOLOGY_LAST_LEVEL}")

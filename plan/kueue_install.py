@@ -23,7 +23,7 @@ from typing import Any, Optional
 import yaml
 
 from config import names
-from config.models import PLATFORM_UID, MultiKueueSettings, NodePool
+from config.models import PLATFORM_UID, FairSharing, MultiKueueSettings, NodePool
 
 from .schedulers import EPHEMERAL, KUBE_SCORE_IGNORE, system_placement
 
@@ -95,18 +95,22 @@ KUBE_SCORE_IGNORED = ("pod-networkpolicy", "deployment-replicas")
 # The fields of Kueue's Configuration the program sets from `kns:queueing`; the rest is
 # upstream's. A Kueue the tests run as a process is started with exactly these, taken from
 # the configuration the program renders (kns_testing/kueue.py `start_kueue`).
-OWNED_FIELDS = ("waitForPodsReady", "resources", "multiKueue")
+OWNED_FIELDS = ("waitForPodsReady", "resources", "multiKueue", "fairSharing", "admissionFairSharing")
 
 
 def owned_configuration(wait_for_pods_ready: Optional[str] = None,
                         device_mappings: Optional[list[dict[str, Any]]] = None,
-                        multi_kueue: Optional[MultiKueueSettings] = None) -> dict[str, Any]:
+                        multi_kueue: Optional[MultiKueueSettings] = None,
+                        fair_sharing: Optional[FairSharing] = None) -> dict[str, Any]:
     """What the config sets in Kueue's Configuration: `waitForPodsReady` (from
     `kns:queueing`) evicts and requeues whole an admitted Job whose pods are not all Ready
     within the timeout; `resources.deviceClassMappings` (from the DRA pools) counts each
     kind of GPU device as one resource of the queues' quota (docs/gpus.md); `multiKueue`
     (a site's manager only, from `kns:queueing.multiKueue`): the settings given, Kueue's
-    defaults for the rest (docs/multicluster.md)."""
+    defaults for the rest (docs/multicluster.md); `fairSharing` (its presence turns Kueue's
+    fair sharing between the queues of a cohort on) and `admissionFairSharing` (the order
+    of a `usageBased` queue's entries by past usage, always with a half-life: Kueue's is 0
+    when left out, which orders nothing) from `kns:queueing.fairSharing` (docs/queueing.md)."""
     owned: dict[str, Any] = {}
     if wait_for_pods_ready:
         owned["waitForPodsReady"] = {"timeout": wait_for_pods_ready}
@@ -116,6 +120,16 @@ def owned_configuration(wait_for_pods_ready: Optional[str] = None,
         given = {"workerLostTimeout": multi_kueue.worker_lost_timeout, "gcInterval": multi_kueue.gc_interval}
         if any(value is not None for value in given.values()):
             owned["multiKueue"] = {key: value for key, value in given.items() if value is not None}
+    if fair_sharing is not None:
+        owned["fairSharing"] = ({"preemptionStrategies": list(fair_sharing.preemption_strategies)}
+                                if fair_sharing.preemption_strategies else {})
+        admission = fair_sharing.admission
+        if admission is not None:
+            owned["admissionFairSharing"] = {"usageHalfLifeTime": admission.usage_half_life}
+            if admission.sampling_interval is not None:
+                owned["admissionFairSharing"]["usageSamplingInterval"] = admission.sampling_interval
+            if admission.resource_weights:
+                owned["admissionFairSharing"]["resourceWeights"] = dict(admission.resource_weights)
     return owned
 
 
@@ -130,13 +144,14 @@ def configuration(objects: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
 def install_objects(upstream: list[dict[str, Any]], cluster: str, pools: list[NodePool],
                     wait_for_pods_ready: Optional[str] = None,
                     device_mappings: Optional[list[dict[str, Any]]] = None,
-                    multi_kueue: Optional[MultiKueueSettings] = None) -> list[dict[str, Any]]:
+                    multi_kueue: Optional[MultiKueueSettings] = None,
+                    fair_sharing: Optional[FairSharing] = None) -> list[dict[str, Any]]:
     """The upstream objects with the platform's rules applied (see the module docstring),
     and the settings of `kns:queueing` the program owns (`owned_configuration`) in the
     controller's configuration."""
     out = []
     configured = None
-    owned = owned_configuration(wait_for_pods_ready, device_mappings, multi_kueue)
+    owned = owned_configuration(wait_for_pods_ready, device_mappings, multi_kueue, fair_sharing)
     for document in upstream:
         obj = copy.deepcopy(document)
         metadata = obj.setdefault("metadata", {})

@@ -117,6 +117,8 @@ def cluster_queue_manifest(queue: Queue, cluster: str) -> dict[str, Any]:
         spec["fairSharing"] = {"weight": weight(queue.fair_sharing_weight)}
     if queue.hold:
         spec["stopPolicy"] = "Hold"
+    if queue.admission_mode == rules.ADMISSION_MODE_USAGE_BASED:
+        spec["admissionScope"] = {"admissionMode": "UsageBasedAdmissionFairSharing"}
     return {"apiVersion": API_VERSION, "kind": "ClusterQueue", "metadata": _metadata(queue.name, cluster), "spec": spec}
 
 
