@@ -219,7 +219,9 @@ def check_queues(queueing: Queueing, given: bool, queues: list[Queue], pools: li
         problems.add("kns:queues", rules.QUEUES_NEED_QUEUEING.message)
     by_name = {p.name: p for p in pools}
     seen: set[str] = set()
-    admission = queueing.fair_sharing is not None and queueing.fair_sharing.admission is not None
+    # With Kueue installed by the program, its Configuration is the program's; a Kueue of
+    # the site's own (install: false) may have admission fair sharing on without it.
+    admission = not queueing.install or (queueing.fair_sharing is not None and queueing.fair_sharing.admission is not None)
     for queue in queues:
         path = f"kns:queues[{queue.name}]"
         if queue.admission_mode is not None and not admission:

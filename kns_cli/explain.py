@@ -14,7 +14,6 @@ from typing import Any, Iterable, Optional
 
 from chrono import calendar
 from config import reservations, resolve, rules
-from config.reservations import holdings, lending_cohort
 from config.quantity import kind_for_resource, scale
 from config.loader import PlatformConfig
 from plan import accounting, gangs, manifests, queues, wait
@@ -212,14 +211,14 @@ def entry_facts(planned: StackPlan, plan: WorkloadPlan, now: Optional[datetime] 
 def reservation_facts(planned: StackPlan, reserved: ReservationPlan, now: datetime) -> dict[str, Any]:
     """A reservation (docs/reservations.md): what it holds, who may use it, its state now
     and next windows (in its zone), and which queues borrow it between windows."""
-    item, pool = reserved.reservation, reserved.pool
+    item = reserved.reservation
     phase, window = calendar.phase_at(item.calendar(), now)
     zone = item.zone()
-    cohort, users = lending_cohort(item.pool, planned.config.queues)
+    cohort, users = reserved.lent_to, reserved.pool_queues
     return {
         "name": item.name,
         "pool": item.pool,
-        "holds": {r: reservations.show(r, a) for r, a in holdings(item, pool).items()},
+        "holds": {r: reservations.show(r, a) for r, a in reserved.holds.items()},
         "who": {"users": list(item.users), "groups": list(item.groups), "entries": list(item.entries),
                 "using": [e.entry for e in reserved.entries]},
         "when": ({"schedule": item.schedule, "timeZone": item.time_zone, "duration": item.duration}

@@ -103,6 +103,11 @@ class ReservationPlan:
     entries: list[EntryQueue] = field(default_factory=list)
     # Platform objects in registration order.
     objects: list[dict[str, Any]] = field(default_factory=list)
+    # What it holds of its pool, per resource; the cohort it lends to between windows (None:
+    # none) and the queues with quota on its pool.
+    holds: dict[str, Decimal] = field(default_factory=dict)
+    lent_to: Optional[str] = None
+    pool_queues: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -160,6 +165,8 @@ def plan_reservations(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> list[Re
                                    names.LOCAL_QUEUE if item.at_end == "requeue" and p.entry.queue else None)
                         for p in plans if p.entry.reservation == item.name]
         plan.objects = _objects(cfg, plan)
+        plan.holds = holdings(item, plan.pool)
+        plan.lent_to, plan.pool_queues = lending_cohort(item.pool, cfg.queues)
         out.append(plan)
     return out
 

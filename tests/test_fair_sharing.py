@@ -113,3 +113,11 @@ def test_the_documented_example_is_what_the_program_installs():
     full = {**stack(), **config, "cluster": CLUSTER, "nodePools": POOLS}
     installed_config = installed(full)
     assert {key: installed_config[key] for key in rendered} == rendered
+
+
+def test_with_a_kueue_of_the_site_s_own_a_usage_based_queue_is_the_site_s_to_configure():
+    """install: false: the program does not write Kueue's Configuration, so it cannot know
+    whether admission fair sharing is on there; the queue still asks for it."""
+    config = stack(admissionMode="usageBased")
+    config["queueing"] = {"enabled": True, "install": False}
+    assert cluster_queues(config)["physics"]["admissionScope"] == {"admissionMode": "UsageBasedAdmissionFairSharing"}
