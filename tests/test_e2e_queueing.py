@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from config.karpenter import duration_seconds
+from config.quantity import parse
 from kns_cli import explain
 from kns_cli import stack as kns_stack
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
@@ -133,6 +134,12 @@ def kueue_configuration(cluster) -> dict:
     # The devices' stack shares this Kueue: its device class mappings, as the program
     # renders them for that stack (docs/gpus.md), are the one thing it adds.
     rendered["resources"] = program_configuration(dra_config(cluster))["resources"]
+    # And the fair-share stack's admission fair sharing (docs/queueing.md, "Fair share"), as
+    # the program renders it: it orders only the queues that ask for it (admissionMode), so
+    # the other stacks' queues admit as before. Kueue's cohort fair sharing (`fairSharing`)
+    # would change how their cohorts lend, so it is left out of this shared Kueue.
+    rendered["admissionFairSharing"] = program_configuration(fair_config(cluster, FAIR_SHARING))[
+        "admissionFairSharing"]
     return rendered
 
 
@@ -1163,6 +1170,129 @@ def test_a_pool_switched_to_dra_previews_what_changes_and_up_changes_only_that(d
     assert kueue.get("resourcequota", "kns-quota", "-n", namespace)["spec"]["hard"][
         "kns-switch-gpu.deviceclass.resource.k8s.io/devices"] == "1"
     devices.stack.pulumi("preview", "--expect-no-changes")
+
+# ---- fair share: entries of one queue admitted least-used first (docs/queueing.md) ---------
+
+# Past use fades slowly and is sampled every second, so a Job that ran a few seconds counts.
+FAIR_SHARING = {"admission": {"usageHalfLife": "1h", "samplingInterval": "1s"}}
+FAIR_NODE = ("fair-node-1", 8, 0)
+FAIR_QUOTA = {"fairpool": {"cpu": 1, "memory": "1Gi"}}  # one 1-CPU Job at a time
+# A team's entry: a schedule that does not fire during the test (1 January), so its namespace
+# and LocalQueue are there and the team's own Jobs are what the queue sees; sized for one of
+# them (team_job) at a time.
+FAIR_ENTRY = {"user": "eve", "image": "busybox:1.37", "schedule": "0 0 1 1 *", "cpu": 1, "memory": 64,
+              "pool": "fairpool"}
+
+
+def fair_config(cluster: Cluster, fair_sharing: dict | None = None) -> dict:
+    """Two queues on one pool, each with a heavy and a light team's entry: `fair` admits
+    its entries least-used first (usageBased), `plain` in creation order. The Kueue is the
+    module's process (install false); with `fair_sharing`, the settings it is started with."""
+    queueing: dict = {"enabled": True, "install": False}
+    if fair_sharing is not None:
+        queueing = {"enabled": True, "fairSharing": fair_sharing}
+    return {
+        "kns:cluster": {"name": "kns-fair", "kubeconfig": str(cluster.kubeconfig)},
+        "kns:nodePools": [{"name": "fairpool", "role": "compute", "nodes": [FAIR_NODE[0]]}],
+        "kns:packingScheduler": {"enabled": False},
+        "kns:queueing": queueing,
+        "kns:queues": [{"name": "fair", "quota": FAIR_QUOTA, "admissionMode": "usageBased"},
+                       {"name": "plain", "quota": FAIR_QUOTA}],
+        "kns:schedules": [{"name": name, **FAIR_ENTRY, "queue": queue}
+                          for name, queue in (("heavy", "fair"), ("light", "fair"), ("heavy-p", "plain"),
+                                              ("light-p", "plain"))],
+    }
+
+
+@pytest.fixture(scope="module")
+def fair(kueue, tmp_path_factory):
+    kueue.apply(node_manifest(*FAIR_NODE))
+    live = project(tmp_path_factory, kueue, "fair", fair_config(kueue))
+    live.up()
+    yield live
+    # The teams' Jobs are theirs, not the stack's: gone first, or their Workloads would hold
+    # the LocalQueues and ClusterQueues (Kueue's in-use finalizers) that destroy deletes.
+    for name in ("heavy", "light", "heavy-p", "light-p"):
+        kueue.kubectl("delete", "jobs", "--all", "-n", f"kns-{name}", "--wait=true", check=False)
+    live.pulumi("destroy", "--yes", check=False)
+
+
+def team_job(name: str, namespace: str) -> dict:
+    """A 1-CPU Job a team submits to its namespace's LocalQueue (kns), running until ended."""
+    container = {"name": "work", "image": "busybox:1.37",
+                 "resources": {"requests": {"cpu": "1", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "64Mi"}},
+                 "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                     "capabilities": {"drop": ["ALL"]}}}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "kns"}},
+            "spec": {"suspend": True, "backoffLimit": 0, "template": {
+                "metadata": {"annotations": {"kwok.x-k8s.io/run-for": "2h"}},
+                "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False,
+                         "securityContext": {"runAsNonRoot": True, "runAsUser": 1000,
+                                             "seccompProfile": {"type": "RuntimeDefault"}},
+                         "containers": [container]}}}}
+
+
+def job_workload(cluster: Cluster, namespace: str, job: str) -> dict | None:
+    return next((w for w in cluster.get("workloads.kueue.x-k8s.io", "-n", namespace)["items"]
+                 if any(o["name"] == job for o in w["metadata"].get("ownerReferences", []))), None)
+
+
+def reserved(cluster: Cluster, namespace: str, job: str) -> bool:
+    found = job_workload(cluster, namespace, job)
+    return found is not None and is_true(found, "QuotaReserved")
+
+
+def created_after(cluster: Cluster, namespace: str, stamp: str) -> None:
+    """Until the API server stamps a new object later than `stamp` (its clock, in whole
+    seconds, as Kueue orders Workloads created in one second alike)."""
+    def later() -> bool:
+        made = cluster.kubectl("create", "configmap", "-n", namespace, "--dry-run=server", "-o", "json",
+                               "fair-clock").stdout
+        return server_time(json.loads(made)["metadata"]["creationTimestamp"]) > server_time(stamp)
+    cluster.wait(later, slack(), every=0.2, message=f"the server's clock past {stamp}")
+
+
+def second_in_line(cluster: Cluster, heavy: str, light: str) -> str:
+    """The heavy team runs a Job on the queue's whole quota until Kueue has counted its use
+    (the fair queue's LocalQueue status), then submits another, and the light team one
+    after it; the running Job ends. Which of the two waiting Jobs Kueue admits next."""
+    cluster.apply(team_job("first", heavy))
+    cluster.wait(lambda: reserved(cluster, heavy, "first"), slack(), message=f"{heavy}/first admitted")
+    cluster.wait(lambda: [p for p in cluster.get("pods", "-n", heavy)["items"] if p["status"].get("phase") == "Running"],
+                 slack(), message=f"{heavy}/first Running")
+    if heavy == "kns-heavy":
+        def used() -> bool:
+            status = cluster.get("localqueues.kueue.x-k8s.io", "kns", "-n", heavy).get("status", {})
+            consumed = (status.get("fairSharing", {}).get("admissionFairSharingStatus") or {}).get(
+                "consumedResources") or {}
+            return any(parse(str(v)) > 0 for v in consumed.values())
+        cluster.wait(used, slack(), message=f"Kueue counted {heavy}'s use")
+    cluster.apply(team_job("again", heavy))
+    cluster.wait(lambda: job_workload(cluster, heavy, "again"), slack(), message=f"{heavy}/again queued")
+    created_after(cluster, light, job_workload(cluster, heavy, "again")["metadata"]["creationTimestamp"])
+    cluster.apply(team_job("mine", light))
+    cluster.wait(lambda: job_workload(cluster, light, "mine"), slack(), message=f"{light}/mine queued")
+    assert not reserved(cluster, heavy, "again") and not reserved(cluster, light, "mine")
+    end_pod(cluster, heavy)
+    cluster.wait(lambda: reserved(cluster, heavy, "again") or reserved(cluster, light, "mine"), slack(),
+                 message="one of the waiting Jobs admitted")
+    winner = "light" if reserved(cluster, light, "mine") else "heavy"
+    assert not (reserved(cluster, heavy, "again") and reserved(cluster, light, "mine"))  # one CPU: one Job
+    return winner
+
+
+def test_a_usage_based_queue_admits_the_team_that_used_less_first_and_a_plain_one_in_creation_order(fair, kueue):
+    """Kueue's admission fair sharing, with the Configuration the program renders for
+    kns:queueing.fairSharing.admission and the queue's admissionScope the program applied:
+    on `fair`, the light team's later Job is admitted before the heavy team's earlier one;
+    on `plain`, the same sequence admits in creation order (the heavy team's first)."""
+    spec = kueue.get("clusterqueues.kueue.x-k8s.io", "fair")["spec"]
+    assert spec["admissionScope"] == {"admissionMode": "UsageBasedAdmissionFairSharing"}
+    assert "admissionScope" not in kueue.get("clusterqueues.kueue.x-k8s.io", "plain")["spec"]
+    assert second_in_line(kueue, "kns-heavy", "kns-light") == "light"
+    assert second_in_line(kueue, "kns-heavy-p", "kns-light-p") == "heavy"
+
 
 def test_destroy_removes_queues_flavors_and_local_queues(stack, kueue):
     stack.pulumi("destroy", "--yes")
