@@ -38,6 +38,7 @@ from .models import (
     Workload,
 )
 from chrono.prescale import Primers
+from .budgets import Budget, check_budgets
 from .reservations import Reservation, check_entry_references, check_reservations
 from .rules import JOB_FILE_KEYS
 from .source import KNOWN_KEYS, NAMESPACE, SECRET_KEYS, StackFile, render_path, restore_order
@@ -78,6 +79,8 @@ class PlatformConfig:
     state: Optional[StateLayout] = None
     # `kns:reservations` (docs/reservations.md).
     reservations: list[Reservation] = field(default_factory=list)
+    # `kns:budgets` (docs/budgets.md).
+    budgets: list[Budget] = field(default_factory=list)
     # What is allowed but likely not meant (a one-off window already over); shown by
     # `./kns validate`, `./kns explain` and the program.
     warnings: list[str] = field(default_factory=list)
@@ -196,6 +199,9 @@ def check_config(
     raw_reservations = _list(raw, "reservations", problems)
     reservations, broken_reservations = _named_items(raw_reservations, "reservations", Reservation, problems,
                                                      quiet=True)
+    raw_budgets = _list(raw, "budgets", problems)
+    budgets, _ = _named_items(raw_budgets, "budgets", Budget, problems, quiet=True)
+    check_budgets(budgets, bool(raw_budgets), queueing, queues, broken_queues, problems)
 
     paths: dict[str, str] = {}
     entries: list[tuple[str, Any, type[Workload]]] = []
@@ -327,6 +333,7 @@ def check_config(
         worker_servers=worker_servers,
         state=state,
         reservations=reservations,
+        budgets=budgets,
         warnings=warnings,
     )
     return Checked(config, problems)

@@ -132,6 +132,15 @@ FAIR_SHARING_NEEDS_INSTALL = Rule("configures the Kueue the program installs (in
 USAGE_BASED_NEEDS_ADMISSION = Rule("orders the queue's entries by their past usage, which Kueue counts only with "
                                    "admission fair sharing on: set kns:queueing.fairSharing.admission")
 ADMISSION_MODE_USAGE_BASED = "usageBased"
+
+# ---- budgets: kns:budgets (docs/budgets.md) ----------------------------------------------
+
+BUDGET_HOURS_MAX = 10**12  # resource-hours of one limit
+BUDGET_WARN_AT_DEFAULT = (80, 95)  # percent of a limit at which the budget's queues say so
+BUDGET_PERIOD_ONE = Rule("is either recurring (reset, timeZone) or one grant (start, end)")
+BUDGETS_NEED_QUEUEING = Rule("a budget limits what Kueue admits to its queues: set kns:queueing.enabled: true")
+BUDGET_RESOURCE_COUNTED = Rule("a budget counts the hours of what its queues admit, so limit a resource their quota "
+                               "covers")
 TOPOLOGY_LEVELS_MAX = 16  # Kueue's Topology CRD
 TOPOLOGY_LAST_LEVEL = "kubernetes.io/hostname"
 TOPOLOGY_ENDS_WITH_HOST = Rule(f"the levels go from the coarsest to the node: the last is {TOPOLOGY_LAST_LEVEL}")

@@ -20,7 +20,8 @@ from .errors import ConfigError, Problem
 
 NAMESPACE = "kns"
 OBJECT_KEYS = ("cluster", "packingScheduler", "knsScheduler", "profiles", "credentials", "queueing", "state")
-LIST_KEYS = ("nodePools", "jobs", "schedules", "jobFiles", "queues", "priorities", "workers", "reservations")
+LIST_KEYS = ("nodePools", "jobs", "schedules", "jobFiles", "queues", "priorities", "workers", "reservations",
+             "budgets")
 STRING_KEYS = ("keycloakClientSecret",)
 SECRET_KEYS = ("keycloakClientSecret", "credentials")
 KNOWN_KEYS = OBJECT_KEYS + LIST_KEYS + STRING_KEYS

@@ -1,0 +1,95 @@
+"""`kns:budgets` (contract section 17, docs/budgets.md): resource-hour allocations per team
+and period, the model and the checks that need the whole config (queues, queueing).
+
+A budget limits what its queues may be admitted, in hours of each resource Kueue admitted,
+within a period: recurring (`reset`, a cron of each period's start, in `timeZone`) or one
+grant (`start` to `end`). Everything here is pure; the period arithmetic is chrono's.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal, Optional, Sequence
+
+from pydantic import Field, model_validator
+
+from chrono import periods
+from . import podspec, rules
+from .errors import Problems, closest
+from .models import CronExpr, DnsLabel, Model, Queue, QueueResourceName, Queueing, TimeZone
+from .queues import covered_resources
+from .reservations import Moment
+
+Hours = Annotated[float, Field(gt=0, le=rules.BUDGET_HOURS_MAX, allow_inf_nan=False)]
+Percent = Annotated[int, Field(strict=True, ge=1, le=100)]
+
+
+class Budget(Model):
+    """One `kns:budgets` entry."""
+
+    # Its problems name the place, never the value written (config/errors.py describe).
+    REPEATS_VALUES: ClassVar[bool] = False
+
+    name: DnsLabel
+    queues: Annotated[list[DnsLabel], Field(min_length=1)]
+    limits: Annotated[dict[QueueResourceName, Hours], Field(min_length=1)]
+    reset: Optional[CronExpr] = None
+    time_zone: TimeZone = "Etc/UTC"
+    start: Moment = None
+    end: Moment = None
+    at_limit: Literal["hold", "stop"] = "hold"
+    warn_at: list[Percent] = Field(default_factory=lambda: list(rules.BUDGET_WARN_AT_DEFAULT))
+
+    @model_validator(mode="after")
+    def _period(self) -> "Budget":
+        found: list[tuple[tuple[str, ...], str]] = []
+        grant = self.start is not None or self.end is not None
+        if (self.reset is not None) == grant:
+            found.append(((), rules.BUDGET_PERIOD_ONE.message))
+        if grant:
+            for key, value in (("start", self.start), ("end", self.end)):
+                if value is None:
+                    found.append(((key,), "a grant needs start and end"))
+                elif value.tzinfo is None:
+                    found.append(((key,), rules.RESERVATION_OFFSET.message))
+            if self.start and self.end and self.start.tzinfo and self.end.tzinfo and self.start >= self.end:
+                found.append((("end",), f"{self.end.isoformat()} is not after start {self.start.isoformat()}"))
+        if len(set(self.warn_at)) != len(self.warn_at):
+            found.append((("warnAt",), "lists a percentage twice"))
+        podspec.raise_if_any(found)
+        return self
+
+    def periods(self) -> periods.Periods:
+        if self.reset is not None:
+            return periods.Periods(reset=self.reset, zone=self.time_zone)
+        return periods.Periods(start=self.start, end=self.end)
+
+
+def check_budgets(budgets: Sequence[Budget], given: bool, queueing: Queueing, queues: Sequence[Queue],
+                  broken_queues: set[str], problems: Problems) -> None:
+    """Budgets need queueing; names are unique; each queue exists, and each limited resource
+    is one that at least one of the budget's queues counts (its quota covers it)."""
+    if given and not queueing.enabled:
+        problems.add("kns:budgets", rules.BUDGETS_NEED_QUEUEING.message)
+    by_name = {q.name: q for q in queues}
+    seen: set[str] = set()
+    for budget in budgets:
+        path = f"kns:budgets[{budget.name}]"
+        if budget.name in seen:
+            problems.add(path + ".name", f'"{budget.name}" names another budget too; budget names are unique')
+            continue  # its other problems would be the first one's again
+        seen.add(budget.name)
+        known = [q for q in budget.queues if q in by_name]
+        for queue in budget.queues:
+            if queue in broken_queues:
+                problems.add(f"{path}.queues", f'queue "{queue}" has problems of its own (above)')
+            elif queue not in by_name:
+                close = closest(queue, list(by_name))
+                problems.add(f"{path}.queues", f'no queue named "{queue}"'
+                             + (f'; did you mean "{close}"?' if close else f" (queues: {', '.join(by_name) or 'none'})"))
+        if len(known) != len(budget.queues):
+            continue  # what the queues count is judged once they all exist
+        counted = {r for q in known for r in covered_resources(by_name[q].quota)}
+        for resource in budget.limits:
+            if resource not in counted:
+                problems.add(f"{path}.limits", f'"{resource}" is counted by none of its queues '
+                             f"({', '.join(sorted(counted))}): {rules.BUDGET_RESOURCE_COUNTED.message}")
