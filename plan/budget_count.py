@@ -1,0 +1,182 @@
+"""What a budget's counter computes at each run (docs/budgets.md, "How use is counted"):
+standard library and chrono/ only, as the pod runs it.
+
+Use is what Kueue admitted: for each admission of a Workload to one of the budget's
+ClusterQueues, its admitted resources (`status.admission.podSetAssignments[].resourceUsage`)
+times the time from the admission (its `QuotaReserved` turning True) to its end (`Finished`
+or `Evicted` turning True; still admitted: now), the part inside the period. A Workload's
+conditions keep only their last transition, so an admission that has ended is written to
+the budget's ledger once seen (keyed by the Workload's UID and the admission's start), and
+counted from there after the Workload is gone (its Job's TTL) or admitted again. The
+ledger belongs to one period: a new period starts an empty one. Every run recomputes from
+the Workloads and the ledger, so a run that is late, missed or repeated counts the same.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from decimal import Decimal
+from typing import Any, Mapping, Optional, Sequence
+
+_SUFFIX = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1), "k": Decimal(10) ** 3,
+           "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12, "P": Decimal(10) ** 15,
+           "E": Decimal(10) ** 18, "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30,
+           "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(n|u|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+
+
+def quantity(value: Any) -> Decimal:
+    """A Kubernetes quantity as the API serves it ("8", "500m", "64Gi", 2)."""
+    match = _QUANTITY.match(str(value).strip())
+    if not match:
+        raise ValueError(f"not a quantity: {value!r}")
+    return Decimal(match.group(1)) * _SUFFIX[match.group(2) or ""]
+
+
+def moment(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+
+
+def _condition(workload: Mapping[str, Any], kind: str) -> Optional[Mapping[str, Any]]:
+    return next((c for c in (workload.get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """One admission of a Workload: what it holds of which queue, from when to when."""
+
+    uid: str
+    cluster_queue: str
+    resources: dict[str, Decimal]
+    start: datetime
+    end: Optional[datetime]  # None: still admitted
+
+    @property
+    def key(self) -> str:
+        return f"{self.uid}@{self.start.isoformat()}"
+
+    def hours(self, since: datetime, until: datetime) -> dict[str, Decimal]:
+        """Resource-hours inside [since, until)."""
+        begin, finish = max(self.start, since), min(self.end or until, until)
+        seconds = Decimal(str(max(0.0, (finish - begin).total_seconds())))
+        return {r: amount * seconds / 3600 for r, amount in self.resources.items()} if seconds else {}
+
+
+def admission(workload: Mapping[str, Any]) -> Optional[Admission]:
+    """The Workload's admission as its status shows it now: held (QuotaReserved True), or
+    finished while held (ended at Finished); None when it holds nothing now."""
+    status = workload.get("status") or {}
+    reserved = _condition(workload, "QuotaReserved")
+    admitted = status.get("admission")
+    if not admitted or reserved is None or reserved.get("status") != "True" or not reserved.get("lastTransitionTime"):
+        return None
+    start = moment(reserved["lastTransitionTime"])
+    finished = _condition(workload, "Finished")
+    end = None
+    if finished is not None and finished.get("status") == "True" and finished.get("lastTransitionTime"):
+        end = max(start, moment(finished["lastTransitionTime"]))
+    resources: dict[str, Decimal] = {}
+    for assignment in admitted.get("podSetAssignments") or []:
+        for name, amount in (assignment.get("resourceUsage") or {}).items():
+            resources[name] = resources.get(name, Decimal(0)) + quantity(amount)
+    return Admission((workload.get("metadata") or {}).get("uid", ""), admitted.get("clusterQueue", ""), resources,
+                     start, end)
+
+
+def ended_at(workload: Optional[Mapping[str, Any]], start: datetime, fallback: datetime) -> datetime:
+    """When a Workload's admission that started at `start` ended: its Finished or Evicted
+    turning True, or its QuotaReserved turning False, after `start`; `fallback` (the last
+    count, so at most one counting interval too late) when the Workload is gone or was
+    admitted again since."""
+    if workload is not None:
+        for kind, value in (("Finished", "True"), ("Evicted", "True"), ("QuotaReserved", "False")):
+            found = _condition(workload, kind)
+            if found is not None and found.get("status") == value and found.get("lastTransitionTime"):
+                stamp = moment(found["lastTransitionTime"])
+                if stamp >= start:
+                    return stamp
+    return fallback
+
+
+@dataclass
+class Ledger:
+    """One period's record: the admissions seen held (`open`: key -> start and resources)
+    and those that ended (`closed`: key -> resource -> hours in the period)."""
+
+    period: str
+    counted_at: Optional[str] = None
+    open: dict[str, dict[str, Any]] = field(default_factory=dict)
+    closed: dict[str, dict[str, Decimal]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"period": self.period, "countedAt": self.counted_at,
+                "open": {k: v for k, v in sorted(self.open.items())},
+                "closed": {k: {r: str(v) for r, v in amounts.items()} for k, amounts in sorted(self.closed.items())}}
+
+    @classmethod
+    def from_json(cls, data: Optional[Mapping[str, Any]], period: str) -> "Ledger":
+        """The stored ledger if it is this period's, else an empty one for it."""
+        if not data or data.get("period") != period:
+            return cls(period)
+        return cls(period, data.get("countedAt"), dict(data.get("open") or {}),
+                   {k: {r: Decimal(v) for r, v in amounts.items()} for k, amounts in (data.get("closed") or {}).items()})
+
+
+@dataclass(frozen=True)
+class Count:
+    used: dict[str, Decimal]  # resource -> hours in the period so far
+    ledger: Ledger
+
+
+def count(workloads: Sequence[Mapping[str, Any]], queues: Sequence[str], since: datetime, now: datetime,
+          ledger: Ledger) -> Count:
+    """The budget's use in [since, now), and the ledger to store: every admission of its
+    queues held now (and recorded open), every one the ledger saw held that is not any more
+    (closed at its end, read from its Workload, or at the last count when it is gone), and
+    the ledger's closed ones."""
+    by_uid = {(w.get("metadata") or {}).get("uid", ""): w for w in workloads}
+    last = moment(ledger.counted_at) if ledger.counted_at else since
+    opened: dict[str, dict[str, Any]] = {}
+    closed = dict(ledger.closed)
+    live: list[dict[str, Decimal]] = []
+    for workload in workloads:
+        found = admission(workload)
+        if found is None or found.cluster_queue not in queues or found.key in closed:
+            continue
+        if found.end is not None:
+            closed[found.key] = found.hours(since, now)
+        else:
+            live.append(found.hours(since, now))
+            opened[found.key] = {"start": found.start.isoformat(), "clusterQueue": found.cluster_queue,
+                                 "resources": {r: str(v) for r, v in found.resources.items()}}
+    for key, seen in ledger.open.items():
+        if key in opened or key in closed:
+            continue
+        uid = key.split("@", 1)[0]
+        start = moment(seen["start"])
+        gone = Admission(uid, seen["clusterQueue"], {r: Decimal(v) for r, v in seen["resources"].items()},
+                         start, ended_at(by_uid.get(uid), start, last))
+        closed[key] = gone.hours(since, now)
+    used: dict[str, Decimal] = {}
+    for amounts in [*closed.values(), *live]:
+        for resource, hours in amounts.items():
+            used[resource] = used.get(resource, Decimal(0)) + hours
+    return Count(used, Ledger(ledger.period, now.isoformat(), opened, closed))
+
+
+def spent(used: Mapping[str, Decimal], limits: Mapping[str, float]) -> list[str]:
+    """The limited resources whose use has reached the limit."""
+    return [r for r, limit in limits.items() if used.get(r, Decimal(0)) >= Decimal(str(limit))]
+
+
+def warnings(used: Mapping[str, Decimal], limits: Mapping[str, float], warn_at: Sequence[int]) -> list[tuple[str, int]]:
+    """(resource, the highest percentage of `warn_at` its use has reached) per limited resource."""
+    out = []
+    for resource, limit in limits.items():
+        share = used.get(resource, Decimal(0)) * 100 / Decimal(str(limit))
+        reached = [p for p in warn_at if share >= p]
+        if reached:
+            out.append((resource, max(reached)))
+    return out

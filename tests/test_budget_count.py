@@ -1,0 +1,99 @@
+"""What a budget's counter computes (plan/budget_count.py), on Workloads shaped as Kueue
+0.19 serves them: admitted resources x admitted time inside the period, whatever the
+counts' timing, and nothing lost when a Workload ends, is evicted or is deleted between
+counts (within one counting interval, the documented bound)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+
+from plan.budget_count import Ledger, count, quantity, spent, warnings
+
+T0 = datetime(2026, 12, 1, 8, 0, tzinfo=timezone.utc)
+PERIOD = T0 - timedelta(days=1)  # the period started a day before
+
+
+def stamp(minutes: float) -> str:
+    return (T0 + timedelta(minutes=minutes)).isoformat().replace("+00:00", "Z")
+
+
+def workload(uid: str, queue: str = "physics", gpus: str = "4", admitted: float = 0, finished: float | None = None,
+             evicted: float | None = None, readmitted: float | None = None) -> dict:
+    conditions = [{"type": "QuotaReserved", "status": "True", "lastTransitionTime": stamp(admitted)}]
+    if evicted is not None:
+        conditions = [{"type": "QuotaReserved", "status": "False", "lastTransitionTime": stamp(evicted)},
+                      {"type": "Evicted", "status": "True", "lastTransitionTime": stamp(evicted)}]
+        if readmitted is not None:
+            conditions[0] = {"type": "QuotaReserved", "status": "True", "lastTransitionTime": stamp(readmitted)}
+    if finished is not None:
+        conditions.append({"type": "Finished", "status": "True", "lastTransitionTime": stamp(finished)})
+    return {"metadata": {"uid": uid},
+            "status": {"conditions": conditions,
+                       "admission": {"clusterQueue": queue, "podSetAssignments": [
+                           {"name": "main", "resourceUsage": {"nvidia.com/gpu": gpus, "cpu": "500m"}}]}}}
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+def test_quantities_as_the_api_serves_them():
+    assert [quantity(v) for v in ("8", "500m", "64Gi", 2, "1e3")] == [8, Decimal("0.5"), 64 * 2**30, 2, 1000]
+
+
+def test_admitted_resources_times_admitted_time_within_the_period():
+    running = workload("a", admitted=0)
+    done = workload("b", gpus="2", admitted=0, finished=30)
+    other = workload("c", queue="bio", admitted=0)
+    result = count([running, done, other], ["physics"], PERIOD, at(60), Ledger("p"))
+    # 4 GPUs for an hour, 2 GPUs for half an hour; the bio queue's is not this budget's.
+    assert result.used == {"nvidia.com/gpu": Decimal(5), "cpu": Decimal("0.75")}
+    assert list(result.ledger.closed) == [f"b@{at(0).isoformat()}"] and list(result.ledger.open) == [
+        f"a@{at(0).isoformat()}"]
+
+
+def test_only_the_part_inside_the_period_counts():
+    early = workload("a", admitted=-60)  # admitted an hour before the period started
+    result = count([early], ["physics"], at(0), at(30), Ledger("p"))
+    assert result.used["nvidia.com/gpu"] == 2
+
+
+def test_a_late_or_repeated_count_counts_the_same():
+    done = workload("b", admitted=0, finished=30)
+    once = count([done], ["physics"], PERIOD, at(45), Ledger("p"))
+    again = count([done], ["physics"], PERIOD, at(90), once.ledger)
+    late = count([done], ["physics"], PERIOD, at(600), Ledger("p"))
+    assert once.used == again.used == late.used == {"nvidia.com/gpu": 2, "cpu": Decimal("0.25")}
+
+
+def test_a_finished_workload_deleted_after_a_count_is_still_counted():
+    seen = count([workload("b", admitted=0, finished=30)], ["physics"], PERIOD, at(40), Ledger("p"))
+    after = count([], ["physics"], PERIOD, at(100), Ledger.from_json(seen.ledger.to_json(), "p"))
+    assert after.used["nvidia.com/gpu"] == 2
+
+
+def test_an_eviction_between_counts_is_closed_at_the_eviction_and_a_readmission_counts_anew():
+    seen = count([workload("a", admitted=0)], ["physics"], PERIOD, at(10), Ledger("p"))
+    evicted = count([workload("a", admitted=0, evicted=20)], ["physics"], PERIOD, at(30), seen.ledger)
+    assert evicted.used["nvidia.com/gpu"] == Decimal(4) * 20 / 60
+    back = count([workload("a", admitted=0, evicted=20, readmitted=40)], ["physics"], PERIOD, at(70), evicted.ledger)
+    assert back.used["nvidia.com/gpu"] == Decimal(4) * 20 / 60 + Decimal(4) * 30 / 60
+
+
+def test_a_running_workload_deleted_between_counts_is_closed_at_the_last_count():
+    seen = count([workload("a", admitted=0)], ["physics"], PERIOD, at(30), Ledger("p"))
+    gone = count([], ["physics"], PERIOD, at(90), seen.ledger)
+    assert gone.used["nvidia.com/gpu"] == 2  # 30 minutes: at most one interval short
+
+
+def test_a_new_period_starts_an_empty_ledger():
+    seen = count([workload("b", admitted=0, finished=30)], ["physics"], PERIOD, at(40), Ledger("p1"))
+    assert Ledger.from_json(seen.ledger.to_json(), "p2").closed == {}
+    assert Ledger.from_json(seen.ledger.to_json(), "p1").closed == seen.ledger.closed
+
+
+def test_spent_and_warnings():
+    used = {"nvidia.com/gpu": Decimal(96), "cpu": Decimal(10)}
+    assert spent(used, {"nvidia.com/gpu": 100, "cpu": 10}) == ["cpu"]
+    assert warnings(used, {"nvidia.com/gpu": 100, "cpu": 1000}, [80, 95]) == [("nvidia.com/gpu", 95)]
