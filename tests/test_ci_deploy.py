@@ -350,6 +350,7 @@ def test_drift_is_a_scheduled_check_of_its_own_that_applies_nothing():
     assert job["environment"] == "preview" and "concurrency" not in job
     run = step(job, "scripts/ci-drift.sh")["run"]
     assert 'scripts/ci-drift.sh "$STACK" || status=$?' in run and 'exit "$status"' in run
+    assert secret_holders(drift) == {key: ["step Drift check"] for key in WRITE_SECRETS}
     text = (WORKFLOWS / "drift.yml").read_text()
     assert "ci-up.sh" not in text and "pulumi up" not in text and "--converge" not in text
     assert "drift" not in (WORKFLOWS / "up.yml").read_text().split("\njobs:")[1]
