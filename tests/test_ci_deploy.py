@@ -269,7 +269,8 @@ def test_a_cancelled_middle_run_is_applied_by_the_next_and_an_entry_added_and_re
 # ---- the workflows that call them ---------------------------------------------------------
 
 WORKFLOWS = ROOT / ".github" / "workflows"
-WRITE_SECRETS = {"PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "KUBECONFIG_DATA"}
+# The names of a stack's secrets in an environment (write ones in the stack's, read ones in `preview`).
+STACK_SECRETS = {"PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "KUBECONFIG_DATA"}
 
 
 def load(name: str) -> dict:
@@ -310,7 +311,7 @@ def test_up_applies_main_on_push_converges_only_by_hand_and_holds_write_secrets_
     assert job["concurrency"] == {"group": "up-${{ matrix.stack }}", "cancel-in-progress": False}
     assert job["environment"] == "${{ matrix.stack }}"
     assert job["steps"][0]["with"] == {"fetch-depth": 0}
-    assert secret_holders(up) == {key: ["step Up"] for key in WRITE_SECRETS}
+    assert secret_holders(up) == {key: ["step Up"] for key in STACK_SECRETS}
     assert job["steps"].index(step(job, "./kns validate")) < job["steps"].index(step(job, "scripts/ci-up.sh"))
     (artifact,) = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
     assert artifact["if"] == "${{ always() }}" and artifact["with"]["path"] == "build/logs/"
@@ -327,7 +328,7 @@ def test_recover_is_a_workflow_entry_in_the_stack_s_group_and_environment():
     assert job["concurrency"]["cancel-in-progress"] is False
     assert job["environment"] == "${{ inputs.stack }}" and "github.ref == 'refs/heads/main'" in job["if"]
     assert 'scripts/ci-recover.sh "$STACK"' in step(job, "ci-recover")["run"]
-    assert secret_holders(recover) == {key: ["step Recover"] for key in WRITE_SECRETS}
+    assert secret_holders(recover) == {key: ["step Recover"] for key in STACK_SECRETS}
     (artifact,) = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
     assert artifact["if"] == "${{ always() }}"
 
@@ -350,6 +351,7 @@ def test_drift_is_a_scheduled_check_of_its_own_that_applies_nothing():
     assert job["environment"] == "preview" and "concurrency" not in job
     run = step(job, "scripts/ci-drift.sh")["run"]
     assert 'scripts/ci-drift.sh "$STACK" || status=$?' in run and 'exit "$status"' in run
+    assert secret_holders(drift) == {key: ["step Drift check"] for key in STACK_SECRETS}
     text = (WORKFLOWS / "drift.yml").read_text()
     assert "ci-up.sh" not in text and "pulumi up" not in text and "--converge" not in text
     assert "drift" not in (WORKFLOWS / "up.yml").read_text().split("\njobs:")[1]
