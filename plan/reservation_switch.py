@@ -1,6 +1,7 @@
 """The switch of one reservation (docs/reservations.md, "The switch"): what its CronJob's
-pod runs at each edge of a window. Standard library only, beside chrono/calendar.py and
-chrono/kcron.py, which the pod gets from the same ConfigMap (plan/reservations.py).
+pod runs at each edge of a window. Standard library only, beside chrono/calendar.py,
+chrono/kcron.py and plan/kube_api.py, which the pod gets from the same ConfigMap
+(plan/reservations.py).
 
 Every run derives the state from the calendar and the clock, never from the run before:
 a run on time, late (the controller manager was down) or twice leaves the objects as
@@ -22,19 +23,17 @@ from __future__ import annotations
 
 import json
 import os
-import ssl
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Optional
 
 from chrono import calendar
+from plan import kube_api
+from plan.kube_api import ApiError
 
 FIELD_MANAGER = "kns-reservation-switch"
-SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 BATCH = "/apis/batch/v1"
 # How often, and how long, the end-of-window run waits for the Jobs HoldAndDrain evicted
@@ -45,44 +44,10 @@ DRAIN_WAIT_SECONDS = 120.0
 EDGE_WAIT_SECONDS = 90
 
 
-class ApiError(RuntimeError):
-    pass
+class Api(kube_api.Api):
+    """The API server, writing as the switch (its own field manager)."""
 
-
-class Api:
-    """The API server through the pod's own service account token."""
-
-    def __init__(self, server: str, token: str, ca_file: Optional[str]):
-        self.server = server.rstrip("/")
-        self.token = token
-        self.context = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
-
-    @classmethod
-    def in_pod(cls, environ: dict[str, str]) -> "Api":
-        folder = environ.get("KNS_SERVICE_ACCOUNT_DIR", SERVICE_ACCOUNT_DIR)
-        with open(os.path.join(folder, "token"), encoding="utf-8") as handle:
-            token = handle.read().strip()
-        host, port = environ["KUBERNETES_SERVICE_HOST"], environ.get("KUBERNETES_SERVICE_PORT", "443")
-        host = f"[{host}]" if ":" in host else host
-        return cls(f"https://{host}:{port}", token, os.path.join(folder, "ca.crt"))
-
-    def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
-             missing_ok: bool = False) -> Optional[dict]:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.server + path, data=data, method=method, headers={
-            "Authorization": f"Bearer {self.token}", "Accept": "application/json", "Content-Type": content_type})
-        try:
-            with urllib.request.urlopen(request, context=self.context, timeout=30) as response:
-                return json.loads(response.read() or b"{}")
-        except urllib.error.HTTPError as error:
-            if missing_ok and error.code == 404:
-                return None
-            if method == "POST" and error.code == 409:
-                return None  # created by an earlier run: the same object
-            raise ApiError(f"{method} {path}: {error.code} {error.read().decode(errors='replace')[:400]}") from None
-
-    def apply(self, path: str, body: dict) -> None:
-        self.call("PATCH", f"{path}?fieldManager={FIELD_MANAGER}&force=true", body, "application/apply-patch+yaml")
+    field_manager = FIELD_MANAGER
 
 
 def local_queue_path(namespace: str, name: str) -> str:

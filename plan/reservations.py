@@ -391,12 +391,14 @@ def switch_spec(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:
 @functools.lru_cache(maxsize=64)
 def _code_files(zones: tuple[str, ...]) -> tuple[dict[str, str], dict[str, bytes], list[dict[str, str]]]:
     """The switch's code as ConfigMap data, binary data and the items that lay it out under
-    CODE_DIR: the script, chrono/calendar.py and chrono/kcron.py as they are here, and the
+    CODE_DIR: the script, chrono/calendar.py, chrono/kcron.py and plan/kube_api.py as they are here, and the
     zones it computes in from the pinned tz database (the image's own is not read)."""
     text = {"switch.py": (SOURCE / "plan" / "reservation_switch.py").read_text(),
             "chrono.__init__.py": "",
             "chrono.calendar.py": (SOURCE / "chrono" / "calendar.py").read_text(),
             "chrono.kcron.py": (SOURCE / "chrono" / "kcron.py").read_text(),
+            "plan.__init__.py": "",
+            "plan.kube_api.py": (SOURCE / "plan" / "kube_api.py").read_text(),
             "tzdata.__init__.py": "", "tzdata.zoneinfo.__init__.py": "",
             "tzdata.zones": "".join(f"{z}\n" for z in zones)}
     binary: dict[str, bytes] = {}
@@ -409,6 +411,7 @@ def _code_files(zones: tuple[str, ...]) -> tuple[dict[str, str], dict[str, bytes
     text.update({key: "" for key in sorted(packages)})
     paths = {"switch.py": "switch.py", "chrono.__init__.py": "chrono/__init__.py",
              "chrono.calendar.py": "chrono/calendar.py", "chrono.kcron.py": "chrono/kcron.py",
+             "plan.__init__.py": "plan/__init__.py", "plan.kube_api.py": "plan/kube_api.py",
              "tzdata.zones": "tzdata/zones"}
     items = []
     for key in [*text, *binary]:
