@@ -43,9 +43,7 @@ def duration_seconds(value: str) -> int:
 
 def wait_for_pods_ready_problem(value: str) -> Optional[str]:
     """Why `value` is not a waitForPodsReady timeout Kueue reads, or None."""
-    if re.match(rules.WAIT_FOR_PODS_READY.pattern or "", value) and 0 < duration_seconds(value) <= _MAX_DURATION_SECONDS:
-        return None
-    return f'"{value}" is not {rules.WAIT_FOR_PODS_READY.message}'
+    return positive_duration_problem(value, rules.WAIT_FOR_PODS_READY)
 
 
 def positive_duration_problem(value: str, rule: rules.Rule) -> Optional[str]:
@@ -57,9 +55,7 @@ def positive_duration_problem(value: str, rule: rules.Rule) -> Optional[str]:
 
 def worker_lost_timeout_problem(value: str) -> Optional[str]:
     """Why `value` is not a MultiKueue workerLostTimeout (more than 0), or None."""
-    if re.match(rules.WORKER_LOST_TIMEOUT.pattern or "", value) and 0 < duration_seconds(value) <= _MAX_DURATION_SECONDS:
-        return None
-    return f'"{value}" is not {rules.WORKER_LOST_TIMEOUT.message}'
+    return positive_duration_problem(value, rules.WORKER_LOST_TIMEOUT)
 
 
 def gc_interval_problem(value: str) -> Optional[str]:

@@ -25,8 +25,8 @@ import argparse
 import os
 import re
 import subprocess
-import sys
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -34,6 +34,8 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Iterator, Mapping, Optional, Sequence
+
+from plan import stacks
 
 from . import summary as summary_module
 
@@ -199,7 +201,7 @@ def run(action: str, stack: str, command: Sequence[str], *, verbose: bool, log_d
     if interrupted:
         # The engine had the same SIGINT (Ctrl-C, a CI cancel) and stopped; its state may be
         # behind the cluster, and a lock may be left if it was then killed.
-        err.write(f"Interrupted: the engine stopped (exit {status}); `./kns recover --stack {stack.split('.')[0]}` "
+        err.write(f"Interrupted: the engine stopped (exit {status}); `./kns recover --stack {stacks.role(stack).base}` "
                   "makes state, cluster and config agree (docs/operations.md)\n")
         status = status or 130
     if outputs is not None:

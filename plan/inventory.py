@@ -250,7 +250,7 @@ def registrations(planned: StackPlan) -> list[Registration]:
     out = [*_cluster(cfg), *_pools(cfg, None, ()), *_schedulers(cfg), *_queueing(cfg, objects.manager),
            *_workers(cfg, objects), *_reservations(planned)]
     for plan in plans:
-        out += _workload(plan, cfg.paths[plan.entry.name], multikueue.entry_workers(cfg, plan))
+        out += _workload(plan, cfg.paths[plan.entry.name], planned.workers[plan.entry.name])
         out += _reserved(cfg, plan)
     return out
 

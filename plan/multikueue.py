@@ -29,7 +29,7 @@ from config.models import Queue
 from config.quantity import kind_for_resource, render
 
 from .model import WorkloadPlan
-from .queues import (API_VERSION, holder_priority_manifest, cluster_queue_manifest, fit_reasons, flavor_manifest,
+from .queues import (API_VERSION, queue_of, holder_priority_manifest, cluster_queue_manifest, fit_reasons, flavor_manifest,
                      priority_class_manifest, queued_pools, topology_manifest, weight)
 
 # The namespace Kueue reads MultiKueueCluster Secrets from, and where the manager's identity
@@ -84,7 +84,7 @@ def queue_workers(cfg: PlatformConfig, queue: Queue) -> list[str]:
 def entry_workers(cfg: PlatformConfig, plan: WorkloadPlan) -> list[str]:
     """The workers a queued entry's Jobs may be dispatched to: those of its queue. Each needs
     the entry's namespace and LocalQueue, where MultiKueue creates the Job."""
-    queue = next((q for q in cfg.queues if q.name == plan.entry.queue), None)
+    queue = queue_of(cfg, plan)
     return queue_workers(cfg, queue) if cfg.workers and queue is not None else []
 
 

@@ -164,9 +164,9 @@ def plan_reservations(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> list[Re
         plan.entries = [EntryQueue(p.entry.name, p.namespace,
                                    names.LOCAL_QUEUE if item.at_end == "requeue" and p.entry.queue else None)
                         for p in plans if p.entry.reservation == item.name]
-        plan.objects = _objects(cfg, plan)
         plan.holds = holdings(item, plan.pool)
         plan.lent_to, plan.pool_queues = lending_cohort(item.pool, cfg.queues)
+        plan.objects = _objects(cfg, plan)
         out.append(plan)
     return out
 
@@ -254,7 +254,7 @@ def entries_role(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:
 def covered(cfg: PlatformConfig, plan: ReservationPlan) -> list[str]:
     """What the ClusterQueue covers: what it holds, cpu and memory, and whatever the pool's
     queues cover (the same Jobs must fit it), but `pods`."""
-    held = holdings(plan.reservation, plan.pool)
+    held = plan.holds
     out = list(held)
     others = [q.quota for q in cfg.queues if plan.pool.name in q.quota]
     for resource in ["cpu", "memory", *(r for quota in others for r in queue_rules.covered_resources(quota))]:
@@ -267,7 +267,7 @@ def cluster_queue_manifest(cfg: PlatformConfig, plan: ReservationPlan) -> dict[s
     """No quota of its own for what it holds: it borrows that from the pool's Cohort, at
     most its holdings. What it does not hold its entries may use without bound here (the
     reservation's nodes bound it), never lent."""
-    held = holdings(plan.reservation, plan.pool)
+    held = plan.holds
     capacity = pool_capacity(plan.pool)
     resources = []
     for resource in covered(cfg, plan):
@@ -313,7 +313,7 @@ def holder_pods(plan: ReservationPlan) -> tuple[int, dict[str, str]]:
     else one CPU each (at most HOLDER_PODS_MAX), what else it holds shared among them. Kueue
     admits the holder partially (as many pods as fit, `job-min-parallelism` 1), so it takes
     exactly what the reservation's own entries leave, and gives it up pod by pod."""
-    held = holdings(plan.reservation, plan.pool)
+    held = plan.holds
     gpu = gpu_resource(plan.pool)
     unit = held.get(gpu) or held.get("cpu") or Decimal(1)
     count = int(max(1, min(HOLDER_PODS_MAX, math.floor(unit))))

@@ -16,11 +16,10 @@ import pytest
 import yaml
 
 from kns_cli import cli
+from kns_testing import program
 from kns_testing.program import PROJECT_FILES, ROOT
 
-GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "kns test", "GIT_AUTHOR_EMAIL": "test@example.org",
-           "GIT_COMMITTER_NAME": "kns test", "GIT_COMMITTER_EMAIL": "test@example.org",
-           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+GIT_ENV = {**os.environ, **program.GIT_ENV}
 # An encrypted value as a stack file holds it: `kns changed` never decrypts, so any text serves.
 CIPHER_A = "v1:c2FsdA==:v1:AAAAAAAAAAAAAAAA:Zmlyc3Qgc2VjcmV0IHZhbHVl"
 CIPHER_B = "v1:c2FsdA==:v1:BBBBBBBBBBBBBBBB:c2Vjb25kIHNlY3JldCB2YWx1ZQ=="
