@@ -26,6 +26,7 @@ from components.cluster import KnsCluster, KnsClusterArgs, cluster_provider, own
 from components.multikueue import MultiKueue, MultiKueueArgs, WorkerConnection
 from components.output_drain import linear_output_drain
 from components.platform import PlatformArgs, register_platform, register_queues
+from components.budget import Budget, BudgetArgs
 from components.reservation import Reservation, ReservationArgs, ReservedPool
 from components.sdk_messages import debug_messages_on_request
 from components.source_positions import innermost_frame_only
@@ -36,7 +37,7 @@ from config import fingerprint, kubeconfig, source
 from config.errors import ConfigError
 from config.loader import check_stack_config
 from config.models import Cluster
-from plan import devices, digests, kueue_install, multikueue, queues, reservations, stacks
+from plan import budgets, devices, digests, kueue_install, multikueue, queues, reservations, stacks
 from plan.outputs import ENTRY_OUTPUTS, stack_outputs
 from plan.planner import plan_checked, plan_own
 from plan.targeting import plans_to_register
@@ -142,6 +143,9 @@ if this.index is None:
     for planned in stack_plan.reservations:
         Reservation(reservations.component_name(planned.name),
                     ReservationArgs(planned.objects, [*queue_dependencies, *pools_set_aside]), on_cluster)
+    for planned_budget in stack_plan.budgets:
+        Budget(budgets.component_name(planned_budget.name), BudgetArgs(planned_budget.objects, queue_dependencies),
+               on_cluster)
 else:
     for worker in cfg.workers:
         worker_sides[worker.name] = (cluster_provider(worker.name, Cluster(

@@ -38,6 +38,7 @@ class Budget(Model):
     end: Moment = None
     at_limit: Literal["hold", "stop"] = "hold"
     warn_at: list[Percent] = Field(default_factory=lambda: list(rules.BUDGET_WARN_AT_DEFAULT))
+    count_every_minutes: Literal[rules.BUDGET_COUNT_EVERY] = rules.BUDGET_COUNT_EVERY_DEFAULT  # type: ignore[valid-type]
 
     @model_validator(mode="after")
     def _period(self) -> "Budget":
@@ -67,7 +68,9 @@ class Budget(Model):
 def check_budgets(budgets: Sequence[Budget], given: bool, queueing: Queueing, queues: Sequence[Queue],
                   broken_queues: set[str], problems: Problems) -> None:
     """Budgets need queueing; names are unique; each queue exists, and each limited resource
-    is one that at least one of the budget's queues counts (its quota covers it)."""
+    is one that at least one of the budget's queues counts (its quota covers it). The
+    entries' TTLs against the counting interval are checked with the entries
+    (`ttl_problems`)."""
     if given and not queueing.enabled:
         problems.add("kns:budgets", rules.BUDGETS_NEED_QUEUEING.message)
     by_name = {q.name: q for q in queues}
@@ -93,3 +96,19 @@ def check_budgets(budgets: Sequence[Budget], given: bool, queueing: Queueing, qu
             if resource not in counted:
                 problems.add(f"{path}.limits", f'"{resource}" is counted by none of its queues '
                              f"({', '.join(sorted(counted))}): {rules.BUDGET_RESOURCE_COUNTED.message}")
+
+
+def ttl_problems(budgets: Sequence[Budget], entries: Sequence[tuple[str, Optional[str], float]]
+                 ) -> list[tuple[str, str]]:
+    """(path, message) for each entry (its path, queue and ttlHours) of a budget's queue
+    whose finished Job is removed before the budget's next count (0: at once)."""
+    found = []
+    for path, queue, ttl_hours in entries:
+        for budget in budgets:
+            if queue is None or queue not in budget.queues:
+                continue
+            if ttl_hours * 60 < budget.count_every_minutes:
+                found.append((f"{path}.ttlHours", f"{ttl_hours:g} h is shorter than budget {budget.name}'s counting "
+                              f"interval ({budget.count_every_minutes} min): {rules.BUDGET_TTL_COUNTED.message}"))
+                break
+    return found

@@ -38,7 +38,7 @@ from .models import (
     Workload,
 )
 from chrono.prescale import Primers
-from .budgets import Budget, check_budgets
+from .budgets import Budget, check_budgets, ttl_problems
 from .reservations import Reservation, check_entry_references, check_reservations
 from .rules import JOB_FILE_KEYS
 from .source import KNOWN_KEYS, NAMESPACE, SECRET_KEYS, StackFile, render_path, restore_order
@@ -306,6 +306,9 @@ def check_config(
     primers = checks.derive_primers(schedules, paths, problems)
     warnings = check_reservations(reservations, {p.name: p for p in pools}, queueing, queues, jobs + schedules,
                                   [p.name for p in priorities], pool_worker, problems, now)
+    for path, message in ttl_problems(budgets, [(paths[e.name], e.queue, e.ttl_hours)
+                                                for e in jobs + schedules]):
+        problems.add(path, message)
 
     if cluster is None or packing is None or kns is None:
         problems.raise_if_any()

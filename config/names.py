@@ -53,6 +53,8 @@ LOCAL_QUEUE = "kns"
 RESERVATION_LOCAL_QUEUE = "kns-res"
 RESERVATION_QUEUE_PREFIX = "kns-res-"
 LABEL_RESERVATION = "kns.io/reservation"
+# Budgets (docs/budgets.md): the label that names the budget on its objects.
+LABEL_BUDGET = "kns.io/budget"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # The label that gives a queued Job's Workload its WorkloadPriorityClass (kns:priorities).
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"

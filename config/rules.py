@@ -139,6 +139,13 @@ BUDGET_HOURS_MAX = 10**12  # resource-hours of one limit
 BUDGET_WARN_AT_DEFAULT = (80, 95)  # percent of a limit at which the budget's queues say so
 BUDGET_PERIOD_ONE = Rule("is either recurring (reset, timeZone) or one grant (start, end)")
 BUDGETS_NEED_QUEUEING = Rule("a budget limits what Kueue admits to its queues: set kns:queueing.enabled: true")
+# How often a budget's counter runs (its CronJob, `*/N * * * *`): minutes that divide an hour,
+# so the runs are evenly spaced.
+BUDGET_COUNT_EVERY = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60)
+BUDGET_COUNT_EVERY_DEFAULT = 5
+BUDGET_TTL_COUNTED = Rule("a finished Job's Workload must outlive the counting interval, or a Job that ends and is "
+                          "removed between two counts is never counted: raise ttlHours or lower the budget's "
+                          "countEveryMinutes")
 BUDGET_RESOURCE_COUNTED = Rule("a budget counts the hours of what its queues admit, so limit a resource their quota "
                                "covers")
 TOPOLOGY_LEVELS_MAX = 16  # Kueue's Topology CRD

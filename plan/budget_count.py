@@ -131,11 +131,13 @@ class Count:
 
 
 def count(workloads: Sequence[Mapping[str, Any]], queues: Sequence[str], since: datetime, now: datetime,
-          ledger: Ledger) -> Count:
+          ledger: Ledger, reserved: Optional[Mapping[str, Sequence[str]]] = None) -> Count:
     """The budget's use in [since, now), and the ledger to store: every admission of its
     queues held now (and recorded open), every one the ledger saw held that is not any more
     (closed at its end, read from its Workload, or at the last count when it is gone), and
-    the ledger's closed ones."""
+    the ledger's closed ones. `reserved` (a reservation's ClusterQueue -> the namespaces of
+    the budget's entries that use it) charges their windows' use to the budget too."""
+    reserved = reserved or {}
     by_uid = {(w.get("metadata") or {}).get("uid", ""): w for w in workloads}
     last = moment(ledger.counted_at) if ledger.counted_at else since
     opened: dict[str, dict[str, Any]] = {}
@@ -143,7 +145,10 @@ def count(workloads: Sequence[Mapping[str, Any]], queues: Sequence[str], since: 
     live: list[dict[str, Decimal]] = []
     for workload in workloads:
         found = admission(workload)
-        if found is None or found.cluster_queue not in queues or found.key in closed:
+        namespace = (workload.get("metadata") or {}).get("namespace", "")
+        charged = found is not None and (found.cluster_queue in queues
+                                         or namespace in reserved.get(found.cluster_queue, ()))
+        if found is None or not charged or found.key in closed:
             continue
         if found.end is not None:
             closed[found.key] = found.hours(since, now)

@@ -100,9 +100,9 @@ def event(api: kube_api.Api, spec: dict[str, Any], queue: str, reason: str, now_
                "BudgetWarning": f"budget {spec['name']}: {now_state['level']}% used "
                                 f"({', '.join(now_state['used'].values())})"}[reason]
     stamp = now.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
-    api.call("POST", "/api/v1/namespaces/default/events", {
+    api.call("POST", f"/api/v1/namespaces/{spec['namespace']}/events", {
         "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": f"{queue}.{spec['name']}.{int(now.timestamp())}", "namespace": "default"},
+        "metadata": {"name": f"{queue}.{spec['name']}.{int(now.timestamp())}", "namespace": spec["namespace"]},
         "involvedObject": {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "name": queue},
         "reason": reason, "message": message, "type": "Normal" if reason == "BudgetReopened" else "Warning",
         "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
@@ -117,7 +117,8 @@ def run(api: kube_api.Api, spec: dict[str, Any], now: datetime) -> dict[str, Any
     if period is not None:
         ledger = read_ledger(api, spec, period.start.isoformat())
         listed = api.call("GET", f"{KUEUE}/workloads") or {}
-        counted = budget_count.count(listed.get("items") or [], spec["queues"], period.start, now, ledger)
+        counted = budget_count.count(listed.get("items") or [], spec["queues"], period.start, now, ledger,
+                                     spec.get("reserved") or {})
         write_ledger(api, spec, counted.ledger)
         used = counted.used
     now_state = state(spec, used, now, period)

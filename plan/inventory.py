@@ -26,7 +26,7 @@ from config.rules import DERIVED_NAME
 
 from config import devices as config_devices, names
 
-from . import devices, kueue_install, multikueue, queues, reservations
+from . import budgets, devices, kueue_install, multikueue, queues, reservations
 from .model import WorkloadPlan
 from .stackplan import StackPlan
 from .schedulers import KNS_ACCOUNT
@@ -34,6 +34,8 @@ from .schedulers import KNS_ACCOUNT
 # The components of components/reservation.py.
 RESERVATION_TYPE = "kns:queueing:Reservation"
 RESERVED_POOL_TYPE = "kns:queueing:ReservedPool"
+# The component of components/budget.py.
+BUDGET_TYPE = "kns:queueing:Budget"
 # The component types of an entry, registered under the stack itself.
 JOB_TYPE = "kns:workload:Job"
 SCHEDULE_TYPE = "kns:workload:Schedule"
@@ -248,7 +250,7 @@ def registrations(planned: StackPlan) -> list[Registration]:
     cfg, plans = planned.config, planned.entries
     objects = multikueue.queue_objects(cfg) if cfg.queueing.enabled else multikueue.QueueObjects()
     out = [*_cluster(cfg), *_pools(cfg, None, ()), *_schedulers(cfg), *_queueing(cfg, objects.manager),
-           *_workers(cfg, objects), *_reservations(planned)]
+           *_workers(cfg, objects), *_reservations(planned), *_budgets(planned)]
     for plan in plans:
         out += _workload(plan, cfg.paths[plan.entry.name], planned.workers[plan.entry.name])
         out += _reserved(cfg, plan)
@@ -269,6 +271,16 @@ def _reservations(planned: StackPlan) -> Iterator[Registration]:
         yield Registration((RESERVATION_TYPE,), name, owner, "name", "reservation component")
         for manifest in reserved.objects:
             yield Registration((RESERVATION_TYPE, reservations.type_token(manifest)),
+                               reservations.child_name(name, manifest), owner, "name", manifest["kind"])
+
+
+def _budgets(planned: StackPlan) -> Iterator[Registration]:
+    """Each budget's component and objects (components/budget.py)."""
+    for planned_budget in planned.budgets:
+        owner, name = f"kns:budgets[{planned_budget.name}]", budgets.component_name(planned_budget.name)
+        yield Registration((BUDGET_TYPE,), name, owner, "name", "budget component")
+        for manifest in planned_budget.objects:
+            yield Registration((BUDGET_TYPE, reservations.type_token(manifest)),
                                reservations.child_name(name, manifest), owner, "name", manifest["kind"])
 
 

@@ -13,6 +13,7 @@ from config.loader import PlatformConfig
 from config.models import NodePool, Schedule
 
 from . import digests
+from .budgets import period_spec
 from .model import WorkloadPlan
 from .multikueue import queue_objects, served
 from .nodepools import autoscale_summary
@@ -56,6 +57,7 @@ def stack_outputs(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[
         "knsScheduler": kns_endpoint(cfg),
         "nodePools": {pool.name: pool_output(pool) for pool in cfg.node_pools},
         "reservations": reservations_output(cfg, now),
+        "budgets": budgets_output(cfg, now),
         **({"queues": queues_output(cfg)} if cfg.queueing.enabled else {}),
         **({"workers": served(cfg)} if cfg.workers else {}),
     }
@@ -101,6 +103,19 @@ def reservations_output(cfg: PlatformConfig, now: Optional[datetime] = None) -> 
                              "end": w.end.astimezone(timezone.utc).isoformat()}
                             for w in calendar.next_windows(item.calendar(), now)],
         }
+    return out
+
+
+def budgets_output(cfg: PlatformConfig, now: Optional[datetime] = None) -> dict[str, Any]:
+    """`budgets.<name>`: its queues, limits (hours), period and next reset (UTC; None for a
+    grant, which is not refilled)."""
+    now = now or datetime.now(timezone.utc)
+    out = {}
+    for budget in cfg.budgets:
+        after = budget.periods().next_reset(now)
+        out[budget.name] = {"queues": list(budget.queues), "limits": dict(budget.limits),
+                            "period": period_spec(budget),
+                            "nextReset": after.isoformat() if after is not None else None}
     return out
 
 

@@ -31,14 +31,11 @@ which so starts over at BOOTSTRAP.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from importlib import resources
-from pathlib import Path
 from typing import Any, Optional
 
 from chrono import calendar
@@ -49,15 +46,13 @@ from config.quantity import kind_for_resource, parse, render
 from config.errors import Problem
 from config.reservations import Reservation, gpu_resource, holdings, lending_cohort, pool_capacity, show
 
-from . import devices, kueue_install, queues
+from . import devices, kueue_install, pod_code, queues
 from .model import WorkloadPlan
 from .schedulers import RESTRICTED_CONTAINER, RESTRICTED_POD
 
 SWITCH = "switch"
 HOLDER = "holder"
-SWITCH_IMAGE = "python:3.11.13-slim-bookworm"
 HOLDER_IMAGE = "registry.k8s.io/pause:3.10"
-CODE_DIR = "/kns"
 # The fields the switch owns, per kind (docs/reservations.md, "Why pulumi up leaves a window alone").
 SWITCHED = {"LocalQueue": ["spec.stopPolicy"], "CronJob": ["spec.schedule", "spec.suspend"]}
 REPLACED = {"CronJob": ["spec.jobTemplate"]}
@@ -78,7 +73,6 @@ BOOTSTRAP = "* * * * *"
 # Kueue: a quota no pool reaches, never lent.
 UNBOUNDED = {"memory": "1Ei", "ephemeral-storage": "1Ei"}
 UNBOUNDED_COUNT = "1M"
-SOURCE = Path(__file__).resolve().parent.parent
 # Kueue's partial admission of a Job (beta, on by default since Kueue 0.5).
 MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
 HOLDER_PODS_MAX = 1000
@@ -388,42 +382,12 @@ def switch_spec(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:
             "ownQueueAnnotation": OWN_QUEUE, "holder": holder_manifest(cfg, plan)}
 
 
-@functools.lru_cache(maxsize=64)
+SWITCH_MODULES = ("chrono/calendar.py", "chrono/kcron.py", "plan/kube_api.py")
+
+
 def _code_files(zones: tuple[str, ...]) -> tuple[dict[str, str], dict[str, bytes], list[dict[str, str]]]:
-    """The switch's code as ConfigMap data, binary data and the items that lay it out under
-    CODE_DIR: the script, chrono/calendar.py, chrono/kcron.py and plan/kube_api.py as they are here, and the
-    zones it computes in from the pinned tz database (the image's own is not read)."""
-    text = {"switch.py": (SOURCE / "plan" / "reservation_switch.py").read_text(),
-            "chrono.__init__.py": "",
-            "chrono.calendar.py": (SOURCE / "chrono" / "calendar.py").read_text(),
-            "chrono.kcron.py": (SOURCE / "chrono" / "kcron.py").read_text(),
-            "plan.__init__.py": "",
-            "plan.kube_api.py": (SOURCE / "plan" / "kube_api.py").read_text(),
-            "tzdata.__init__.py": "", "tzdata.zoneinfo.__init__.py": "",
-            "tzdata.zones": "".join(f"{z}\n" for z in zones)}
-    binary: dict[str, bytes] = {}
-    packages = set()
-    for zone in zones:
-        parts = zone.split("/")
-        binary["tzdata.zoneinfo." + ".".join(parts)] = resources.files("tzdata.zoneinfo").joinpath(*parts).read_bytes()
-        for depth in range(1, len(parts)):
-            packages.add("tzdata.zoneinfo." + ".".join(parts[:depth]) + ".__init__.py")
-    text.update({key: "" for key in sorted(packages)})
-    paths = {"switch.py": "switch.py", "chrono.__init__.py": "chrono/__init__.py",
-             "chrono.calendar.py": "chrono/calendar.py", "chrono.kcron.py": "chrono/kcron.py",
-             "plan.__init__.py": "plan/__init__.py", "plan.kube_api.py": "plan/kube_api.py",
-             "tzdata.zones": "tzdata/zones"}
-    items = []
-    for key in [*text, *binary]:
-        if key in paths:
-            path = paths[key]
-        elif key.endswith(".__init__.py"):
-            path = key[:-len(".__init__.py")].replace(".", "/") + "/__init__.py"
-        else:
-            head, rest = key.split(".zoneinfo.", 1)
-            path = f"{head}/zoneinfo/" + rest.replace(".", "/")
-        items.append({"key": key, "path": path})
-    return text, binary, items
+    """The switch's code (plan/pod_code.py): the script and what it imports."""
+    return pod_code.code_files("switch.py", "plan/reservation_switch.py", SWITCH_MODULES, zones)
 
 
 def code_zones(item: Reservation) -> tuple[str, ...]:
@@ -432,22 +396,18 @@ def code_zones(item: Reservation) -> tuple[str, ...]:
 
 
 def code_config_map(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:
-    import base64
-    text, binary, _ = _code_files(code_zones(plan.reservation))
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _metadata(cfg, plan.reservation, SWITCH, plan.namespace),
-            "data": dict(text), "binaryData": {k: base64.b64encode(v).decode() for k, v in binary.items()}}
+    return pod_code.config_map(_metadata(cfg, plan.reservation, SWITCH, plan.namespace),
+                               _code_files(code_zones(plan.reservation)))
 
 
 def cronjob_manifest(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:
     item = plan.reservation
-    items = [dict(i) for i in _code_files(code_zones(item))[2]]  # a copy: the cached value is shared
     labels = {names.LABEL_CLUSTER: cfg.cluster.name, names.LABEL_RESERVATION: item.name}
     container = {
-        "name": SWITCH, "image": SWITCH_IMAGE, "command": ["python3", "-B", f"{CODE_DIR}/switch.py"],
+        "name": SWITCH, "image": pod_code.IMAGE, "command": ["python3", "-B", f"{pod_code.CODE_DIR}/switch.py"],
         "env": [{"name": "KNS_RESERVATION", "value": json.dumps(switch_spec(cfg, plan), sort_keys=True)},
-                # Zones from the files the ConfigMap carries, never the image's.
-                {"name": "PYTHONTZPATH", "value": ""}],
-        "volumeMounts": [{"name": "code", "mountPath": CODE_DIR, "readOnly": True}],
+                pod_code.NO_IMAGE_ZONES],
+        "volumeMounts": [pod_code.MOUNT],
         "resources": {"requests": {"cpu": "50m", "memory": "64Mi", "ephemeral-storage": "16Mi"},
                       "limits": {"cpu": "500m", "memory": "128Mi", "ephemeral-storage": "64Mi"}},
         "securityContext": RESTRICTED_CONTAINER,
@@ -461,7 +421,7 @@ def cronjob_manifest(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, An
                          "template": {"metadata": {"labels": labels}, "spec": {
                              "serviceAccountName": SWITCH, "restartPolicy": "Never",
                              "securityContext": RESTRICTED_POD, "containers": [container],
-                             "volumes": [{"name": "code", "configMap": {"name": SWITCH, "items": items}}]}}}}}}
+                             "volumes": [pod_code.volume(SWITCH, _code_files(code_zones(item)))]}}}}}}
 
 
 def entry_objects(cfg: PlatformConfig, plan: ReservationPlan, entry: EntryQueue, now: datetime) -> list[dict[str, Any]]:

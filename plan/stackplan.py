@@ -17,7 +17,8 @@ from chrono import clock
 from config.loader import PlatformConfig
 from config.models import Queue
 
-from . import multikueue, queues, reservations
+from . import budgets, multikueue, queues, reservations
+from .budgets import BudgetPlan
 from .model import WorkloadPlan
 from .reservations import ReservationPlan
 
@@ -32,6 +33,7 @@ class StackPlan:
     # Entry name -> its queue (None: not queued), and the workers its Jobs may go to.
     queues: dict[str, Optional[Queue]] = field(default_factory=dict)
     workers: dict[str, list[str]] = field(default_factory=dict)
+    budgets: list[BudgetPlan] = field(default_factory=list)
 
     def reservation(self, name: Optional[str]) -> Optional[ReservationPlan]:
         """The plan of the reservation named `name` (an entry's `reservation`), if any."""
@@ -48,4 +50,5 @@ def plan_stack(cfg: PlatformConfig, entries: list[WorkloadPlan], now: Optional[d
     return StackPlan(cfg, entries, now, reservations.plan_reservations(cfg, entries),
                      reservations.pool_cohorts(cfg, now),
                      {p.entry.name: queues.queue_of(cfg, p) for p in entries},
-                     {p.entry.name: multikueue.entry_workers(cfg, p) for p in entries})
+                     {p.entry.name: multikueue.entry_workers(cfg, p) for p in entries},
+                     budgets.plan_budgets(cfg, entries))

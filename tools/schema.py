@@ -43,7 +43,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 from pydantic_core import core_schema
 
-from config import loader, models, names, quantity, reservations, rules, source
+from config import budgets, loader, models, names, quantity, reservations, rules, source
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 JOB_FILE = "job-file.schema.json"
@@ -369,6 +369,8 @@ MODEL_HELP = {
     "docs/multicluster.md.",
     "Reservation": "A reservation: part of one node pool held for windows on the calendar (recurring, or "
     "one window), lent to the pool's queues between windows. See docs/reservations.md.",
+    "Budget": "A budget: hours of each resource its queues may be admitted per period (recurring, or one "
+    "grant); when spent its queues hold (or also stop what runs). See docs/budgets.md.",
     "Schedule": "An entry of `kns:schedules` (or of `schedules:` in a job file): a CronJob in its "
     "own namespace. See docs/workloads.md and docs/prescaling.md.",
 }
@@ -489,6 +491,9 @@ def _rules(cls: type[BaseModel]) -> list[dict[str, Any]]:
                    "errorMessage": rules.RESERVATION_HOLDS_ONE.message},
                   {"oneOf": [{"required": ["schedule"]}, {"required": ["start"]}],
                    "errorMessage": rules.RESERVATION_WHEN_ONE.message}]
+    if issubclass(cls, budgets.Budget):
+        found.append({"oneOf": [{"required": ["reset"]}, {"required": ["start", "end"]}],
+                      "errorMessage": rules.BUDGET_PERIOD_ONE.message})
     if issubclass(cls, models.Queue):
         found += [{"if": {"not": _present(cls, "cohort", NOT_NULL)},
                    "then": _null(cls, limit, rules.LIMITS_NEED_COHORT.message)}
@@ -732,6 +737,9 @@ def _config_keys() -> dict[str, dict[str, Any]]:
         "reservations": {"type": ["array", "null"], "items": _ref("Reservation"),
                          "description": "Reservations: capacity of a pool held for windows on the calendar, lent "
                          "to the pool's queues between windows. See docs/reservations.md."},
+        "budgets": {"type": ["array", "null"], "items": _ref("Budget"),
+                    "description": "Budgets: resource-hours per team and period (allocations); a spent budget "
+                    "holds its queues until the next period. See docs/budgets.md."},
         "workers": {"type": ["array", "null"], "items": _ref("Worker"), "maxItems": rules.SITE_WORKERS_MAX,
                     "description": "Worker clusters of a MultiKueue site: kns:cluster is the manager, which "
                     "dispatches queued Jobs to them. See docs/multicluster.md."},
@@ -764,7 +772,7 @@ def stack_config_schema() -> dict[str, Any]:
     definitions = _definitions([
         models.Cluster, models.NodePool, models.PackingScheduler, models.KnsScheduler,
         models.Profile, models.Job, models.Schedule, models.Queueing, models.Queue, models.Priority, models.Worker,
-        models.StateLayout, reservations.Reservation,
+        models.StateLayout, reservations.Reservation, budgets.Budget,
     ])
     definitions[SECURE] = _secure_value()
     definitions[CREDENTIALS] = _credential_sets()

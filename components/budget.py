@@ -1,0 +1,38 @@
+"""A budget (`kns:queueing:Budget`, docs/budgets.md): its namespace, and its counter's
+CronJob, ConfigMap of code, ServiceAccount and RBAC, as plan/budgets.py makes them. What
+the counter counts and writes (the ledger, the queues' `stopPolicy`) is not among them:
+`pulumi up` never sees it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import pulumi
+from pulumi_kubernetes import _utilities
+
+from plan.inventory import BUDGET_TYPE as TYPE
+from plan.reservations import child_name, type_token
+
+
+@dataclass
+class BudgetArgs:
+    objects: list[dict[str, Any]]
+    # Kueue (its CRDs) and the queues the counter holds.
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
+
+
+class Budget(pulumi.ComponentResource):
+    def __init__(self, name: str, args: BudgetArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(TYPE, name, None, opts)
+        namespace, *rest = args.objects
+        self.namespace = self._register(name, namespace, pulumi.ResourceOptions(parent=self))
+        after = pulumi.ResourceOptions(parent=self, depends_on=[self.namespace, *args.depends_on])
+        self.children = [self._register(name, manifest, after) for manifest in rest]
+        self.register_outputs({"namespace": namespace["metadata"]["name"]})
+
+    @staticmethod
+    def _register(prefix: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+        return pulumi.CustomResource(type_token(manifest), child_name(prefix, manifest), dict(manifest),
+                                     pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+                                         version=_utilities.get_version())))
