@@ -97,3 +97,15 @@ def test_spent_and_warnings():
     used = {"nvidia.com/gpu": Decimal(96), "cpu": Decimal(10)}
     assert spent(used, {"nvidia.com/gpu": 100, "cpu": 10}) == ["cpu"]
     assert warnings(used, {"nvidia.com/gpu": 100, "cpu": 1000}, [80, 95]) == [("nvidia.com/gpu", 95)]
+
+
+def test_a_reservations_use_is_charged_to_the_budget_of_the_entries_that_use_it():
+    """docs/budgets.md: a window's use by a budget's entry counts against the budget (as Slurm
+    charges a reservation's jobs to their account); the holder's and other teams' do not."""
+    mine = {**workload("a", queue="kns-res-course", admitted=0, finished=30), "metadata": {"uid": "a",
+                                                                                           "namespace": "kns-train"}}
+    other = {**workload("b", queue="kns-res-course", admitted=0, finished=30),
+             "metadata": {"uid": "b", "namespace": "kns-res-course"}}
+    result = count([mine, other], ["physics"], PERIOD, at(60), Ledger("p"), {"kns-res-course": ["kns-train"]})
+    assert result.used["nvidia.com/gpu"] == 2
+    assert count([mine, other], ["physics"], PERIOD, at(60), Ledger("p")).used == {}
