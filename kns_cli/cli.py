@@ -35,6 +35,7 @@ from . import summary as summary_module
 from . import recover as recover_module
 from . import timeline as timeline_module
 from . import up as up_module
+from . import usage as usage_module
 from . import versions
 from .stack import ROOT, UsageError, check_stack, load_plan, load_stack
 
@@ -119,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     explain.add_argument("--now", type=_instant, metavar="ISO-8601",
                          help="list the runs after this time (default: now); no offset means UTC")
+    explain.add_argument("--live", action="store_true",
+                         help="also read the stack's cluster (kubectl) to say whether each entry's budgets admit "
+                              "it now")
     explain.set_defaults(run=run_explain)
 
     queues = commands.add_parser(
@@ -128,6 +132,16 @@ def build_parser() -> argparse.ArgumentParser:
         "`pulumi up`. See docs/queueing.md.")
     queues.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     queues.set_defaults(run=run_queues)
+
+    usage = commands.add_parser(
+        "usage", parents=[common], help="each budget's use of its period, read from the cluster",
+        description="Read the stack's cluster (its kubeconfig and context, with kubectl) and count each "
+                    "budget's use of its period as its counter does, without writing: used, limit, share, "
+                    "projected use at the period's end, state, next reset. See docs/budgets.md.")
+    usage.add_argument("--json", action="store_true", help="print the figures as JSON")
+    usage.add_argument("--chart", type=Path, metavar="FILE",
+                       help="also draw used and projected hours per budget over its period (.svg or .png)")
+    usage.set_defaults(run=run_usage)
 
     timeline = commands.add_parser(
         "timeline", parents=[common], help="an SVG of every schedule's runs and warm-up windows",
@@ -250,6 +264,10 @@ def run_explain(args: argparse.Namespace) -> int:
     planned = load_plan(args.project_dir, args.stack, now=args.now)
     check_names(planned.config, planned.entries, args.entries)
     document = explain_module.explain(planned, args.entries, planned.now)
+    if args.live and planned.budgets:
+        with usage_module.cluster_of(planned.config, args.project_dir) as cluster:
+            found = usage_module.read(cluster, planned.budgets)
+        usage_module.fill_admits(document, found)
     if args.format == "json":
         print(json.dumps(document, indent=2))
     else:
@@ -264,6 +282,28 @@ def run_queues(args: argparse.Namespace) -> int:
         print(json.dumps(document, indent=2))
     else:
         sys.stdout.write(queues_module.render_text(document))
+    return 0
+
+
+def run_usage(args: argparse.Namespace) -> int:
+    planned = load_plan(args.project_dir, args.stack)
+    if args.chart is not None and args.chart.suffix not in (".svg", ".png"):
+        raise UsageError(f"--chart writes .svg or .png, not {args.chart.suffix or 'a file without a suffix'}")
+    with usage_module.cluster_of(planned.config, args.project_dir) as cluster:
+        found = usage_module.read(cluster, planned.budgets)
+    document = usage_module.report(planned.config, planned.budgets, found, planned.now,
+                                   samples=48 if args.chart is not None else 0)
+    if args.chart is not None:
+        from . import charts
+        charts.usage_chart(usage_module.series(document), f"kns usage: stack {planned.config.stack}", args.chart)
+        for item in document["budgets"]:
+            item.pop("usedOverTime", None)
+    if args.json:
+        print(json.dumps(document, indent=2))
+    else:
+        sys.stdout.write(usage_module.render_text(document))
+        if args.chart is not None:
+            print(f"chart: {_shown(args.chart)}")
     return 0
 
 

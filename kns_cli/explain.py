@@ -189,6 +189,7 @@ def entry_facts(planned: StackPlan, plan: WorkloadPlan, now: Optional[datetime] 
                      if entry.priority is not None else None),
         "start": start_facts((starts or {}).get(entry.name)),
         "reservation": entry_reservation(planned, plan, now or planned.now),
+        "budgets": entry_budgets(planned, plan, now or planned.now),
     }
     if facts["start"] is not None and facts["start"]["guaranteed"] and facts["queue"] is not None:
         # The verdict counts who may hold the queue at warm-up; what it can preempt does not delay it.
@@ -248,6 +249,22 @@ def entry_reservation(planned: StackPlan, plan: WorkloadPlan, now: datetime) -> 
                 f" (warm-up of the window {calendar.describe(upcoming[0].window, item.zone())})" if upcoming
                 else "never: its last window is over")
     return {"name": item.name, "stateNow": phase, "canRun": runs, "atEnd": item.at_end}
+
+
+def entry_budgets(planned: StackPlan, plan: WorkloadPlan, now: datetime) -> list[dict[str, Any]]:
+    """The budgets that count an entry's Jobs (docs/budgets.md): those of its queue, and, for
+    the use of its reservation's windows, the same ones. Whether each admits it now is the
+    cluster's to say (`admitsNow`, filled by `./kns explain --live`; None offline)."""
+    out = []
+    for budget_plan in planned.budgets:
+        budget = budget_plan.budget
+        if plan.entry.queue is None or plan.entry.queue not in budget.queues:
+            continue
+        after = budget.periods().next_reset(now)
+        out.append({"name": budget.name, "limits": dict(budget.limits), "atLimit": budget.at_limit,
+                    "nextReset": after.isoformat() if after else None,
+                    "reservationCharged": plan.entry.reservation is not None, "admitsNow": None, "why": None})
+    return out
 
 
 def select(plans: list[WorkloadPlan], names: Iterable[str]) -> list[WorkloadPlan]:
@@ -375,6 +392,12 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
     if reserved is not None:
         field_rows.append(["reservation", f"{reserved['name']} ({reserved['stateNow']}; its Jobs run "
                                           f"{reserved['canRun']}; at the end: {reserved['atEnd']})"])
+    for budget in facts.get("budgets") or []:
+        limits = ", ".join(f"{hours:g} h of {resource}" for resource, hours in budget["limits"].items())
+        said = {None: "whether it admits now: ./kns explain --live", True: "admits now",
+                False: f"admits nothing now: {budget['why']}"}[budget["admitsNow"]]
+        reset = f"refilled {budget['nextReset']}" if budget["nextReset"] else "a grant"
+        field_rows.append(["budget", f"{budget['name']} ({limits}; {reset}; when spent: {budget['atLimit']}; {said})"])
     workers = facts["workers"]
     if workers is not None:
         failing = ("a failed worker fails the whole Job" if workers["restart"] == "together"

@@ -109,11 +109,15 @@ class Ledger:
     counted_at: Optional[str] = None
     open: dict[str, dict[str, Any]] = field(default_factory=dict)
     closed: dict[str, dict[str, Decimal]] = field(default_factory=dict)
+    # When each closed admission ended (key -> RFC 3339): `./kns usage --chart` draws use
+    # over time from it.
+    ends: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"period": self.period, "countedAt": self.counted_at,
                 "open": {k: v for k, v in sorted(self.open.items())},
-                "closed": {k: {r: str(v) for r, v in amounts.items()} for k, amounts in sorted(self.closed.items())}}
+                "closed": {k: {r: str(v) for r, v in amounts.items()} for k, amounts in sorted(self.closed.items())},
+                "ends": dict(sorted(self.ends.items()))}
 
     @classmethod
     def from_json(cls, data: Optional[Mapping[str, Any]], period: str) -> "Ledger":
@@ -121,7 +125,8 @@ class Ledger:
         if not data or data.get("period") != period:
             return cls(period)
         return cls(period, data.get("countedAt"), dict(data.get("open") or {}),
-                   {k: {r: Decimal(v) for r, v in amounts.items()} for k, amounts in (data.get("closed") or {}).items()})
+                   {k: {r: Decimal(v) for r, v in amounts.items()} for k, amounts in (data.get("closed") or {}).items()},
+                   dict(data.get("ends") or {}))
 
 
 @dataclass(frozen=True)
@@ -142,6 +147,7 @@ def count(workloads: Sequence[Mapping[str, Any]], queues: Sequence[str], since: 
     last = moment(ledger.counted_at) if ledger.counted_at else since
     opened: dict[str, dict[str, Any]] = {}
     closed = dict(ledger.closed)
+    ends = dict(ledger.ends)
     live: list[dict[str, Decimal]] = []
     for workload in workloads:
         found = admission(workload)
@@ -152,6 +158,7 @@ def count(workloads: Sequence[Mapping[str, Any]], queues: Sequence[str], since: 
             continue
         if found.end is not None:
             closed[found.key] = found.hours(since, now)
+            ends[found.key] = found.end.isoformat()
         else:
             live.append(found.hours(since, now))
             opened[found.key] = {"start": found.start.isoformat(), "clusterQueue": found.cluster_queue,
@@ -164,11 +171,12 @@ def count(workloads: Sequence[Mapping[str, Any]], queues: Sequence[str], since: 
         gone = Admission(uid, seen["clusterQueue"], {r: Decimal(v) for r, v in seen["resources"].items()},
                          start, ended_at(by_uid.get(uid), start, last))
         closed[key] = gone.hours(since, now)
+        ends[key] = (gone.end or now).isoformat()
     used: dict[str, Decimal] = {}
     for amounts in [*closed.values(), *live]:
         for resource, hours in amounts.items():
             used[resource] = used.get(resource, Decimal(0)) + hours
-    return Count(used, Ledger(ledger.period, now.isoformat(), opened, closed))
+    return Count(used, Ledger(ledger.period, now.isoformat(), opened, closed, ends))
 
 
 def spent(used: Mapping[str, Decimal], limits: Mapping[str, float]) -> list[str]:
@@ -185,3 +193,22 @@ def warnings(used: Mapping[str, Decimal], limits: Mapping[str, float], warn_at: 
         if reached:
             out.append((resource, max(reached)))
     return out
+
+
+def used_until(ledger: Ledger, live: Sequence[Admission], since: datetime, until: datetime) -> dict[str, Decimal]:
+    """The use counted in [since, until) for an earlier `until` than the ledger's count: each
+    closed admission's hours spread evenly over its time in the period (its rate was
+    constant: what Kueue admitted), and each live one's own (for `./kns usage --chart`)."""
+    used: dict[str, Decimal] = {}
+    for key, amounts in ledger.closed.items():
+        start = max(moment(key.split("@", 1)[1]), since)
+        end = moment(ledger.ends[key]) if key in ledger.ends else start
+        whole = (end - start).total_seconds()
+        part = Decimal(str(max(0.0, min(1.0, (until - start).total_seconds() / whole)))) if whole > 0 else (
+            Decimal(1) if until >= end else Decimal(0))
+        for resource, hours in amounts.items():
+            used[resource] = used.get(resource, Decimal(0)) + hours * part
+    for admission in live:
+        for resource, hours in admission.hours(since, until).items():
+            used[resource] = used.get(resource, Decimal(0)) + hours
+    return used
