@@ -194,3 +194,39 @@ def test_a_counting_interval_that_does_not_divide_an_hour_is_refused(tmp_path, c
     refused(tmp_path, capsys, stack({**QUARTERLY, "countEveryMinutes": 7}),
             ["kns:budgets[physics-q].countEveryMinutes: the value is invalid: input should be 1, 2, 3, 4, 5, 6, 10, "
              "12, 15, 20, 30 or 60"])
+
+
+# ---- docs/budgets.md's example ---------------------------------------------------------------
+
+def doc_blocks() -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    import json
+    import re
+    import yaml
+    text = (ROOT / "docs" / "budgets.md").read_text()
+    example = text[text.index("## Example"):]
+    stack_text = example.split("```yaml\n", 1)[1].split("```", 1)[0]
+    outputs = json.loads(example.split("```json\n", 1)[1].split("```", 1)[0])
+    texts = re.findall(r"```text\n(.*?)```", text, re.S)
+    return yaml.safe_load(stack_text)["config"], outputs, texts
+
+
+def test_the_pages_example_exports_what_it_shows_and_is_refused_as_it_says(monkeypatch, tmp_path, capsys):
+    from chrono import clock
+    from kns_testing.program import run_program
+    config, documented, texts = doc_blocks()
+    config["kns:cluster"] = {"name": "hpc-prod", "renderDir": "out"}  # no cluster to reach
+    monkeypatch.setattr(clock, "now", lambda: datetime(2026, 11, 28, 12, 0, tzinfo=timezone.utc))
+    assert run_program(config).outputs["budgets"] == documented
+    plain = {k.split(":", 1)[1]: v for k, v in config.items()}
+    plain["budgets"][0]["limits"] = {"amd.com/gpu": 5000}
+    refused(tmp_path, capsys, plain, [line.strip()[2:] for line in texts[0].splitlines()[1:]])
+    assert texts[0].splitlines()[0] == "kns-platform: invalid configuration, 1 problem; nothing was applied:"
+
+
+def test_the_pages_ttl_refusal_is_the_programs():
+    from tests.test_pod_classes import checked
+    config, _, texts = doc_blocks()
+    plain = {k.split(":", 1)[1]: v for k, v in config.items()}
+    plain["cluster"] = {"name": "hpc-prod", "renderDir": "out"}
+    plain["jobs"].append({**plain["jobs"][0], "name": "quick", "ttlHours": 0.05})
+    assert checked(plain) == [texts[1].strip()]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -1292,6 +1293,180 @@ def test_a_usage_based_queue_admits_the_team_that_used_less_first_and_a_plain_on
     assert "admissionScope" not in kueue.get("clusterqueues.kueue.x-k8s.io", "plain")["spec"]
     assert second_in_line(kueue, "kns-heavy", "kns-light") == "light"
     assert second_in_line(kueue, "kns-heavy-p", "kns-light-p") == "heavy"
+
+
+# ---- budgets: resource-hours per team and period (docs/budgets.md) --------------------------
+# A stack of its own on the same control plane and Kueue: pool budpool (one node, 4 GPUs),
+# queues bud-hold and bud-stop, each limited by a budget of BUD_LIMIT GPU-hours per period
+# (atLimit hold and stop), counted every minute. The period starts the minute the scenario
+# starts and lasts BUD_PERIOD minutes (a reset cron of those two minutes). kwok runs no
+# container: the counter pods' own command runs here with their own service account
+# (kns_testing/reservations.py), paused for BUD_PAUSED counts at first.
+
+BUD_NODE = ("bud-node-1", 16, 4)
+BUD_PERIOD = 10
+BUD_LIMIT = 0.02  # GPU-hours: 1.2 GPU-minutes
+BUD_PAUSED = 3
+BUD_NAMESPACES = {"hold-hours": "kns-budget-hold-hours", "stop-hours": "kns-budget-stop-hours"}
+
+
+def bud_job(name: str, queue: str) -> dict:
+    return {"name": name, "user": "ann", "image": "busybox:1.37", "gpus": 1, "cpu": 1, "memory": 256,
+            "pool": "budpool", "queue": queue, "annotations": {"kwok.x-k8s.io/run-for": "2h"}}
+
+
+def budget_config(cluster: Cluster, start: datetime, limit: float = BUD_LIMIT, more: tuple = ()) -> dict:
+    reset = f"{start.minute},{(start.minute + BUD_PERIOD) % 60} * * * *"
+    budget = {"limits": {"nvidia.com/gpu": limit}, "reset": reset, "timeZone": "Etc/UTC", "countEveryMinutes": 1}
+    return {
+        "kns:cluster": {"name": "kns-bud", "kubeconfig": str(cluster.kubeconfig)},
+        "kns:nodePools": [{"name": "budpool", "role": "gpu", "nodes": [BUD_NODE[0]], "gpu": {"perNode": BUD_NODE[2]}}],
+        "kns:packingScheduler": {"enabled": False},
+        "kns:queueing": {"enabled": True, "install": False},
+        "kns:queues": [{"name": q, "quota": {"budpool": {"cpu": 4, "memory": "4Gi", "nvidia.com/gpu": 2}}}
+                       for q in ("bud-hold", "bud-stop")],
+        "kns:budgets": [{"name": "hold-hours", "queues": ["bud-hold"], **budget},
+                        {"name": "stop-hours", "queues": ["bud-stop"], **budget, "atLimit": "stop"}],
+        "kns:jobs": [bud_job("bud-a", "bud-hold"), bud_job("bud-c", "bud-stop"), *more],
+    }
+
+
+def admissions(watches, namespace: str) -> list[tuple[datetime, datetime | None, float]]:
+    """Each admission of the namespace's Workloads as their recorded versions show it:
+    (QuotaReserved turning True, its end: Finished or Evicted turning True, GPUs admitted)."""
+    out: dict[tuple[str, str], list] = {}
+    for workload in workload_of(watches, namespace):
+        uid = workload["metadata"]["uid"]
+        held = condition(workload, "QuotaReserved")
+        admission = (workload.get("status") or {}).get("admission")
+        if held is not None and held["status"] == "True" and admission:
+            gpus = sum(float(parse(str(a.get("resourceUsage", {}).get("nvidia.com/gpu", "0"))))
+                       for a in admission["podSetAssignments"])
+            out.setdefault((uid, held["lastTransitionTime"]), [server_time(held["lastTransitionTime"]), None, gpus])
+        for kind in ("Finished", "Evicted"):
+            ended = condition(workload, kind)
+            if ended is not None and ended["status"] == "True":
+                for key, item in out.items():
+                    if key[0] == uid and item[1] is None and server_time(ended["lastTransitionTime"]) >= item[0]:
+                        item[1] = server_time(ended["lastTransitionTime"])
+    return [tuple(item) for item in out.values()]
+
+
+def gpu_hours(found, since: datetime, until: datetime) -> float:
+    total = 0.0
+    for start, end, gpus in found:
+        begin, finish = max(start, since), min(end or until, until)
+        total += max(0.0, (finish - begin).total_seconds()) * gpus / 3600
+    return total
+
+
+def budget_events(cluster: Cluster, budget: str, reason: str) -> list[dict]:
+    return [e for e in cluster.get("events", "-n", BUD_NAMESPACES[budget])["items"] if e["reason"] == reason]
+
+
+def stop_policy(cluster: Cluster, queue: str) -> str | None:
+    return cluster.get("clusterqueues.kueue.x-k8s.io", queue)["spec"].get("stopPolicy")
+
+
+def kns_usage(live: Stack) -> dict:
+    done = subprocess.run([str(ROOT / "kns"), "usage", "--json", "--stack", "local", "--project-dir", str(live.root)],
+                          env=live.env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return {b["name"]: b for b in json.loads(done.stdout)["budgets"]}
+
+
+def ledger(cluster: Cluster, budget: str) -> dict:
+    return json.loads(cluster.get("configmap", "ledger", "-n", BUD_NAMESPACES[budget])["data"]["ledger.json"])
+
+
+def test_a_spent_budget_holds_or_stops_its_queues_until_its_next_period(kueue, watches, tmp_path_factory):
+    """Contract section 17 on the real Kueue: counting suspended for BUD_PAUSED intervals loses
+    nothing; once spent, `hold` lets the running Job finish and admits nothing new, `stop`
+    evicts and requeues; the queue says which budget; `./kns usage` matches the Workloads'
+    own admitted time; `up --refresh` with a changed limit loses nothing; the next period
+    reopens both queues; the counter's account may stop these queues and nothing else."""
+    kueue.apply(node_manifest(*BUD_NODE))
+    start = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    period_end = start + timedelta(minutes=BUD_PERIOD)
+    counters = {name: SwitchKubelet(kueue, namespace, prefix="counter-") for name, namespace in BUD_NAMESPACES.items()}
+    for counter in counters.values():
+        counter.pause()
+    live = project(tmp_path_factory, kueue, "budgets", budget_config(kueue, start))
+    try:
+        live.up()
+        # RBAC: these queues' stopPolicy, its ledger and events, a list of Workloads; nothing else.
+        me = "system:serviceaccount:kns-budget-hold-hours:counter"
+        assert kueue.can(me, "patch", "clusterqueues.kueue.x-k8s.io/bud-hold")
+        assert not kueue.can(me, "patch", "clusterqueues.kueue.x-k8s.io/bud-stop")
+        assert not kueue.can(me, "delete", "clusterqueues.kueue.x-k8s.io/bud-hold")
+        assert kueue.can(me, "list", "workloads.kueue.x-k8s.io")
+        assert not kueue.can(me, "patch", "workloads.kueue.x-k8s.io")
+        assert kueue.can(me, "patch", "configmaps/ledger", "kns-budget-hold-hours")
+        assert not kueue.can(me, "patch", "configmaps/counter", "kns-budget-hold-hours")
+        assert not kueue.can(me, "get", "secrets", "kns-bud-a")
+        assert not kueue.can(me, "create", "jobs.batch", "kns-bud-a")
+        for job, namespace in (("bud-a", "kns-bud-a"), ("bud-c", "kns-bud-c")):
+            kueue.wait(lambda: reserved(kueue, namespace, job), slack(), message=f"{job} admitted")
+        # Counting suspended: the counter pods wait (as on a node whose kubelet is down).
+        paused_until = time.time() + BUD_PAUSED * 60
+        kueue.wait(lambda: time.time() >= paused_until, BUD_PAUSED * 60 + slack(), every=5, message="pause")
+        assert not any(c.runs for c in counters.values())
+        resumed = time.time()
+        for counter in counters.values():
+            counter.resume()
+        kueue.wait(lambda: stop_policy(kueue, "bud-hold") == "Hold" and stop_policy(kueue, "bud-stop") == "HoldAndDrain",
+                   slack(60), message=lambda: "\n".join(c.report() for c in counters.values()))
+        # stop: evicted and requeued; hold: still running, then runs to its end.
+        kueue.wait(lambda: any(is_true(w, "Evicted") for w in workload_of(watches, "kns-bud-c")), slack(),
+                   message="bud-c evicted")
+        assert not any(is_true(w, "Evicted") for w in workload_of(watches, "kns-bud-a"))
+        assert reserved(kueue, "kns-bud-a", "bud-a") and not reserved(kueue, "kns-bud-c", "bud-c")
+        for queue, budget in (("bud-hold", "hold-hours"), ("bud-stop", "stop-hours")):
+            said = json.loads(kueue.get("clusterqueues.kueue.x-k8s.io", queue)["metadata"]["annotations"][
+                f"kns.io/budget.{budget}"])
+            assert said["held"] and said["why"].startswith("spent (nvidia.com/gpu"), said
+            (spent,) = budget_events(kueue, budget, "BudgetSpent")
+            assert spent["involvedObject"]["name"] == queue and budget in spent["message"]
+        end_pod(kueue, "kns-bud-a")
+        kueue.wait(lambda: finished_at(watches, "bud-a"), slack(), message="bud-a finished")
+
+        # What ./kns usage prints is what the Workloads' conditions say, within one interval.
+        truth = gpu_hours(admissions(watches, "kns-bud-a"), start, datetime.now(timezone.utc))
+        shown = kns_usage(live)["hold-hours"]
+        assert shown["state"] == "spent" and shown["counterSays"]["held"]
+        assert abs(shown["resources"]["nvidia.com/gpu"]["used"] - truth) <= 60 / 3600, (shown, truth)
+        # A new Job of the spent budget waits; an `up --refresh` that also changes the limit
+        # loses nothing of what was counted.
+        live.edit(lambda c: c.update(budget_config(kueue, start, BUD_LIMIT * 1.25, (bud_job("bud-b", "bud-hold"),))))
+        live.pulumi("up", "--refresh", "--yes")
+        kueue.wait(lambda: job_workload(kueue, "kns-bud-b", "bud-b"), slack(), message="bud-b queued")
+        created = time.time()
+        kueue.wait(lambda: counters["hold-hours"].runs_after(created + 1), slack(60),
+                   message=counters["hold-hours"].report)
+        assert not reserved(kueue, "kns-bud-b", "bud-b")
+        assert stop_policy(kueue, "bud-hold") == "Hold"
+        # bud-a's admission, recorded whole in the ledger (closed at its Finished) across the
+        # refresh and the new limit: nothing counted was lost.
+        closed = sum(float(h.get("nvidia.com/gpu", 0)) for h in ledger(kueue, "hold-hours")["closed"].values())
+        assert abs(closed - truth) <= 2 / 3600, (closed, truth)
+        assert kns_usage(live)["hold-hours"]["resources"]["nvidia.com/gpu"]["used"] >= truth - 2 / 3600
+
+        # The next period reopens both queues: the waiting and the requeued Jobs are admitted.
+        assert datetime.now(timezone.utc) < period_end, "the scenario outran its period"
+        kueue.wait(lambda: datetime.now(timezone.utc) >= period_end, BUD_PERIOD * 60, every=5, message="period end")
+        kueue.wait(lambda: reserved(kueue, "kns-bud-b", "bud-b") and reserved(kueue, "kns-bud-c", "bud-c"), slack(60),
+                   message=lambda: "\n".join(c.report() for c in counters.values()))
+        assert stop_policy(kueue, "bud-hold") is None and stop_policy(kueue, "bud-stop") is None
+        for budget in BUD_NAMESPACES:
+            assert budget_events(kueue, budget, "BudgetReopened")
+        assert not [r for c in counters.values() for r in c.runs if r.returncode != 0], \
+            "\n".join(c.report() for c in counters.values())
+    finally:
+        for counter in counters.values():
+            counter.stop()
+        for namespace in ("kns-bud-a", "kns-bud-b", "kns-bud-c"):
+            kueue.kubectl("delete", "jobs", "--all", "-n", namespace, "--wait=true", check=False)
+        live.pulumi("destroy", "--yes", check=False)
 
 
 def test_destroy_removes_queues_flavors_and_local_queues(stack, kueue):
