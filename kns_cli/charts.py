@@ -70,6 +70,17 @@ def suffix_of(path: Path | str) -> str:
     return suffix
 
 
+_GID = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def gid(*parts: object) -> str:
+    """An SVG id from parts joined by '-' (names are DNS labels; anything else is refused)."""
+    text = "-".join(str(p) for p in parts)
+    if not _GID.fullmatch(text):
+        raise ValueError(f"{text!r} cannot be an SVG id")
+    return text
+
+
 def svg_text(fig: Figure, tooltips: Optional[Mapping[str, str]] = None) -> str:
     """The figure as SVG text. `tooltips` maps an artist's gid to a hover text, written as
     the SVG <title> of the group matplotlib writes for it (matplotlib has no tooltips)."""
@@ -163,13 +174,3 @@ def _usage_axes(ax, index: int, item: UsageSeries) -> None:
     ax.grid(True, color="#e3e3e3")
     ax.legend(loc="best")
 
-
-_GID = re.compile(r"[A-Za-z0-9._-]+")
-
-
-def gid(*parts: object) -> str:
-    """An SVG id from parts joined by '-' (names are DNS labels; anything else is refused)."""
-    text = "-".join(str(p) for p in parts)
-    if not _GID.fullmatch(text):
-        raise ValueError(f"{text!r} cannot be an SVG id")
-    return text

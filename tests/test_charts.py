@@ -129,3 +129,11 @@ def test_a_gid_is_refused_when_it_cannot_be_an_svg_id():
     assert charts.gid("run", "nightly-report", 3) == "run-nightly-report-3"
     with pytest.raises(ValueError):
         charts.gid("run", 'a"b', 0)
+
+
+def test_only_the_timeline_command_loads_matplotlib():
+    """It takes most of a second to import: `./kns validate` and the rest do without it."""
+    code = "import sys, kns_cli.cli; sys.exit('matplotlib' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stderr.decode() or "kns_cli.cli imports matplotlib"
