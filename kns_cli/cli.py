@@ -33,7 +33,6 @@ from . import preview as preview_module
 from . import queues as queues_module
 from . import summary as summary_module
 from . import recover as recover_module
-from . import timeline as timeline_module
 from . import up as up_module
 from . import usage as usage_module
 from . import versions
@@ -144,14 +143,14 @@ def build_parser() -> argparse.ArgumentParser:
     usage.set_defaults(run=run_usage)
 
     timeline = commands.add_parser(
-        "timeline", parents=[common], help="an SVG of every schedule's runs and warm-up windows",
-        description="Write an SVG with one row per schedule: each run in the window as a marker, its "
-                    "warm-up (primer to start) as a shaded bar, on a UTC time axis.")
+        "timeline", parents=[common], help="a picture (SVG or PNG) of every schedule's runs and warm-up windows",
+        description="Write an SVG (or a PNG) with one row per schedule: each run in the window as a marker, "
+                    "its warm-up (primer to start) as a shaded bar, on a UTC time axis.")
     timeline.add_argument("--hours", type=_hours, default=24.0, help="window length in hours (default: 24)")
     timeline.add_argument("--start", type=_instant, metavar="ISO-8601",
                           help="window start (default: the current hour, UTC); no offset means UTC")
     timeline.add_argument("--output", type=Path, metavar="FILE",
-                          help="where to write the SVG (default: <project dir>/build/timeline-<stack>.svg)")
+                          help="where to write it, .svg or .png (default: <project dir>/build/timeline-<stack>.svg)")
     timeline.set_defaults(run=run_timeline)
 
     preview = commands.add_parser(
@@ -316,13 +315,20 @@ def _shown(path: Path) -> str:
 
 
 def run_timeline(args: argparse.Namespace) -> int:
+    # Imported here: matplotlib takes most of a second to load, which the other commands skip.
+    from . import charts
+    from . import timeline as timeline_module
     cfg, plans = load_stack(args.project_dir, args.stack)
     start = (args.start or timeline_module.default_start()).astimezone(timezone.utc)
     output = args.output or Path(args.project_dir) / "build" / f"timeline-{args.stack}.svg"
-    svg = timeline_module.render(cfg, plans, start, args.hours)
+    try:
+        charts.suffix_of(output)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    drawing = timeline_module.draw(cfg, plans, start, args.hours)
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(svg, encoding="utf-8")
+        drawing.save(output)
     except OSError as exc:
         raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
     schedules = sum(1 for plan in plans if plan.is_schedule)

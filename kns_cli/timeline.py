@@ -1,25 +1,38 @@
-"""`kns timeline`: an SVG of every schedule's runs and warm-up windows in a time window.
+"""`kns timeline`: a picture of every schedule's runs and warm-up windows in a time window.
 
 First a row per pool with reservations (docs/reservations.md): each window a band, its
-warm-up a lighter band before it. Then one row per schedule entry (config order). Each run starting in [start, end) is a marker
-at its start; its warm-up (primer fire to start) is a shaded bar, cut at the left edge
-when it began before the window. The axis is UTC with a tick every hour; each row notes
-its schedule's own time zone. Runs and primers come from `kns_cli.runs` (the program's
-`next_runs` and derived primer schedules). The output depends only on the config and
-the window, so a fixed start gives the same file every time.
+warm-up a lighter band before it. Then one row per schedule entry (config order). Each run
+starting in [start, end) is a marker at its start; its warm-up (primer fire to start) is a
+shaded bar, cut at the left edge when it began before the window. The axis is UTC with a
+grid line every hour; each row notes its schedule's own time zone. Runs and primers come
+from `kns_cli.runs` (the program's `next_runs` and derived primer schedules).
+
+It is drawn with matplotlib through `kns_cli.charts`, so the same config and window give
+the same bytes every time. Each run, warm-up and band is its own artist with a gid (see
+`Drawing`), which the SVG keeps as the element's id: tests and readers find them there.
+The layout is in pixels (one SVG unit each): the plot spans PLOT_LEFT to
+PLOT_LEFT + PLOT_WIDTH, rows are ROW_HEIGHT high from ROWS_TOP down; in data
+coordinates x is hours from the window's start and row i spans y from i to i + 1.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Optional, Sequence
-from xml.sax.saxutils import escape, quoteattr
+
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.transforms import blended_transform_factory
 
 from chrono import calendar, cron
 from config.loader import PlatformConfig
 from plan.model import WorkloadPlan
 
+from . import charts
 from .runs import Run, runs_between
 from .starts import StartCheck, check_starts
 
@@ -29,11 +42,32 @@ RIGHT = 44
 PLOT_LEFT = LABEL_WIDTH
 PLOT_WIDTH = WIDTH - LABEL_WIDTH - RIGHT
 AXIS_Y = 104
-ROWS_TOP = 114
+ROWS_TOP = AXIS_Y
 ROW_HEIGHT = 46
 BAR_HEIGHT = 22
+MARK_HEIGHT = 28
+BOTTOM = 92
 LABEL_STEPS = (1, 2, 3, 4, 6, 12, 24)
-FONT = "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\""
+# What each kind of mark looks like: (face colour, edge colour); the SVG's styles show them.
+COLORS = {
+    "run": ("#1f5fa8", "#1f5fa8"),
+    "guaranteed": ("#1b7f3b", "#1b7f3b"),
+    "best-effort": ("#ffffff", "#c0392b"),
+    "warmup": ("#f4a259", "#d9822b"),
+    "warm-capacity": ("#4caf7a", "#2e7d4f"),
+    "window": ("#3b6fb6", "#3b6fb6"),
+    "window-warmup": ("#9fb8e0", "#9fb8e0"),
+}
+GREY = "#555555"
+LEGEND = {
+    "run": "run start",
+    "warmup": "warm-up: the primer CronJob fires, the pod holds its node until the start",
+    "warm-capacity": "warm capacity: Karpenter holds a node for it",
+    "guaranteed": "queued, start guaranteed",
+    "best-effort": "queued, best effort: may start late (./kns explain says why)",
+    "window": "reservation window",
+    "window-warmup": "its warm-up",
+}
 
 
 @dataclass(frozen=True)
@@ -43,24 +77,18 @@ class Row:
     # A prescaled schedule on a queue: which of its starts are guaranteed (docs/queueing.md).
     start: Optional[StartCheck] = None
 
+    def kind(self, run: Run) -> str:
+        """run, or for a prescaled schedule on a queue guaranteed or best-effort."""
+        if self.start is None:
+            return "run"
+        return "guaranteed" if self.start.run_guaranteed(run.start) else "best-effort"
+
 
 def rows(plans: list[WorkloadPlan], start: datetime, end: datetime,
          starts: Optional[dict[str, StartCheck]] = None) -> list[Row]:
     """Every schedule entry with its runs in [start, end)."""
     return [Row(plan, runs_between(plan, start, end), (starts or {}).get(plan.entry.name))
             for plan in plans if plan.is_schedule]
-
-
-class Scale:
-    """Instants to x coordinates across the plot."""
-
-    def __init__(self, start: datetime, end: datetime):
-        self.start, self.end = start, end
-        self.seconds = (end - start).total_seconds()
-
-    def x(self, moment: datetime) -> float:
-        offset = (moment - self.start).total_seconds() / self.seconds
-        return PLOT_LEFT + min(max(offset, 0.0), 1.0) * PLOT_WIDTH
 
 
 def number(value: float) -> str:
@@ -107,183 +135,223 @@ def bands(cfg: PlatformConfig, start: datetime, end: datetime) -> dict[str, list
     return out
 
 
-def _band_row(index: int, pool: str, found: list[Band], scale: Scale) -> list[str]:
-    top = ROWS_TOP + index * ROW_HEIGHT
-    middle = top + ROW_HEIGHT / 2
-    out = [f'<g class="reservations" data-pool={quoteattr(pool)} data-windows="{len(found)}">',
-           f'<rect x="0" y="{top}" width="{WIDTH}" height="{ROW_HEIGHT}" fill="#eef3fb"/>',
-           f'<text x="16" y="{number(top + 19)}" font-weight="bold">pool {escape(pool)}: reservations</text>',
-           f'<text x="16" y="{number(top + 35)}" font-size="11" fill="#555555">'
-           f'{escape(", ".join(dict.fromkeys(b.reservation for b in found)) or "no window in this view")}</text>']
-    for band in found:
-        warm, left, right = scale.x(band.warm_up), scale.x(band.window.start), scale.x(band.window.end)
-        y = number(middle - BAR_HEIGHT / 2)
-        title = f"{band.reservation}: {utc_label(band.window.start)} to {utc_label(band.window.end)}"
-        if left > warm:
-            out.append(f'<rect class="reservation-warmup" data-reservation={quoteattr(band.reservation)} '
-                       f'x="{number(warm)}" y="{y}" width="{number(left - warm)}" height="{BAR_HEIGHT}" '
-                       f'fill="#9fb8e0" fill-opacity="0.6"><title>{escape(title)}: warm-up from '
-                       f"{utc_label(band.warm_up)}</title></rect>")
-        out.append(f'<rect class="reservation" data-reservation={quoteattr(band.reservation)} '
-                   f'data-start="{band.window.start.isoformat()}" data-end="{band.window.end.isoformat()}" '
-                   f'x="{number(left)}" y="{y}" width="{number(max(right - left, 0))}" height="{BAR_HEIGHT}" '
-                   f'fill="#3b6fb6" fill-opacity="0.75"><title>{escape(title)}</title></rect>')
-        if right - left > 60:
-            out.append(f'<text x="{number(left + 4)}" y="{number(middle + 4)}" font-size="10" fill="#ffffff">'
-                       f"{escape(band.reservation)}</text>")
-    out.append("</g>")
-    return out
+@dataclass
+class Drawing:
+    """The figure and what was drawn on it, for the command to save and tests to check.
+
+    gids: `label-<entry>` and `note-<entry>` (a row's name and what it runs),
+    `run-<entry>-<i>` and `warmup-<entry>-<i>` (run i of the row's runs in the window),
+    `local-<entry>-<i>` (its local start time), `shade-<entry>-<i>` (its reservation's
+    window i under the row), `pool-<pool>` and `poolnote-<pool>` (a reservation row's name
+    and its reservations), `window-<pool>-<i>` and `window-<pool>-<i>-warmup` (band i of
+    the pool's row), `hours` and `midnights` (the grid), `title`, `legend`.
+    """
+
+    figure: Figure
+    ax: Axes
+    start: datetime
+    end: datetime
+    rows: list[Row]
+    bands: dict[str, list[Band]]
+    kinds: dict[str, str] = field(default_factory=dict)  # gid -> COLORS key
+    tooltips: dict[str, str] = field(default_factory=dict)  # gid -> hover text in the SVG
+
+    def hours(self, moment: datetime) -> float:
+        """x in data coordinates: hours from the start, clamped to the window."""
+        span = (self.end - self.start).total_seconds()
+        return min(max((moment - self.start).total_seconds(), 0.0), span) / 3600
+
+    def pixel_x(self, moment: datetime) -> float:
+        """x of an instant in SVG units, through the axes' data-to-pixel transform."""
+        return float(self.ax.transData.transform((self.hours(moment), 0))[0])
+
+    def svg(self) -> str:
+        return charts.svg_text(self.figure, self.tooltips)
+
+    def save(self, path: Path) -> None:
+        charts.save(self.figure, path, self.tooltips)
 
 
 def render(cfg: PlatformConfig, plans: list[WorkloadPlan], start: datetime, hours: float) -> str:
     """The SVG document (text) for the window of `hours` hours from `start` (aware)."""
+    return draw(cfg, plans, start, hours).svg()
+
+
+def draw(cfg: PlatformConfig, plans: list[WorkloadPlan], start: datetime, hours: float) -> Drawing:
+    """The timeline of the window of `hours` hours from `start` (aware), as a figure."""
     start = start.astimezone(timezone.utc)
     end = start + timedelta(hours=hours)
-    scale = Scale(start, end)
     table = rows(plans, start, end, check_starts(cfg, plans, start, end - start))
     reserved = bands(cfg, start, end)
-    rows_bottom = ROWS_TOP + max(len(table) + len(reserved), 1) * ROW_HEIGHT
-    height = rows_bottom + 82
-    out: list[str] = [
-        '<?xml version="1.0" encoding="UTF-8"?>',
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
-        f'viewBox="0 0 {WIDTH} {height}" {FONT} font-size="12">',
-        f"<title>kns timeline: stack {escape(cfg.stack)}, {utc_label(start)} to {utc_label(end)}</title>",
-        f'<rect x="0" y="0" width="{WIDTH}" height="{height}" fill="#ffffff"/>',
-        f'<text class="title" x="16" y="28" font-size="17" font-weight="bold">kns timeline: stack '
-        f'{escape(cfg.stack)}, {utc_label(start)} to {utc_label(end)} ({number(hours)} h)</text>',
-        '<text x="16" y="48" fill="#555555">Time axis in UTC, a tick every hour. One row per schedule, '
-        'in its own time zone (noted under its name).</text>',
-        '<text x="16" y="64" fill="#555555">A marker is a run start (its local time beside it when there is '
-        'room); a shaded bar is its warm-up, from the primer to the start.</text>',
-    ]
-    out += _axis(scale, start, end, hours, rows_bottom)
-    if not table and not reserved:
-        out.append(f'<text x="{PLOT_LEFT + 8}" y="{ROWS_TOP + 28}" fill="#555555">'
-                   f"no schedule entries in stack {escape(cfg.stack)}</text>")
-    for index, (pool, found) in enumerate(reserved.items()):
-        out += _band_row(index, pool, found, scale)
-    by_reservation = {band.reservation: [] for found in reserved.values() for band in found}
-    for found in reserved.values():
-        for band in found:
-            by_reservation[band.reservation].append(band)
-    for index, row in enumerate(table, start=len(reserved)):
-        out += _row(index, row, scale, by_reservation.get(row.plan.entry.reservation or "", []))
-    out += _legend(height - 48)
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+    count = max(len(table) + len(reserved), 1)
+    height = ROWS_TOP + count * ROW_HEIGHT + BOTTOM
+    with charts.style():
+        fig = charts.figure(WIDTH, height)
+        ax = fig.add_axes((PLOT_LEFT / WIDTH, (height - ROWS_TOP - count * ROW_HEIGHT) / height,
+                           PLOT_WIDTH / WIDTH, count * ROW_HEIGHT / height))
+        drawing = Drawing(fig, ax, start, end, table, reserved)
+        ax.set_xlim(0, hours)
+        ax.set_ylim(count, 0)
+        ax.patch.set_visible(False)
+        for side in ("left", "right", "bottom"):
+            ax.spines[side].set_visible(False)
+        ax.spines["top"].set_color("#333333")
+        ax.set_yticks([])
+        title = f"kns timeline: stack {cfg.stack}, {utc_label(start)} to {utc_label(end)} ({number(hours)} h)"
+        fig.text(16 / WIDTH, 1 - 28 / height, title, fontsize=17, fontweight="bold", gid="title")
+        fig.text(16 / WIDTH, 1 - 48 / height, "Time axis in UTC, a grid line every hour. One row per schedule, "
+                 "in its own time zone (noted under its name).", color=GREY)
+        fig.text(16 / WIDTH, 1 - 64 / height, "A marker is a run start (its local time beside it when there is "
+                 "room); a shaded bar is its warm-up, from the primer to the start.", color=GREY)
+        _axis(drawing, hours)
+        if not table and not reserved:
+            ax.text(8 / PLOT_WIDTH * hours, 0.5, f"no schedule entries in stack {cfg.stack}", color=GREY, va="center")
+        for index, (pool, found) in enumerate(reserved.items()):
+            _band_row(drawing, index, pool, found)
+        by_reservation: dict[str, list[Band]] = {}
+        for found in reserved.values():
+            for band in found:
+                by_reservation.setdefault(band.reservation, []).append(band)
+        for index, row in enumerate(table, start=len(reserved)):
+            _row(drawing, index, row, by_reservation.get(row.plan.entry.reservation or "", []))
+        _legend(drawing, height, bool(reserved))
+    return drawing
 
 
-def _axis(scale: Scale, start: datetime, end: datetime, hours: float, bottom: float) -> list[str]:
+def _backdrop(drawing: Drawing, index: int, color: str) -> None:
+    """A row's background across the whole width, labels included."""
+    across = blended_transform_factory(drawing.figure.transFigure, drawing.ax.transData)
+    drawing.ax.add_artist(Rectangle((0, index), 1, 1, transform=across, facecolor=color, edgecolor="none",
+                                    clip_on=False, zorder=0))
+
+
+def _label(drawing: Drawing, index: int, name: str, note: str, gids: tuple[str, str]) -> None:
+    across = blended_transform_factory(drawing.figure.transFigure, drawing.ax.transData)
+    drawing.ax.text(16 / WIDTH, index + 19 / ROW_HEIGHT, name, transform=across, fontweight="bold",
+                    va="baseline", gid=gids[0])
+    drawing.ax.text(16 / WIDTH, index + 35 / ROW_HEIGHT, note, transform=across, fontsize=11, color=GREY,
+                    va="baseline", gid=gids[1])
+
+
+def _rectangle(drawing: Drawing, gid: str, kind: str, left: datetime, right: datetime, top: float,
+               height: float, alpha: float, tooltip: str = "") -> None:
+    x = drawing.hours(left)
+    face, edge = COLORS[kind]
+    drawing.ax.add_patch(Rectangle((x, top), max(drawing.hours(right) - x, 0), height, facecolor=face,
+                                   edgecolor=edge, linewidth=0.5, alpha=alpha, gid=gid, zorder=2))
+    drawing.kinds[gid] = kind
+    if tooltip:
+        drawing.tooltips[gid] = tooltip
+
+
+def _band_row(drawing: Drawing, index: int, pool: str, found: list[Band]) -> None:
+    _backdrop(drawing, index, "#eef3fb")
+    names = ", ".join(dict.fromkeys(b.reservation for b in found)) or "no window in this view"
+    _label(drawing, index, f"pool {pool}: reservations", names,
+           (charts.gid("pool", pool), charts.gid("poolnote", pool)))
+    bar = BAR_HEIGHT / ROW_HEIGHT
+    top = index + (1 - bar) / 2
+    for i, band in enumerate(found):
+        gid = charts.gid("window", pool, i)
+        title = f"{band.reservation}: {utc_label(band.window.start)} to {utc_label(band.window.end)}"
+        if drawing.hours(band.window.start) > drawing.hours(band.warm_up):
+            _rectangle(drawing, f"{gid}-warmup", "window-warmup", band.warm_up, band.window.start, top, bar, 0.6,
+                       f"{title}: warm-up from {utc_label(band.warm_up)}")
+        _rectangle(drawing, gid, "window", band.window.start, band.window.end, top, bar, 0.75, title)
+        left, right = drawing.hours(band.window.start), drawing.hours(band.window.end)
+        if (right - left) * PLOT_WIDTH / drawing.hours(drawing.end) > 60:
+            drawing.ax.text(left + 4 * drawing.hours(drawing.end) / PLOT_WIDTH, index + 0.5, band.reservation,
+                            fontsize=10, color="#ffffff", va="center", zorder=3)
+
+
+def _row(drawing: Drawing, index: int, row: Row, windows: Sequence[Band] = ()) -> None:
+    plan, ax = row.plan, drawing.ax
+    name, zone = plan.entry.name, plan.entry.time_zone
+    if index % 2 == 0:
+        _backdrop(drawing, index, "#f5f7fa")
+    for i, band in enumerate(windows):  # its reservation's windows under its runs
+        _rectangle(drawing, charts.gid("shade", name, i), "window", band.warm_up, band.window.end, index, 1, 0.12)
+    _label(drawing, index, name, _describe(plan), (charts.gid("label", name), charts.gid("note", name)))
+    middle = index + 0.5
+    ax.plot([0, drawing.hours(drawing.end)], [middle, middle], color="#d0d5dd", linewidth=1,
+            linestyle=(0, (2, 3)), zorder=1)
+    span = drawing.hours(drawing.end)
+    xs = [drawing.hours(run.start) * PLOT_WIDTH / span for run in row.runs]
+    # Local start times beside the markers, when they have room.
+    labelled = (len(xs) <= 24 and all(b - a >= 64 for a, b in zip(xs, xs[1:]))
+                and (not xs or xs[-1] < PLOT_WIDTH - 50))
+    bar, mark = BAR_HEIGHT / ROW_HEIGHT, MARK_HEIGHT / ROW_HEIGHT / 2
+    for i, run in enumerate(row.runs):
+        x = drawing.hours(run.start)
+        if run.primer is not None:
+            # On an autoscaled pool Karpenter adds a node for the primed pod and keeps it to the start.
+            warm = plan.on_autoscaled_pool
+            held = f" (warm capacity held on autoscaled pool {plan.pool.name})" if warm else ""
+            _rectangle(drawing, charts.gid("warmup", name, i), "warm-capacity" if warm else "warmup",
+                       run.primer, run.start, middle - bar / 2, bar, 0.55,
+                       f"{name}: warm-up from {_local(run.primer, zone)} ({utc_label(run.primer)}){held}")
+        kind = row.kind(run)
+        face, edge = COLORS[kind]
+        note = ""
+        if kind == "guaranteed":
+            note = ": start guaranteed"
+        elif kind == "best-effort":
+            note = ": best effort, " + (row.start.late.get(run.start) or "; ".join(row.start.reasons))
+        gid = charts.gid("run", name, i)
+        ax.add_line(Line2D([x, x, x], [middle - mark, middle, middle + mark], color=edge, linewidth=2.5,
+                           linestyle=(0, (3, 2)) if kind == "best-effort" else "-", marker="o", markevery=[1],
+                           markersize=7, markerfacecolor=face, markeredgecolor=edge, markeredgewidth=1,
+                           clip_on=False, zorder=4, gid=gid))
+        drawing.kinds[gid] = kind
+        drawing.tooltips[gid] = f"{name}: run at {_local(run.start, zone)} ({utc_label(run.start)}){note}"
+        if labelled:
+            wall = run.start.astimezone(cron.zone(zone)).strftime("%H:%M %Z")
+            ax.text(x + 4 * span / PLOT_WIDTH, middle - 6 / ROW_HEIGHT, wall, fontsize=9, color=COLORS["run"][1],
+                    zorder=4, gid=charts.gid("local", name, i))
+
+
+def _axis(drawing: Drawing, hours: float) -> None:
+    """Hour labels along the top (the date above each midnight) and a grid line every hour,
+    or every few hours when an hourly grid would be denser than 4 pixels."""
+    ax, start, end = drawing.ax, drawing.start, drawing.end
     step = next((s for s in LABEL_STEPS if hours / s <= 24), 24)
-    out = ['<g class="axis">',
-           f'<line x1="{PLOT_LEFT}" y1="{AXIS_Y}" x2="{PLOT_LEFT + PLOT_WIDTH}" y2="{AXIS_Y}" stroke="#333333"/>']
+    grid = next((s for s in LABEL_STEPS if PLOT_WIDTH / (hours / s) >= 4), 24)
     tick = start.replace(minute=0, second=0, microsecond=0)
     if tick < start:
         tick += timedelta(hours=1)
+    lines, midnights, labels = [], [], {}
     while tick <= end:
-        x = number(scale.x(tick))
-        midnight = tick.hour == 0
-        out.append(f'<line class="tick" data-time="{tick.isoformat()}" x1="{x}" y1="{AXIS_Y - 5}" x2="{x}" '
-                   f'y2="{bottom}" stroke="{"#999999" if midnight else "#e3e3e3"}"/>')
+        x = drawing.hours(tick)
+        if tick.hour == 0:
+            midnights.append(x)
+        elif tick.hour % grid == 0:
+            lines.append(x)
         if tick.hour % step == 0:
-            out.append(f'<text x="{x}" y="{AXIS_Y - 9}" text-anchor="middle" font-size="10" fill="#333333">'
-                       f"{tick:%H}</text>")
-        if midnight:
-            out.append(f'<text x="{x}" y="{AXIS_Y - 22}" text-anchor="middle" font-size="10" '
-                       f'font-weight="bold">{tick:%a %m-%d}</text>')
+            labels[x] = f"{tick:%a %m-%d}\n{tick:%H}" if tick.hour == 0 else f"{tick:%H}"
         tick += timedelta(hours=1)
-    out.append(f'<text x="{PLOT_LEFT - 16}" y="{AXIS_Y - 9}" text-anchor="end" font-size="10" '
-               f'font-weight="bold">UTC hour</text>')
-    out.append("</g>")
-    return out
+    count = len(drawing.rows) + len(drawing.bands)
+    ax.vlines(lines, 0, max(count, 1), colors="#e3e3e3", linewidth=1, zorder=1, gid="hours")
+    ax.vlines(midnights, 0, max(count, 1), colors="#999999", linewidth=1, zorder=1, gid="midnights")
+    ax.xaxis.tick_top()
+    ax.set_xticks(list(labels), list(labels.values()), fontsize=10, color="#333333")
+    ax.tick_params(axis="x", length=5, color="#333333")
+    drawing.figure.text((PLOT_LEFT - 16) / WIDTH, ax.get_position().y1 + 9 / drawing.figure.bbox.height,
+                        "UTC hour", ha="right", fontsize=10, fontweight="bold")
 
 
-def _row(index: int, row: Row, scale: Scale, windows: Sequence[Band] = ()) -> list[str]:
-    plan = row.plan
-    top = ROWS_TOP + index * ROW_HEIGHT
-    middle = top + ROW_HEIGHT / 2
-    name = escape(plan.entry.name)
-    out = [f'<g class="row" data-entry={quoteattr(plan.entry.name)} data-time-zone={quoteattr(plan.entry.time_zone)} '
-           f'data-runs="{len(row.runs)}">']
-    if index % 2 == 0:
-        out.append(f'<rect x="0" y="{top}" width="{WIDTH}" height="{ROW_HEIGHT}" fill="#f5f7fa"/>')
-    for band in windows:  # its reservation's windows under its runs
-        left, right = scale.x(band.warm_up), scale.x(band.window.end)
-        out.append(f'<rect class="row-reservation" data-reservation={quoteattr(band.reservation)} '
-                   f'x="{number(left)}" y="{top}" width="{number(max(right - left, 0))}" height="{ROW_HEIGHT}" '
-                   f'fill="#3b6fb6" fill-opacity="0.12"/>')
-    out.append(f'<text x="16" y="{number(top + 19)}" font-weight="bold">{name}</text>')
-    out.append(f'<text x="16" y="{number(top + 35)}" font-size="11" fill="#555555">{escape(_describe(plan))}</text>')
-    out.append(f'<line x1="{PLOT_LEFT}" y1="{number(middle)}" x2="{PLOT_LEFT + PLOT_WIDTH}" y2="{number(middle)}" '
-               f'stroke="#d0d5dd" stroke-dasharray="2 3"/>')
-    xs = [scale.x(run.start) for run in row.runs]
-    # Local start times beside the markers, when they have room.
-    labelled = (len(xs) <= 24 and all(b - a >= 64 for a, b in zip(xs, xs[1:]))
-                and (not xs or xs[-1] < PLOT_LEFT + PLOT_WIDTH - 50))
-    for run, x in zip(row.runs, xs):
-        local = _local(run.start, plan.entry.time_zone)
-        if run.primer is not None:
-            left = scale.x(run.primer)
-            clipped = run.primer < scale.start
-            # On an autoscaled pool Karpenter adds a node for the primed pod and keeps it to the start.
-            warm = plan.on_autoscaled_pool
-            kind = f'class="warmup warm-capacity" data-pool={quoteattr(plan.pool.name)}' if warm else 'class="warmup"'
-            fill, stroke = ("#4caf7a", "#2e7d4f") if warm else ("#f4a259", "#d9822b")
-            held = f" (warm capacity held on autoscaled pool {escape(plan.pool.name)})" if warm else ""
-            out.append(
-                f'<rect {kind} data-primer="{run.primer.isoformat()}" data-start="{run.start.isoformat()}" '
-                f'data-clipped="{"true" if clipped else "false"}" x="{number(left)}" y="{number(middle - BAR_HEIGHT / 2)}" '
-                f'width="{number(x - left)}" height="{BAR_HEIGHT}" fill="{fill}" fill-opacity="0.55" '
-                f'stroke="{stroke}" stroke-width="0.5">'
-                f"<title>{name}: warm-up from {escape(_local(run.primer, plan.entry.time_zone))} ({utc_label(run.primer)})"
-                f"{held}</title></rect>"
-            )
-        kind, color, dash, note = "run", "#1f5fa8", "", ""
-        if row.start is not None:
-            if row.start.run_guaranteed(run.start):
-                kind, color, note = "run guaranteed", "#1b7f3b", ": start guaranteed"
-            else:
-                kind, color, dash = "run best-effort", "#c0392b", ' stroke-dasharray="3 2"'
-                note = ": best effort, " + escape(row.start.late.get(run.start) or "; ".join(row.start.reasons))
-        out.append(
-            f'<line class="{kind}" data-start="{run.start.isoformat()}" x1="{number(x)}" y1="{number(middle - 14)}" '
-            f'x2="{number(x)}" y2="{number(middle + 14)}" stroke="{color}" stroke-width="2.5"{dash}>'
-            f"<title>{name}: run at {escape(local)} ({utc_label(run.start)}){note}</title></line>"
-        )
-        hollow = kind == "run best-effort"
-        out.append(f'<circle cx="{number(x)}" cy="{number(middle)}" r="3.5" '
-                   f'fill="{"#ffffff" if hollow else color}" stroke="{color}"/>')
-        if labelled:
-            wall = run.start.astimezone(cron.zone(plan.entry.time_zone)).strftime("%H:%M %Z")
-            out.append(f'<text class="local" x="{number(x + 4)}" y="{number(middle - 6)}" font-size="9" '
-                       f'fill="#1f5fa8">{escape(wall)}</text>')
-    out.append("</g>")
-    return out
-
-
-def _legend(y: float) -> list[str]:
-    x = 16  # from the left margin: the legend's widest line fits inside the picture
-    return [
-        '<g class="legend">',
-        f'<line x1="{x}" y1="{y - 9}" x2="{x}" y2="{y + 5}" stroke="#1f5fa8" stroke-width="2.5"/>',
-        f'<circle cx="{x}" cy="{y - 2}" r="3.5" fill="#1f5fa8"/>',
-        f'<text x="{x + 10}" y="{y + 2}">run start</text>',
-        f'<rect x="{x + 100}" y="{y - 9}" width="36" height="14" fill="#f4a259" fill-opacity="0.55" '
-        f'stroke="#d9822b" stroke-width="0.5"/>',
-        f'<text x="{x + 144}" y="{y + 2}">warm-up: the primer CronJob fires, the pod holds its node until the start</text>',
-        f'<rect x="{x + 620}" y="{y - 9}" width="36" height="14" fill="#4caf7a" fill-opacity="0.55" '
-        f'stroke="#2e7d4f" stroke-width="0.5"/>',
-        f'<text x="{x + 664}" y="{y + 2}">warm capacity: Karpenter holds a node for it</text>',
-        f'<line x1="{x}" y1="{y + 9}" x2="{x}" y2="{y + 23}" stroke="#1b7f3b" stroke-width="2.5"/>',
-        f'<circle cx="{x}" cy="{y + 16}" r="3.5" fill="#1b7f3b" stroke="#1b7f3b"/>',
-        f'<text x="{x + 10}" y="{y + 20}">queued, start guaranteed</text>',
-        f'<line x1="{x + 200}" y1="{y + 9}" x2="{x + 200}" y2="{y + 23}" stroke="#c0392b" stroke-width="2.5" '
-        'stroke-dasharray="3 2"/>',
-        f'<circle cx="{x + 200}" cy="{y + 16}" r="3.5" fill="#ffffff" stroke="#c0392b"/>',
-        f'<text x="{x + 210}" y="{y + 20}">queued, best effort: may start late (./kns explain says why)</text>',
-        "</g>",
-    ]
+def _legend(drawing: Drawing, height: float, reservations: bool) -> None:
+    handles = []
+    for kind in ("run", "warmup", "warm-capacity", "guaranteed", "best-effort") + (
+            ("window", "window-warmup") if reservations else ()):
+        face, edge = COLORS[kind]
+        if kind in ("run", "guaranteed", "best-effort"):
+            handles.append(Line2D([], [], color=edge, linewidth=2.5, marker="o", markersize=7, markerfacecolor=face,
+                                  linestyle=(0, (3, 2)) if kind == "best-effort" else "-", label=LEGEND[kind]))
+        else:
+            handles.append(Patch(facecolor=face, edgecolor=edge, linewidth=0.5, alpha=0.6, label=LEGEND[kind]))
+    legend = drawing.figure.legend(handles=handles, loc="lower left", bbox_to_anchor=(8 / WIDTH, 4 / height),
+                                   ncols=2, frameon=False, fontsize=11, handlelength=2.2, columnspacing=1.5)
+    legend.set_gid("legend")
 
 
 def default_start(now: Optional[datetime] = None) -> datetime:

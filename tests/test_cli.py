@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
@@ -325,63 +326,106 @@ def parse_svg(text: str) -> ET.Element:
     return ET.fromstring(text.encode())
 
 
+def svg_ids(text: str) -> dict[str, ET.Element]:
+    """Every element of the SVG with an id (matplotlib writes an artist's gid as its id),
+    in document order; an id twice is a failure."""
+    found = [e for e in parse_svg(text).iter() if e.get("id") is not None]
+    ids = {e.get("id"): e for e in found}
+    assert len(ids) == len(found), "an id is used twice"
+    return ids
+
+
+def path_xs(element: ET.Element) -> list[float]:
+    """The x coordinates of the points of the element's paths (SVG units), not those of
+    the shapes it defines for its markers."""
+    out = []
+    for path in element.findall(f"{SVG}path"):
+        numbers = [float(n) for n in re.findall(r"-?[0-9.]+", path.get("d"))]
+        out += numbers[0::2]
+    return out
+
+
+def tooltip(element: ET.Element) -> str:
+    return element.find(f"{SVG}title").text
+
+
+def plot_x(moment: datetime, start: datetime, hours: float) -> float:
+    """Where an instant of the window lies across the plot, from the layout's constants."""
+    offset = (moment - start).total_seconds() / (hours * 3600)
+    return timeline.PLOT_LEFT + min(max(offset, 0.0), 1.0) * timeline.PLOT_WIDTH
+
+
+def numbered(ids: dict, prefix: str) -> list[str]:
+    """The ids `<prefix>-<n>` in document order."""
+    return [i for i in ids if re.fullmatch(re.escape(prefix) + r"-[0-9]+", i)]
+
+
 def test_timeline_rows_markers_and_warm_up_bars():
     cfg, plans = stack.load_stack(ROOT, "dev")
     start, hours = datetime(2026, 3, 2, 0, 0, tzinfo=timezone.utc), 12
     end = start + timedelta(hours=hours)
-    svg = parse_svg(timeline.render(cfg, plans, start, hours))
-    assert svg.tag == f"{SVG}svg"
-    rows = svg.findall(f".//{SVG}g[@class='row']")
+    drawing = timeline.draw(cfg, plans, start, hours)
+    text = drawing.svg()
+    assert parse_svg(text).tag == f"{SVG}svg"
+    ids = svg_ids(text)
     schedules = [p for p in plans if p.is_schedule]
-    assert [r.get("data-entry") for r in rows] == [p.entry.name for p in schedules]
+    names = [p.entry.name for p in schedules]
+    assert [r.plan.entry.name for r in drawing.rows] == names
+    assert [i for i in ids if i.startswith("label-")] == [f"label-{n}" for n in names]  # config order
     seconds = hours * 3600
     warm_bars = 0
-    for row, plan in zip(rows, schedules):
-        assert row.get("data-time-zone") == plan.entry.time_zone
-        # a run marker's class is "run", plus "guaranteed" or "best-effort" for a prescaled
-        # schedule on a queue (the dev stack's weekly-finetune)
-        markers = [m for m in row.findall(f"{SVG}line") if "run" in (m.get("class") or "").split()]
+    for row, plan in zip(drawing.rows, schedules):
+        name = plan.entry.name
+        assert ids[f"label-{name}"].find(f".//{SVG}text").text == name
+        assert f" in {plan.entry.time_zone}" in ids[f"note-{name}"].find(f".//{SVG}text").text
         expected = window_runs(plan, start, end)
-        assert [m.get("data-start") for m in markers] == expected and expected
-        for marker in markers:
-            at = datetime.fromisoformat(marker.get("data-start"))
-            x = timeline.PLOT_LEFT + (at - start).total_seconds() / seconds * timeline.PLOT_WIDTH
-            assert float(marker.get("x1")) == pytest.approx(x, abs=0.006)
-        bars = [r for r in row.findall(f"{SVG}rect") if "warmup" in (r.get("class") or "").split()]
-        warm = [b for b in bars if "warm-capacity" in b.get("class").split()]
+        assert [run.start.isoformat() for run in row.runs] == expected and expected
+        markers = numbered(ids, f"run-{name}")
+        assert markers == [f"run-{name}-{i}" for i in range(len(expected))]
+        for marker, run in zip(markers, row.runs):
+            x = plot_x(run.start, start, hours)
+            assert path_xs(ids[marker]) == pytest.approx([x] * 3, abs=0.006)  # a vertical line
+            assert drawing.pixel_x(run.start) == pytest.approx(x, abs=1e-6)
+            assert f"({timeline.utc_label(run.start)})" in tooltip(ids[marker])
+        bars = numbered(ids, f"warmup-{name}")
+        warm = [b for b in bars if drawing.kinds[b] == "warm-capacity"]
         # warm capacity held exactly where the pool is autoscaled (Karpenter adds the node)
         autoscaled = plan.pool is not None and plan.pool.autoscale is not None
         assert len(warm) == (len(bars) if autoscaled else 0)
         warm_bars += len(warm)
-        assert all(b.get("data-pool") == plan.pool.name and "warm capacity held" in b.find(f"{SVG}title").text
-                   for b in warm)
+        assert all(f"warm capacity held on autoscaled pool {plan.pool.name}" in tooltip(ids[b]) for b in warm)
+        assert all(timeline.COLORS[drawing.kinds[b]][0] in ids[b].find(f".//{SVG}path").get("style") for b in bars)
         if plan.primers is None:
             assert bars == []
             continue
         assert len(bars) == len(markers)
         for bar, marker in zip(bars, markers):
-            assert bar.get("data-start") == marker.get("data-start") and bar.get("data-clipped") == "false"
+            xs = path_xs(ids[bar])
             lead = plan.primers.lead * 60 / seconds * timeline.PLOT_WIDTH
-            assert float(bar.get("width")) == pytest.approx(lead, abs=0.011)
-            assert float(bar.get("x")) + float(bar.get("width")) == pytest.approx(float(marker.get("x1")), abs=0.011)
+            assert max(xs) - min(xs) == pytest.approx(lead, abs=0.011)
+            assert max(xs) == pytest.approx(path_xs(ids[marker])[0], abs=0.011)
     assert warm_bars >= 1  # the dev stack's nightly-report runs on the autoscaled pool burst
-    finetune = svg.find(f".//{SVG}g[@data-entry='weekly-finetune']")
-    assert [m.get("class") for m in finetune.findall(f"{SVG}line")
-            if "run" in (m.get("class") or "").split()] == ["run guaranteed"]  # queue gpu, priority on-time
-    title = svg.find(f"{SVG}text[@class='title']").text
+    finetune = numbered(ids, "run-weekly-finetune")
+    assert [drawing.kinds[m] for m in finetune] == ["guaranteed"]  # queue gpu, priority on-time
+    assert f"stroke: {timeline.COLORS['guaranteed'][1]}" in ids[finetune[0]].find(f".//{SVG}path").get("style")
+    assert tooltip(ids[finetune[0]]).endswith(": start guaranteed")
+    title = ids["title"].find(f"{SVG}text").text
     assert title == "kns timeline: stack dev, 2026-03-02 00:00 UTC to 2026-03-02 12:00 UTC (12 h)"
-    ticks = svg.findall(f".//{SVG}line[@class='tick']")
-    assert len(ticks) == hours + 1 and ticks[0].get("data-time") == "2026-03-02T00:00:00+00:00"
+    grid = sorted(path_xs(ids["hours"])[0::2] + path_xs(ids["midnights"])[0::2])  # two points a line
+    assert grid == pytest.approx([timeline.PLOT_LEFT + h / hours * timeline.PLOT_WIDTH for h in range(hours + 1)])
 
 
 def test_a_warm_up_that_began_before_the_window_is_cut_at_its_edge():
     cfg, plans = stack.load_stack(ROOT, "dev")
     start = datetime(2026, 3, 2, 4, 50, tzinfo=timezone.utc)  # weekly-finetune warms from 04:40 UTC
-    svg = parse_svg(timeline.render(cfg, plans, start, 1))
-    row = svg.find(f".//{SVG}g[@data-entry='weekly-finetune']")
-    (bar,) = row.findall(f"{SVG}rect[@class='warmup']")
-    assert bar.get("data-clipped") == "true" and float(bar.get("x")) == timeline.PLOT_LEFT
-    assert bar.get("data-primer") == "2026-03-01T23:40:00-05:00"
+    drawing = timeline.draw(cfg, plans, start, 1)
+    ids = svg_ids(drawing.svg())
+    (row,) = [r for r in drawing.rows if r.plan.entry.name == "weekly-finetune"]
+    assert row.runs[0].primer.isoformat() == "2026-03-01T23:40:00-05:00"
+    (bar,) = numbered(ids, "warmup-weekly-finetune")
+    assert min(path_xs(ids[bar])) == pytest.approx(timeline.PLOT_LEFT, abs=1e-6)
+    assert max(path_xs(ids[bar])) == pytest.approx(plot_x(row.runs[0].start, start, 1), abs=0.006)
+    assert "warm-up from Sun 2026-03-01 23:40 EST (2026-03-02 04:40 UTC)" in tooltip(ids[bar])
 
 
 def test_timeline_command_is_deterministic_and_writes_the_default_path(tmp_path):
@@ -396,7 +440,17 @@ def test_timeline_command_is_deterministic_and_writes_the_default_path(tmp_path)
                  "--output", str(other), cwd=tmp_path)
     assert second.returncode == 0, second.stderr
     assert other.read_bytes() == content  # same instant, same picture
-    parse_svg(content.decode())
+    assert "run-weekly-finetune-0" in svg_ids(content.decode())
+
+
+def test_timeline_writes_a_png_and_refuses_other_suffixes(tmp_path, capsys):
+    png = tmp_path / "t.png"
+    assert cli.main(["timeline", "--start", DOC_START, "--hours", "6", "--output", str(png)]) == 0
+    assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    capsys.readouterr()
+    assert cli.main(["timeline", "--start", DOC_START, "--output", str(tmp_path / "t.pdf")]) == 2
+    assert "its name must end in .png or .svg" in capsys.readouterr().err
+    assert not (tmp_path / "t.pdf").exists()
 
 
 def test_the_documented_timeline_is_current():

@@ -240,13 +240,21 @@ def test_explain_shows_the_priority_and_the_verdict(tmp_path, capsys):
 
 def test_the_timeline_marks_guaranteed_and_best_effort_runs_differently():
     from kns_cli import stack
+    from tests.test_cli import SVG, svg_ids, tooltip
     root = write_project_dir(CONFIG)
     cfg, plans = stack.load_stack(root, "case")
-    svg = timeline.render(cfg, plans, NOW, 24.0)
-    assert svg.count('class="run guaranteed"') == 1  # report at 02:30
-    assert svg.count('class="run best-effort"') == 1  # flat-report
-    assert svg.count('class="run"') == 1  # plain: not prescaled
-    assert 'data-start="2026-12-01T02:30:00+00:00"' in svg
+    drawing = timeline.draw(cfg, plans, NOW, 24.0)
+    ids = svg_ids(drawing.svg())
+    runs = {gid: kind for gid, kind in drawing.kinds.items() if gid.startswith("run-")}
+    assert sorted(runs.values()) == ["best-effort", "guaranteed", "run"]  # report, flat-report, plain
+    assert set(runs) <= set(ids)
+    for gid, kind in runs.items():  # drawn in their colours, the best-effort one dashed
+        style = ids[gid].find(f"{SVG}path").get("style")
+        assert f"stroke: {timeline.COLORS[kind][1]}" in style and ("stroke-dasharray" in style) == (kind == "best-effort")
+    (report,) = [r for r in drawing.rows if r.plan.entry.name == "report"]
+    assert [run.start.isoformat() for run in report.runs] == ["2026-12-01T02:30:00+00:00"]
+    assert runs["run-report-0"] == "guaranteed" and tooltip(ids["run-report-0"]).endswith(": start guaranteed")
+    assert ": best effort, " in tooltip(ids["run-flat-report-0"])
 
 
 def test_the_check_reads_the_schedules_own_windows():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from datetime import date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 from typing import Any
@@ -420,10 +421,12 @@ def test_explain_and_the_timeline_say_a_warm_up_holds(tmp_path):
     cfg, plans = offline(tmp_path, back_to_back(64))
     found = {r["name"]: r["stateNow"] for r in explain.explain(plan_stack(cfg, plans), now=tuesday_in_paris(11, 30))["reservations"]}
     assert found == {"course": "open", "lab": "warm-up"}
-    svg = timeline.render(cfg, plans, tuesday_in_paris(6), 12)
+    from tests.test_cli import svg_ids, tooltip
+    ids = svg_ids(timeline.render(cfg, plans, tuesday_in_paris(6), 12))
     warm = tuesday_in_paris(11).astimezone(timezone.utc)
-    band = svg[svg.index('class="reservation-warmup" data-reservation="lab"'):]
-    assert f"warm-up from {timeline.utc_label(warm)}" in band[:band.index("</rect>")]
+    (band,) = [ids[i] for i in ids if i.endswith("-warmup") and i.startswith("window-")
+               and tooltip(ids[i]).startswith("lab: ")]
+    assert tooltip(band).endswith(f": warm-up from {timeline.utc_label(warm)}")
 
 
 # ---- what ./kns explain, ./kns timeline and ./kns queues say -------------------------------
@@ -469,21 +472,30 @@ def test_explain_says_each_reservations_state_who_may_use_it_and_when_an_entry_c
 
 def test_the_timeline_draws_each_pools_windows_as_bands(tmp_path):
     from kns_cli import timeline
+    from tests.test_cli import path_xs, plot_x, svg_ids
     cfg, plans = offline(tmp_path, CONFIG)
     start = tuesday_in_paris(6)
-    svg = timeline.render(cfg, plans, start, 12)
-    assert 'class="reservations" data-pool="a100" data-windows="1"' in svg
+    drawing = timeline.draw(cfg, plans, start, 12)
+    ids = svg_ids(drawing.svg())
+    (band,) = drawing.bands["a100"]
     window = tuesday_in_paris(9).astimezone(timezone.utc)
-    assert f'class="reservation" data-reservation="course" data-start="{window.isoformat()}"' in svg
-    assert 'class="reservation-warmup" data-reservation="course"' in svg
+    assert band.reservation == "course" and band.window.start == window
+    assert {"pool-a100", "window-a100-0", "window-a100-0-warmup"} <= set(ids) and "window-a100-1" not in ids
+    xs = path_xs(ids["window-a100-0"])
+    assert (min(xs), max(xs)) == pytest.approx((plot_x(window, start, 12), plot_x(band.window.end, start, 12)),
+                                               abs=0.006)
+    assert max(path_xs(ids["window-a100-0-warmup"])) == pytest.approx(min(xs), abs=0.006)
     # A schedule on a reservation: its runs drawn over its reservation's windows.
     config = copy.deepcopy(CONFIG)
     config["schedules"] = [gpu_job("weekly", groups=["teach"], reservation="course", queue="batch",
                                    schedule="30 9 * * 2", timeZone="Europe/Paris")]
     cfg, plans = offline(tmp_path / "with-schedule", config)
-    svg = timeline.render(cfg, plans, start, 12)
-    row = svg[svg.index('data-entry="weekly"'):]
-    assert 'class="row-reservation" data-reservation="course"' in row[:row.index("</g>")]
+    drawing = timeline.draw(cfg, plans, start, 12)
+    ids = svg_ids(drawing.svg())
+    assert [i for i in ids if i.startswith("shade-")] == ["shade-weekly-0"]
+    xs = path_xs(ids["shade-weekly-0"])
+    assert (min(xs), max(xs)) == pytest.approx((plot_x(band.warm_up, start, 12), plot_x(band.window.end, start, 12)),
+                                               abs=0.006)
 
 
 def test_queues_lists_each_reservations_queue_and_whom_it_lends_to(tmp_path):
@@ -578,11 +590,10 @@ def test_a_prescaled_schedule_on_a_reservation_gets_its_verdict_from_the_reserva
     assert 'not inside a hold of reservation "course"' in entries["early"]["start"]["reasons"][0]
     text = explain.render_text(document)
     assert "guaranteed: reservation course holds its capacity through every warm-up" in text
-    svg = timeline.render(cfg, plans, tuesday_in_paris(6), 8)
-    row = svg[svg.index('data-entry="early"'):]
-    assert 'class="run best-effort"' in row[:row.index("</g>")]
-    row = svg[svg.index('data-entry="weekly"'):]
-    assert 'class="run guaranteed"' in row[:row.index("</g>")]
+    drawing = timeline.draw(cfg, plans, tuesday_in_paris(6), 8)
+    kinds = {name: [drawing.kinds[g] for g in drawing.kinds if re.fullmatch(f"run-{name}-[0-9]+", g)]
+             for name in ("early", "weekly")}
+    assert kinds == {"early": ["best-effort"], "weekly": ["guaranteed"]}
     # Another entry of the reservation may hold it at any time: no run is guaranteed.
     config["jobs"].append(gpu_job("lab", groups=["teach"], reservation="course", queue="batch"))
     cfg, plans = offline(tmp_path / "shared", config)
