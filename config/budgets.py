@@ -8,7 +8,7 @@ grant (`start` to `end`). Everything here is pure; the period arithmetic is chro
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal, Optional, Sequence
+from typing import Annotated, Literal, Optional, Sequence
 
 from pydantic import Field, model_validator
 
@@ -25,9 +25,6 @@ Percent = Annotated[int, Field(strict=True, ge=1, le=100)]
 
 class Budget(Model):
     """One `kns:budgets` entry."""
-
-    # Its problems name the place, never the value written (config/errors.py describe).
-    REPEATS_VALUES: ClassVar[bool] = False
 
     name: DnsLabel
     queues: Annotated[list[DnsLabel], Field(min_length=1)]

@@ -294,7 +294,10 @@ def run_usage(args: argparse.Namespace) -> int:
                                    samples=48 if args.chart is not None else 0)
     if args.chart is not None:
         from . import charts
-        charts.usage_chart(usage_module.series(document), f"kns usage: stack {planned.config.stack}", args.chart)
+        drawn = usage_module.series(document)
+        if not drawn:
+            raise UsageError("no budget of the stack is in a period now: nothing to draw")
+        charts.usage_chart(drawn, f"kns usage: stack {planned.config.stack}", args.chart)
         for item in document["budgets"]:
             item.pop("usedOverTime", None)
     if args.json:

@@ -48,7 +48,13 @@ def test_a_quarterly_budget_and_a_grant_are_read_with_their_periods():
      ['kns:budgets[physics-q].limits: "memory" is counted by none of its queues (cpu, nvidia.com/gpu): '
       f"{rules.BUDGET_RESOURCE_COUNTED.message}"]),
     ({**QUARTERLY, "limits": {"nvidia.com/gpu": 0}},
-     ["kns:budgets[physics-q].limits.nvidia.com/gpu: the value is invalid: input should be greater than 0"]),
+     ["kns:budgets[physics-q].limits.nvidia.com/gpu: 0 is invalid: input should be greater than 0"]),
+    ({**QUARTERLY, "reset": "0 0 31 2 *"},
+     ['kns:budgets[physics-q].reset: "0 0 31 2 *" never fires: February has no day 31; Kubernetes would accept it '
+      "and never run it"]),
+    ({**QUARTERLY, "timeZone": "Europe/Pari"},
+     ['kns:budgets[physics-q].timeZone: "Europe/Pari" is not an IANA time zone (for example "Europe/Paris" or '
+      '"Etc/UTC")']),
     ({**QUARTERLY, "start": "2026-12-01T00:00:00+01:00"},
      [f"kns:budgets[physics-q]: {rules.BUDGET_PERIOD_ONE.message}", "kns:budgets[physics-q].end: a grant needs start and end"]),
     ({key: value for key, value in QUARTERLY.items() if key not in ("reset", "timeZone")},
@@ -56,7 +62,8 @@ def test_a_quarterly_budget_and_a_grant_are_read_with_their_periods():
     ({**{k: v for k, v in QUARTERLY.items() if k != "reset"}, "start": "2027-01-01T00:00:00+01:00",
       "end": "2026-12-01T00:00:00+01:00"},
      ["kns:budgets[physics-q].end: 2026-12-01T00:00:00+01:00 is not after start 2027-01-01T00:00:00+01:00"]),
-], ids=["unknown queue", "resource not counted", "limit 0", "both periods", "no period", "start after end"])
+], ids=["unknown queue", "resource not counted", "limit 0", "never fires", "zone", "both periods", "no period",
+        "start after end"])
 def test_a_bad_budget_is_refused_by_both_doors_with_its_path(tmp_path, capsys, budget, lines):
     refused(tmp_path, capsys, stack(budget), lines)
 
@@ -192,7 +199,7 @@ def test_an_entry_whose_job_is_gone_before_the_next_count_is_refused(tmp_path, c
 
 def test_a_counting_interval_that_does_not_divide_an_hour_is_refused(tmp_path, capsys):
     refused(tmp_path, capsys, stack({**QUARTERLY, "countEveryMinutes": 7}),
-            ["kns:budgets[physics-q].countEveryMinutes: the value is invalid: input should be 1, 2, 3, 4, 5, 6, 10, "
+            ["kns:budgets[physics-q].countEveryMinutes: 7 is invalid: input should be 1, 2, 3, 4, 5, 6, 10, "
              "12, 15, 20, 30 or 60"])
 
 

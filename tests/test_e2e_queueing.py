@@ -1368,9 +1368,9 @@ def stop_policy(cluster: Cluster, queue: str) -> str | None:
     return cluster.get("clusterqueues.kueue.x-k8s.io", queue)["spec"].get("stopPolicy")
 
 
-def kns_usage(live: Stack) -> dict:
-    done = subprocess.run([str(ROOT / "kns"), "usage", "--json", "--stack", "local", "--project-dir", str(live.root)],
-                          env=live.env, capture_output=True, text=True, timeout=300)
+def kns_usage(live: Stack, *more: str) -> dict:
+    done = subprocess.run([str(ROOT / "kns"), "usage", "--json", "--stack", "local", "--project-dir", str(live.root),
+                           *more], env=live.env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return {b["name"]: b for b in json.loads(done.stdout)["budgets"]}
 
@@ -1432,7 +1432,9 @@ def test_a_spent_budget_holds_or_stops_its_queues_until_its_next_period(kueue, w
 
         # What ./kns usage prints is what the Workloads' conditions say, within one interval.
         truth = gpu_hours(admissions(watches, "kns-bud-a"), start, datetime.now(timezone.utc))
-        shown = kns_usage(live)["hold-hours"]
+        chart = live.root / "usage.svg"
+        shown = kns_usage(live, "--chart", str(chart))["hold-hours"]
+        assert 'id="used-0"' in chart.read_text() and 'id="limit-1"' in chart.read_text()
         assert shown["state"] == "spent" and shown["counterSays"]["held"]
         assert abs(shown["resources"]["nvidia.com/gpu"]["used"] - truth) <= 60 / 3600, (shown, truth)
         # A new Job of the spent budget waits; an `up --refresh` that also changes the limit
