@@ -99,6 +99,16 @@ def label_value_problem(value: str) -> str | None:
     return None
 
 
+def labelled_metadata(cluster: str, label: str, value: str, name: str,
+                      namespace: str | None = None) -> dict:
+    """Metadata of a platform object that belongs to one named thing of the stack (a
+    reservation, a budget): its cluster's label and `label: value`."""
+    meta: dict = {"name": name, "labels": {LABEL_CLUSTER: cluster, label: value, **MANAGED_BY}}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return meta
+
+
 def namespace_name(prefix: str, entry: str) -> str:
     """The per-entry namespace: `<namespacePrefix><entry name>`."""
     return f"{prefix}{entry}"

@@ -22,7 +22,6 @@ from typing import Any, Optional
 
 from chrono import periods
 from plan import budget_count, kube_api
-from plan.kube_api import ApiError
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 ANNOTATION = "kns.io/budget."  # + the budget's name: its state on each of its queues
@@ -131,18 +130,14 @@ def run(api: kube_api.Api, spec: dict[str, Any], now: datetime) -> dict[str, Any
     return {"state": now_state, "events": events}
 
 
-def main(environ: dict[str, str]) -> int:
-    spec = json.loads(environ["KNS_BUDGET"])
-    now = datetime.now(timezone.utc)
+def connect(environ: dict[str, str], spec: dict[str, Any]) -> Api:
     api = Api.in_pod(environ)
     api.field_manager = field_manager(spec["name"])
-    try:
-        done = run(api, spec, now)
-    except ApiError as error:
-        print(f"kns-budget {spec['name']}: {error}", file=sys.stderr)
-        return 1
-    print(f"kns-budget {spec['name']} at {now.isoformat()}: {json.dumps(done, sort_keys=True, default=str)}")
-    return 0
+    return api
+
+
+def main(environ: dict[str, str]) -> int:
+    return kube_api.pod_main(environ, "KNS_BUDGET", "kns-budget", run, connect)
 
 
 if __name__ == "__main__":

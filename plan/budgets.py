@@ -64,11 +64,7 @@ def cluster_role_name(name: str) -> str:
 
 
 def _metadata(cfg: PlatformConfig, budget: Budget, name: str, namespace: Optional[str] = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "labels": {names.LABEL_CLUSTER: cfg.cluster.name,
-                                                     names.LABEL_BUDGET: budget.name, **names.MANAGED_BY}}
-    if namespace is not None:
-        meta["namespace"] = namespace
-    return meta
+    return names.labelled_metadata(cfg.cluster.name, names.LABEL_BUDGET, budget.name, name, namespace)
 
 
 def plan_budgets(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> list[BudgetPlan]:

@@ -18,7 +18,7 @@ recording mocks), so a new resource cannot escape the rule.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 from config.errors import Problem
 from config.loader import PlatformConfig
@@ -267,21 +267,23 @@ def _reservations(planned: StackPlan) -> Iterator[Registration]:
         yield Registration((RESERVED_POOL_TYPE, queues.type_token(cohort)), reservations.child_name(name, cohort),
                            owner, "name", "Cohort of its reservations")
     for reserved in planned.reservations:
-        owner, name = f"kns:reservations[{reserved.name}]", reservations.component_name(reserved.name)
-        yield Registration((RESERVATION_TYPE,), name, owner, "name", "reservation component")
-        for manifest in reserved.objects:
-            yield Registration((RESERVATION_TYPE, reservations.type_token(manifest)),
-                               reservations.child_name(name, manifest), owner, "name", manifest["kind"])
+        yield from _component(RESERVATION_TYPE, f"kns:reservations[{reserved.name}]",
+                              reservations.component_name(reserved.name), reserved.objects, "reservation component")
 
 
 def _budgets(planned: StackPlan) -> Iterator[Registration]:
     """Each budget's component and objects (components/budget.py)."""
     for planned_budget in planned.budgets:
-        owner, name = f"kns:budgets[{planned_budget.name}]", budgets.component_name(planned_budget.name)
-        yield Registration((BUDGET_TYPE,), name, owner, "name", "budget component")
-        for manifest in planned_budget.objects:
-            yield Registration((BUDGET_TYPE, reservations.type_token(manifest)),
-                               reservations.child_name(name, manifest), owner, "name", manifest["kind"])
+        yield from _component(BUDGET_TYPE, f"kns:budgets[{planned_budget.name}]",
+                              budgets.component_name(planned_budget.name), planned_budget.objects, "budget component")
+
+
+def _component(type_: str, owner: str, name: str, objects: list[dict[str, Any]], what: str) -> Iterator[Registration]:
+    """A component and its planned objects, each `<component>-<kind>-<name>`."""
+    yield Registration((type_,), name, owner, "name", what)
+    for manifest in objects:
+        yield Registration((type_, reservations.type_token(manifest)), reservations.child_name(name, manifest),
+                           owner, "name", manifest["kind"])
 
 
 def _reserved(cfg: PlatformConfig, plan: WorkloadPlan) -> Iterator[Registration]:

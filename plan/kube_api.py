@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import os
 import ssl
+import sys
 import urllib.error
 import urllib.request
-from typing import Any, Optional
+from datetime import datetime, timezone
+from typing import Any, Callable, Optional
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -56,3 +58,20 @@ class Api:
     def apply(self, path: str, body: dict) -> None:
         """A server-side apply as `field_manager`: the fields it sends are its own."""
         self.call("PATCH", f"{path}?fieldManager={self.field_manager}&force=true", body, "application/apply-patch+yaml")
+
+
+def pod_main(environ: dict[str, str], variable: str, program: str,
+             act: Callable[["Api", dict[str, Any], datetime], Any],
+             connect: Optional[Callable[[dict[str, str], dict[str, Any]], "Api"]] = None) -> int:
+    """A platform pod's one pass: its spec (JSON in `variable`), `act(api, spec, now)`, and
+    what it did on stdout; an API refusal on stderr, exit 1 (the Job retries)."""
+    spec = json.loads(environ[variable])
+    now = datetime.now(timezone.utc)
+    api = connect(environ, spec) if connect else Api.in_pod(environ)
+    try:
+        done = act(api, spec, now)
+    except ApiError as error:
+        print(f"{program} {spec['name']}: {error}", file=sys.stderr)
+        return 1
+    print(f"{program} {spec['name']} at {now.isoformat()}: {json.dumps(done, sort_keys=True, default=str)}")
+    return 0

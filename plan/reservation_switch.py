@@ -21,17 +21,15 @@ program's `pulumi up` leaves them alone (`ignore_changes`).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 import urllib.parse
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from chrono import calendar
 from plan import kube_api
-from plan.kube_api import ApiError
 
 FIELD_MANAGER = "kns-reservation-switch"
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
@@ -200,15 +198,8 @@ def apply_phase(api: Api, spec: dict, cal: calendar.Calendar, now: datetime,
 
 
 def main(environ: dict[str, str]) -> int:
-    spec = json.loads(environ["KNS_RESERVATION"])
-    now = datetime.now(timezone.utc)
-    try:
-        done = switch(Api.in_pod(environ), spec, now)
-    except ApiError as error:
-        print(f"kns-switch {spec['name']}: {error}", file=sys.stderr)
-        return 1
-    print(f"kns-switch {spec['name']} at {now.isoformat()}: {json.dumps(done, sort_keys=True)}")
-    return 0
+    return kube_api.pod_main(environ, "KNS_RESERVATION", "kns-switch", switch,
+                             lambda env, _: Api.in_pod(env))
 
 
 if __name__ == "__main__":

@@ -142,11 +142,7 @@ def cluster_queue_name(name: str) -> str:
 
 
 def _metadata(cfg: PlatformConfig, item: Reservation, name: str, namespace: Optional[str] = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "labels": {names.LABEL_CLUSTER: cfg.cluster.name,
-                                                     names.LABEL_RESERVATION: item.name, **names.MANAGED_BY}}
-    if namespace is not None:
-        meta["namespace"] = namespace
-    return meta
+    return names.labelled_metadata(cfg.cluster.name, names.LABEL_RESERVATION, item.name, name, namespace)
 
 
 def plan_reservations(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> list[ReservationPlan]:

@@ -1420,7 +1420,9 @@ def test_a_spent_budget_holds_or_stops_its_queues_until_its_next_period(kueue, w
         kueue.wait(lambda: any(is_true(w, "Evicted") for w in workload_of(watches, "kns-bud-c")), slack(),
                    message="bud-c evicted")
         assert not any(is_true(w, "Evicted") for w in workload_of(watches, "kns-bud-a"))
-        assert reserved(kueue, "kns-bud-a", "bud-a") and not reserved(kueue, "kns-bud-c", "bud-c")
+        kueue.wait(lambda: not reserved(kueue, "kns-bud-c", "bud-c"), slack(), message="bud-c gave its quota back")
+        assert reserved(kueue, "kns-bud-a", "bud-a")
+        assert not any(is_true(w, "Evicted") for w in workload_of(watches, "kns-bud-a"))
         for queue, budget in (("bud-hold", "hold-hours"), ("bud-stop", "stop-hours")):
             said = json.loads(kueue.get("clusterqueues.kueue.x-k8s.io", queue)["metadata"]["annotations"][
                 f"kns.io/budget.{budget}"])

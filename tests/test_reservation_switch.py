@@ -13,7 +13,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from plan import reservation_switch as switch
+from plan import kube_api, reservation_switch as switch
 
 UTC = timezone.utc
 START = datetime(2027, 3, 2, 9, 0, tzinfo=UTC)
@@ -72,7 +72,7 @@ class Api:
             if base not in self.objects:
                 if missing_ok:
                     return None
-                raise switch.ApiError(f"GET {base}: 404")
+                raise kube_api.ApiError(f"GET {base}: 404")
             return copy.deepcopy(self.objects[base])
         if method == "POST":
             name = body["metadata"]["name"]
