@@ -100,6 +100,12 @@ def ended_at(workload: Optional[Mapping[str, Any]], start: datetime, fallback: d
     return fallback
 
 
+def _short(hours: Decimal) -> str:
+    """Hours to the nanohour (3.6 microseconds of one unit): what is stored stays short."""
+    text = format(hours.quantize(Decimal("1e-9")), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 @dataclass
 class Ledger:
     """One period's record: the admissions seen held (`open`: key -> start and resources)
@@ -116,7 +122,7 @@ class Ledger:
     def to_json(self) -> dict[str, Any]:
         return {"period": self.period, "countedAt": self.counted_at,
                 "open": {k: v for k, v in sorted(self.open.items())},
-                "closed": {k: {r: str(v) for r, v in amounts.items()} for k, amounts in sorted(self.closed.items())},
+                "closed": {k: {r: _short(v) for r, v in amounts.items()} for k, amounts in sorted(self.closed.items())},
                 "ends": dict(sorted(self.ends.items()))}
 
     @classmethod
@@ -136,12 +142,14 @@ class Count:
 
 
 def count(workloads: Sequence[Mapping[str, Any]], queues: Sequence[str], since: datetime, now: datetime,
-          ledger: Ledger, reserved: Optional[Mapping[str, Sequence[str]]] = None) -> Count:
+          ledger: Ledger, reserved: Optional[Mapping[str, Sequence[str]]] = None,
+          limited: Optional[Sequence[str]] = None) -> Count:
     """The budget's use in [since, now), and the ledger to store: every admission of its
     queues held now (and recorded open), every one the ledger saw held that is not any more
     (closed at its end, read from its Workload, or at the last count when it is gone), and
     the ledger's closed ones. `reserved` (a reservation's ClusterQueue -> the namespaces of
-    the budget's entries that use it) charges their windows' use to the budget too."""
+    the budget's entries that use it) charges their windows' use to the budget too; with
+    `limited`, only those resources are counted and kept (the ledger stays small)."""
     reserved = reserved or {}
     by_uid = {(w.get("metadata") or {}).get("uid", ""): w for w in workloads}
     last = moment(ledger.counted_at) if ledger.counted_at else since
@@ -156,6 +164,9 @@ def count(workloads: Sequence[Mapping[str, Any]], queues: Sequence[str], since: 
                                          or namespace in reserved.get(found.cluster_queue, ()))
         if found is None or not charged or found.key in closed:
             continue
+        if limited is not None:
+            found = Admission(found.uid, found.cluster_queue, {r: v for r, v in found.resources.items() if r in limited},
+                              found.start, found.end)
         if found.end is not None:
             closed[found.key] = found.hours(since, now)
             ends[found.key] = found.end.isoformat()

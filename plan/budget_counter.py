@@ -115,9 +115,14 @@ def run(api: kube_api.Api, spec: dict[str, Any], now: datetime) -> dict[str, Any
     used: dict = {}
     if period is not None:
         ledger = read_ledger(api, spec, period.start.isoformat())
-        listed = api.call("GET", f"{KUEUE}/workloads") or {}
-        counted = budget_count.count(listed.get("items") or [], spec["queues"], period.start, now, ledger,
-                                     spec.get("reserved") or {})
+        reserved = spec.get("reserved") or {}
+        queues = {*spec["queues"], *reserved}
+        known = {key.split("@", 1)[0] for key in ledger.open}
+        workloads = [w for page in api.pages(f"{KUEUE}/workloads") for w in page
+                     if ((w.get("status") or {}).get("admission") or {}).get("clusterQueue") in queues
+                     or (w.get("metadata") or {}).get("uid") in known]
+        counted = budget_count.count(workloads, spec["queues"], period.start, now, ledger, reserved,
+                                     limited=list(spec["limits"]))
         write_ledger(api, spec, counted.ledger)
         used = counted.used
     now_state = state(spec, used, now, period)

@@ -9,9 +9,10 @@ import os
 import ssl
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from datetime import datetime, timezone
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -54,6 +55,18 @@ class Api:
             if method == "POST" and error.code == 409:
                 return None  # created by an earlier run: the same object
             raise ApiError(f"{method} {path}: {error.code} {error.read().decode(errors='replace')[:400]}") from None
+
+    def pages(self, path: str, size: int = 500) -> Iterator[list[dict]]:
+        """The items of a list a page at a time (`limit`/`continue`), so the caller keeps
+        only what it needs: its memory grows with that, not with the cluster."""
+        token = None
+        while True:
+            query = f"?limit={size}" + (f"&continue={urllib.parse.quote(token)}" if token else "")
+            page = self.call("GET", path + query) or {}
+            yield page.get("items") or []
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return
 
     def apply(self, path: str, body: dict) -> None:
         """A server-side apply as `field_manager`: the fields it sends are its own."""

@@ -9,7 +9,7 @@ import copy
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
-from plan import budget_counter as counter
+from plan import budget_counter as counter, kube_api
 from plan.kube_api import ApiError
 
 UTC = timezone.utc
@@ -34,7 +34,10 @@ def workload(uid: str, admitted: datetime, gpus: str = "4", finished: Optional[d
 
 
 class Api:
-    """Objects by path, the owners of each spec field, every event posted."""
+    """Objects by path, the owners of each spec field, every event posted; lists served a
+    page at a time, read by the product's own paging."""
+
+    pages = kube_api.Api.pages
 
     def __init__(self, manager: str = "kns-budget-physics"):
         self.field_manager = manager
@@ -46,8 +49,12 @@ class Api:
 
     def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
              missing_ok: bool = False) -> Optional[dict]:
-        if method == "GET" and path == f"{counter.KUEUE}/workloads":
-            return {"items": copy.deepcopy(self.workloads)}
+        if method == "GET" and path.startswith(f"{counter.KUEUE}/workloads?"):
+            query = dict(part.split("=", 1) for part in path.split("?", 1)[1].split("&"))
+            start, size = int(query.get("continue", 0)), int(query["limit"])
+            more = start + size < len(self.workloads)
+            return {"items": copy.deepcopy(self.workloads[start:start + size]),
+                    "metadata": {"continue": str(start + size)} if more else {}}
         if method == "GET":
             if path not in self.objects:
                 if missing_ok:
@@ -145,3 +152,24 @@ def test_a_grant_holds_its_queues_outside_its_dates():
     assert api.queue()["spec"]["stopPolicy"] == "Hold" and done["state"]["why"] == "outside its grant"
     done = run(api, START + timedelta(days=1, hours=1), period=grant)
     assert "stopPolicy" not in api.queue()["spec"] and done["events"] == {"physics": "BudgetReopened"}
+
+
+def test_every_page_of_workloads_is_read_and_only_the_budgets_are_kept(monkeypatch):
+    """1,203 Workloads (three pages of 500) of which one in three is the budget's: each of
+    those counts, the others are dropped as their page is read, and only the limited
+    resource goes to the ledger."""
+    api = Api()
+    for i in range(1203):
+        item = workload(f"w{i}", START, gpus="1")
+        item["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]["cpu"] = "2"
+        if i % 3:
+            item["status"]["admission"]["clusterQueue"] = "bio"
+        api.workloads.append(item)
+    kept = []
+    real = counter.budget_count.count
+    monkeypatch.setattr(counter.budget_count, "count", lambda workloads, *a, **k: kept.append(len(workloads))
+                        or real(workloads, *a, **k))
+    done = run(api, START + timedelta(minutes=6))  # 401 GPUs x 6 minutes
+    assert kept == [401] and done["state"]["used"] == {"nvidia.com/gpu": "40.1/1h"}
+    ledger = counter.read_ledger(api, spec(), START.isoformat())
+    assert len(ledger.open) == 401 and all(set(v["resources"]) == {"nvidia.com/gpu"} for v in ledger.open.values())
