@@ -19,8 +19,9 @@ lists every Workload, counts, writes the ledger (about 1 MB here) and applies it
 One warm-up run of each arm first (the counter's writes the ledger the later runs read,
 as every run but a period's first does; kubectl's fills its discovery cache). The arms then
 take turns, the order swapped every round, and the ratio is taken pair by pair: its median
-is the result. Times are wall seconds of the whole process, and the CPU seconds of the
-client process beside them (the API server's own work is in the wall time only).
+is the result. Times are wall seconds of the whole process; beside them the CPU seconds
+and peak memory of the client process alone (the API server's own work is in the wall time
+only).
 
     cd bench && ../.venv/bin/python budget_count.py [workloads] [--rounds N]
 """
@@ -46,7 +47,7 @@ from urllib.parse import urlparse
 
 import yaml
 
-from common import ROOT, recorded, stopwatch, table, write
+from common import ROOT, recorded, table, write
 from kns_testing.cluster import Cluster, local_cluster, script
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
@@ -190,15 +191,22 @@ def service_account_dir(cluster: Cluster, client: Client, where: Path) -> Path:
     return where
 
 
-def timed(command: list[str], env: dict[str, str], keep: bool) -> tuple[float, float, str]:
-    """Wall and CPU seconds of a command that must succeed; its output when `keep`, else
-    thrown away as `> /dev/null` does."""
-    with stopwatch() as took:
-        done = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE if keep else subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True, timeout=600)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}): {(done.stdout or '')[-2000:]}{done.stderr[-2000:]}")
-    return took["seconds"], took["cpu"], done.stdout or ""
+def timed(command: list[str], env: dict[str, str], keep: bool) -> tuple[float, float, float, str]:
+    """Wall seconds, CPU seconds and peak MiB of the process of a command that must
+    succeed (its own rusage, through wait4: the counter's pod has a memory limit); its
+    output when `keep`, else thrown away as `> /dev/null` does."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out if keep else subprocess.DEVNULL, stderr=err)
+        _, code, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(code)
+        out.seek(0)
+        err.seek(0)
+        said = out.read()
+        if process.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)} failed ({process.returncode}): {said[-2000:]}{err.read()[-2000:]}")
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, said
 
 
 def main() -> None:
@@ -228,7 +236,7 @@ def main() -> None:
         arms = {"counter": ([sys.executable, "-m", "plan.budget_counter"], counter_env, True),
                 "kubectl": (["kubectl", "get", "workloads", "-A", "-o", "json"], cluster.env, False)}
         warm = {name: timed(*arm) for name, arm in arms.items()}
-        print(f"warm-up: {', '.join(f'{n} {w[0]:.2f} s' for n, w in warm.items())}; counter said: {warm['counter'][2].strip()[:300]}",
+        print(f"warm-up: {', '.join(f'{n} {w[0]:.2f} s' for n, w in warm.items())}; counter said: {warm['counter'][3].strip()[:300]}",
               flush=True)
         ledger = json.loads(cluster.get("configmap", "ledger", "-n", BUDGET_NS)["data"]["ledger.json"])
         in_budget = sum(1 for i in range(options.workloads) if QUEUES[i % len(QUEUES)] in BUDGET_QUEUES)
@@ -240,17 +248,19 @@ def main() -> None:
             order = list(arms) if round_ % 2 == 0 else list(reversed(arms))
             run = {"round": round_, "order": order}
             for name in order:
-                run[name], run[f"{name}_cpu"], _ = timed(*arms[name])
+                run[name], run[f"{name}_cpu"], run[f"{name}_mib"], _ = timed(*arms[name])
             run["ratio"] = run["counter"] / run["kubectl"]
             runs.append(run)
             print(f"round {round_}: counter {run['counter']:.2f} s, kubectl {run['kubectl']:.2f} s, ratio {run['ratio']:.2f}", flush=True)
-    median = {key: statistics.median(r[key] for r in runs) for key in ("counter", "kubectl", "counter_cpu", "kubectl_cpu", "ratio")}
+    keys = ("counter", "kubectl", "counter_cpu", "kubectl_cpu", "counter_mib", "kubectl_mib", "ratio")
+    median = {key: statistics.median(r[key] for r in runs) for key in keys}
     met = median["ratio"] <= 2
     print(table(["Workloads", "rounds", "counter s", "kubectl s", "ratio (median of pairs)", "min", "max",
-                 "counter CPU s", "kubectl CPU s"],
+                 "counter CPU s", "kubectl CPU s", "counter MiB", "kubectl MiB"],
                 [[options.workloads, options.rounds, f"{median['counter']:.2f}", f"{median['kubectl']:.2f}",
                   f"{median['ratio']:.2f}", f"{min(r['ratio'] for r in runs):.2f}", f"{max(r['ratio'] for r in runs):.2f}",
-                  f"{median['counter_cpu']:.2f}", f"{median['kubectl_cpu']:.2f}"]]))
+                  f"{median['counter_cpu']:.2f}", f"{median['kubectl_cpu']:.2f}", f"{median['counter_mib']:.0f}",
+                  f"{median['kubectl_mib']:.0f}"]]))
     print(f"target (count at most 2x the listing): {'met' if met else 'NOT met'}, {median['ratio']:.2f}")
     print(f"written: {write('budget_count', {'workloads': options.workloads, 'in_budget': in_budget, 'ledger_bytes': ledger_bytes, 'created_seconds': created, 'rounds': options.rounds, 'median': median, 'met': met, 'runs': runs}, keep=True)}")
 
