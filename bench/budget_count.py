@@ -209,6 +209,16 @@ def timed(command: list[str], env: dict[str, str], keep: bool) -> tuple[float, f
     return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, said
 
 
+def doc_rows(payload: dict) -> list[str]:
+    """docs/benchmarks.md's table row, from a results file."""
+    median, runs = payload["median"], payload["runs"]
+    ratios = [run["ratio"] for run in runs]
+    return [f"| {payload['workloads']:,} | {payload['in_budget']:,} | {payload['ledger_bytes'] // 1024:,} | "
+            f"{payload['rounds']} | {median['counter']:.2f} | {median['kubectl']:.2f} | **{median['ratio']:.2f}** | "
+            f"{min(ratios):.2f} to {max(ratios):.2f} | {median['counter_cpu']:.2f} | {median['kubectl_cpu']:.2f} | "
+            f"{median['counter_mib']:.0f} | {median['kubectl_mib']:.0f} |"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("workloads", nargs="?", type=int, default=10000)
