@@ -82,7 +82,8 @@ def cluster_queue(name: str) -> dict:
 
 def least_privilege() -> list[dict]:
     """The budget's ServiceAccount and what its counter calls: list every Workload, get and
-    apply its own ClusterQueues, get and apply its ledger, create events in `default`."""
+    apply its own ClusterQueues, get and apply its ledger, create events in its namespace,
+    as plan/budgets.py grants them."""
     def role(kind: str, namespace: str | None, rules: list[dict]) -> list[dict]:
         meta = {"name": ACCOUNT, **({"namespace": namespace} if namespace else {})}
         return [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta, "rules": rules},
@@ -96,9 +97,8 @@ def least_privilege() -> list[dict]:
             {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["get", "patch"],
              "resourceNames": BUDGET_QUEUES}]),
         *role("Role", BUDGET_NS, [
-            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch", "create"],
-             "resourceNames": ["ledger"]}]),
-        *role("Role", "default", [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]),
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"], "resourceNames": ["ledger"]},
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]),
     ]
 
 

@@ -110,9 +110,9 @@ def _objects(cfg: PlatformConfig, plan: BudgetPlan) -> list[dict[str, Any]]:
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(cfg, budget, COUNTER, ns)}
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _metadata(cfg, budget, COUNTER, ns),
             "rules": [
-                # A create cannot be limited by name: the namespace holds nothing else.
-                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+                # The ledger is created by a server-side apply: a patch, limited by name.
                 {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"], "resourceNames": [LEDGER]},
+                # An event's name is its own: not limited by name, only to this namespace.
                 {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
             ]}
     binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
