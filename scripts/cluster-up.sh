@@ -26,6 +26,9 @@
 #
 # KNS_CLUSTER_TIMEOUT (default 180) is the seconds allowed for each readiness wait.
 set -euo pipefail
+# shellcheck source=lib/ports.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/ports.sh"
+ports_retry "${BASH_SOURCE[0]}" "$@"
 
 log() { printf 'cluster-up: %s\n' "$*" >&2; }
 die() { printf 'cluster-up: error: %s\n' "$*" >&2; exit 1; }
@@ -130,6 +133,7 @@ wait_for() { # name description command...
   pid=$(pid_of "$name")
   until "$@" >/dev/null 2>&1; do
     if [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null; then
+      port_clash "$logs/$name.log" && exit "$PORT_CLASH"
       failed_component=$name
       die "$name exited while waiting for $what (log: $logs/$name.log)"
     fi
@@ -143,8 +147,6 @@ wait_for() { # name description command...
 }
 
 # --- 1. Ports, keys, tokens ----------------------------------------------------------------
-# shellcheck source=lib/ports.sh
-. "$(dirname "${BASH_SOURCE[0]}")/lib/ports.sh"
 read -r etcd_port etcd_peer_port api_port kcm_port sched_port kwok_port < <(free_ports 6)
 
 openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
@@ -178,7 +180,7 @@ start etcd "$bin/etcd" --name=kns --data-dir="$state/etcd" \
   --listen-peer-urls="http://127.0.0.1:$etcd_peer_port" --initial-advertise-peer-urls="http://127.0.0.1:$etcd_peer_port" \
   --initial-cluster="kns=http://127.0.0.1:$etcd_peer_port" --initial-cluster-state=new \
   --unsafe-no-fsync=true --log-level=warn
-etcd_healthy() { curl -sf "http://127.0.0.1:$etcd_port/health" | grep -q '"health":"true"'; }
+etcd_healthy() { curl -sf --max-time 5 "http://127.0.0.1:$etcd_port/health" | grep -q '"health":"true"'; }
 wait_for etcd "etcd health" etcd_healthy
 
 # --- 3. kube-apiserver -----------------------------------------------------------------------
@@ -194,7 +196,7 @@ start kube-apiserver "$bin/kube-apiserver" \
   --service-account-issuer=https://kubernetes.default.svc.cluster.local \
   --service-cluster-ip-range=10.96.0.0/16 --endpoint-reconciler-type=none \
   --allow-privileged=true --profiling=false
-api_ready() { curl -sf --cacert "$pki/apiserver/apiserver.crt" -H "Authorization: Bearer $admin_token" "$server/readyz"; }
+api_ready() { curl -sf --max-time 5 --cacert "$pki/apiserver/apiserver.crt" -H "Authorization: Bearer $admin_token" "$server/readyz"; }
 wait_for kube-apiserver "kube-apiserver /readyz" api_ready
 
 # The serving cert --cert-dir generated (its file also holds the CA that signed it).
@@ -256,10 +258,10 @@ start kwok "$bin/kwok" \
   --node-lease-duration-seconds=40 --cidr=10.244.0.1/16 --node-ip=127.0.0.1 \
   --server-address="127.0.0.1:$kwok_port"
 
-healthz() { curl -skf "https://127.0.0.1:$1/healthz"; }
+healthz() { curl -skf --max-time 5 "https://127.0.0.1:$1/healthz"; }
 wait_for kube-controller-manager "kube-controller-manager /healthz" healthz "$kcm_port"
 wait_for kube-scheduler "kube-scheduler /healthz" healthz "$sched_port"
-kwok_healthy() { curl -sf "http://127.0.0.1:$kwok_port/healthz"; }
+kwok_healthy() { curl -sf --max-time 5 "http://127.0.0.1:$kwok_port/healthz"; }
 wait_for kwok "kwok /healthz" kwok_healthy
 # Controllers at work: the service-account controller made the default ServiceAccount.
 wait_for kube-controller-manager "ServiceAccount default/default" "${kubectl[@]}" -n default get serviceaccount default

@@ -23,6 +23,9 @@
 # KNS_CLUSTER_STATE). KNS_CLUSTER_TIMEOUT (default 180) bounds each wait; LOG_LEVEL
 # (debug, info, error) and FEATURE_GATES are passed through to Karpenter.
 set -euo pipefail
+# shellcheck source=lib/ports.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/ports.sh"
+ports_retry "${BASH_SOURCE[0]}" "$@"
 
 log() { printf 'karpenter-process: %s\n' "$*" >&2; }
 die() { printf 'karpenter-process: error: %s\n' "$*" >&2; exit 1; }
@@ -92,8 +95,6 @@ log "CRDs established; KWOKNodeClass default applied"
 
 # --- karpenter-kwok ------------------------------------------------------------------------
 # It binds ":<port>" (all interfaces): check the ports are free there, not just on loopback.
-# shellcheck source=lib/ports.sh
-. "$(dirname "${BASH_SOURCE[0]}")/lib/ports.sh"
 read -r metrics_port health_port < <(free_ports 2 "")
 args=(
   --disable-leader-election=true

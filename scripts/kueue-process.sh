@@ -43,6 +43,9 @@
 # scripts/cluster-down.sh stops it. KNS_CLUSTER_TIMEOUT (default 180) bounds each wait;
 # KNS_KUEUE_LOG_LEVEL (zap: debug, info, error, or a number) sets its log level.
 set -euo pipefail
+# shellcheck source=lib/ports.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/ports.sh"
+ports_retry "${BASH_SOURCE[0]}" "$@"
 
 log() { printf 'kueue-process: %s\n' "$*" >&2; }
 die() { printf 'kueue-process: error: %s\n' "$*" >&2; exit 1; }
@@ -112,8 +115,6 @@ case $mode in
 esac
 
 # --- Ports, certificate, configuration ---------------------------------------------------------
-# shellcheck source=lib/ports.sh
-. "$(dirname "${BASH_SOURCE[0]}")/lib/ports.sh"
 read -r webhook_port health_port < <(free_ports 2)
 openssl req -x509 -newkey rsa:2048 -nodes -days 365 -subj /CN=kueue-webhook.127.0.0.1 \
   -addext subjectAltName=IP:127.0.0.1 -keyout "$dir/certs/tls.key" -out "$dir/certs/tls.crt" 2>/dev/null ||

@@ -12,6 +12,9 @@
 # free 127.0.0.1 port, logs to <state-dir>/logs/kube-scheduler-<name>.log and is recorded
 # in <state-dir>/pids, so scripts/cluster-down.sh stops it.
 set -euo pipefail
+# shellcheck source=lib/ports.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/ports.sh"
+ports_retry "${BASH_SOURCE[0]}" "$@"
 
 log() { printf 'scheduler-process: %s\n' "$*" >&2; }
 die() { printf 'scheduler-process: error: %s\n' "$*" >&2; exit 1; }
@@ -71,8 +74,6 @@ done <"$pids_file"
 final=$state/schedulers/$name.yaml
 mv -f "$tmp" "$final"
 
-# shellcheck source=lib/ports.sh
-. "$(dirname "${BASH_SOURCE[0]}")/lib/ports.sh"
 port=$(free_ports 1)
 cert_dir=$state/pki/$component
 mkdir -p "$cert_dir"
@@ -93,7 +94,10 @@ printf '%s %s\n' "$component" "$pid" >>"$pids_file"
 rm -f "$pid_tmp"
 
 deadline=$((SECONDS + timeout))
-until curl -skf "https://127.0.0.1:$port/healthz" >/dev/null 2>&1; do
+until curl -skf --max-time 5 "https://127.0.0.1:$port/healthz" >/dev/null 2>&1; do
+  if ! kill -0 "$pid" 2>/dev/null && port_clash "$log_file"; then
+    exit "$PORT_CLASH"
+  fi
   if ! kill -0 "$pid" 2>/dev/null || ((SECONDS >= deadline)); then
     printf 'scheduler-process: last lines of %s:\n' "$log_file" >&2
     tail -n 40 "$log_file" | sed 's/^/  | /' >&2

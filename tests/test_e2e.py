@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import socket
 import subprocess
 import time
 from datetime import datetime, timedelta, timezone
@@ -307,6 +308,31 @@ RBAC = [
     ("system:serviceaccount:kns-system:kns-packing", "get", "secrets", "kns-cpu-job", False),
     ("system:serviceaccount:kns-system:kns-packing", "create", "clusterrolebindings.rbac.authorization.k8s.io", None, False),
 ]
+
+
+def test_a_scheduler_whose_port_is_taken_starts_again_on_another(stack, cluster):
+    """scripts/scheduler-process.sh given a port something else listens on (as happens when
+    another process takes it between free_ports and the bind) starts kube-scheduler again on
+    a new one (scripts/lib/ports.sh) instead of failing."""
+    config = cluster.state / "kns-port-probe.yaml"
+    config.write_text(yaml.safe_dump({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"schedulerName": "kns-port-probe"}]}))
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        done = subprocess.run(["bash", str(ROOT / "scripts" / "scheduler-process.sh"), str(cluster.state), str(config)],
+                              capture_output=True, text=True, timeout=600,
+                              env={**cluster.env, "KNS_FIRST_PORTS": str(port)})
+    pid = next(line.split()[1] for line in (cluster.state / "pids").read_text().splitlines()[::-1]
+               if line.startswith("kube-scheduler-kns-port-probe "))
+    subprocess.run(["kill", "-KILL", f"-{pid}"], check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "trying again with new ports (1/5)" in done.stderr
+    env = (cluster.state / "cluster.env").read_text()
+    served = [line.split("=", 1)[1] for line in env.splitlines() if line.startswith("KNS_SCHEDULER_PORT_KNS_PORT_PROBE=")]
+    assert served and int(served[-1]) != port
 
 
 def test_rbac_matrix(stack, cluster):

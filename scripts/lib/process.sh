@@ -1,7 +1,8 @@
 # Shared by scripts/karpenter-process.sh and scripts/kueue-process.sh: one long-running
 # component of a cluster from scripts/cluster-up.sh, in its own process group, recorded in
 # the state dir's pids file so scripts/cluster-down.sh stops it. Source it after setting
-# KNS_SCRIPT (the log prefix), `component`, `state` and `timeout`, and defining die().
+# KNS_SCRIPT (the log prefix), `component`, `state` and `timeout`, and defining die(), and
+# after lib/ports.sh.
 
 # Refuse a second instance of $component.
 process_not_running() {
@@ -33,8 +34,12 @@ process_start() {
   rm -f "$pid_tmp"
 }
 
-# Stop it, show the end of its log, and die with the message.
+# Stop it, show the end of its log, and die with the message; when it exited because a
+# port was taken (lib/ports.sh), exit with PORT_CLASH instead, so the script runs again.
 process_fail() {
+  if ! kill -0 "$pid" 2>/dev/null && port_clash "$log_file"; then
+    exit "$PORT_CLASH"
+  fi
   printf '%s: last lines of %s:\n' "$KNS_SCRIPT" "$log_file" >&2
   tail -n 40 "$log_file" | sed 's/^/  | /' >&2
   kill -KILL -- "-$pid" 2>/dev/null || true
@@ -44,7 +49,7 @@ process_fail() {
 # process_ready URL: wait until URL answers, while the process lives, for at most $timeout s.
 process_ready() {
   local deadline=$((SECONDS + timeout))
-  until curl -sf "$1" >/dev/null 2>&1; do
+  until curl -sf --max-time 5 "$1" >/dev/null 2>&1; do
     kill -0 "$pid" 2>/dev/null || process_fail "$component exited"
     ((SECONDS < deadline)) || process_fail "$component did not become ready in ${timeout}s"
     sleep 0.5
