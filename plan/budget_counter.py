@@ -24,6 +24,7 @@ from chrono import periods
 from plan import budget_count, kube_api
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
+EVENTS_NAMESPACE = "default"
 ANNOTATION = "kns.io/budget."  # + the budget's name: its state on each of its queues
 
 
@@ -71,25 +72,30 @@ def state(spec: dict[str, Any], used: dict, now: datetime, period: Optional[peri
     return {"held": bool(spent), "why": why, "level": max(levels) if levels else None, "used": shown}
 
 
-def set_queue(api: kube_api.Api, spec: dict[str, Any], queue: str, now_state: dict[str, Any]) -> Optional[str]:
-    """Apply the budget's claim on one ClusterQueue; the event reason when its state changed."""
+def set_queue(api: kube_api.Api, spec: dict[str, Any], queue: str, now_state: dict[str, Any],
+              now: datetime) -> Optional[str]:
+    """Apply the budget's claim on one ClusterQueue; the event reason when its state changed,
+    said before the claim is applied, so a run that fails between the two says it again."""
     path = f"{KUEUE}/clusterqueues/{queue}"
     current = api.call("GET", path, missing_ok=True)
     if current is None:
         return None  # not created yet (or removed): nothing to hold
     key = ANNOTATION + spec["name"]
     before = json.loads(((current.get("metadata") or {}).get("annotations") or {}).get(key) or "{}")
+    reason = None
+    if bool(before.get("held")) != now_state["held"]:
+        reason = "BudgetSpent" if now_state["held"] else "BudgetReopened"
+    elif now_state["level"] is not None and now_state["level"] != before.get("level"):
+        reason = "BudgetWarning"
+    if reason is not None:
+        event(api, spec, queue, reason, now_state, now)
     body: dict[str, Any] = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
                             "metadata": {"name": queue, "annotations": {key: json.dumps(now_state, sort_keys=True)}},
                             "spec": {}}
     if now_state["held"]:
         body["spec"]["stopPolicy"] = "HoldAndDrain" if spec["atLimit"] == "stop" else "Hold"
     api.apply(path, body)
-    if bool(before.get("held")) != now_state["held"]:
-        return "BudgetSpent" if now_state["held"] else "BudgetReopened"
-    if now_state["level"] is not None and now_state["level"] != before.get("level"):
-        return "BudgetWarning"
-    return None
+    return reason
 
 
 def event(api: kube_api.Api, spec: dict[str, Any], queue: str, reason: str, now_state: dict[str, Any],
@@ -99,9 +105,10 @@ def event(api: kube_api.Api, spec: dict[str, Any], queue: str, reason: str, now_
                "BudgetWarning": f"budget {spec['name']}: {now_state['level']}% used "
                                 f"({', '.join(now_state['used'].values())})"}[reason]
     stamp = now.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
-    api.call("POST", f"/api/v1/namespaces/{spec['namespace']}/events", {
+    # A cluster-scoped object's events live in `default` (the API server refuses them elsewhere).
+    api.call("POST", f"/api/v1/namespaces/{EVENTS_NAMESPACE}/events", {
         "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": f"{queue}.{spec['name']}.{int(now.timestamp())}", "namespace": spec["namespace"]},
+        "metadata": {"name": f"{queue}.{spec['name']}.{int(now.timestamp())}", "namespace": EVENTS_NAMESPACE},
         "involvedObject": {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "name": queue},
         "reason": reason, "message": message, "type": "Normal" if reason == "BudgetReopened" else "Warning",
         "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
@@ -128,9 +135,8 @@ def run(api: kube_api.Api, spec: dict[str, Any], now: datetime) -> dict[str, Any
     now_state = state(spec, used, now, period)
     events = {}
     for queue in spec["queues"]:
-        reason = set_queue(api, spec, queue, now_state)
+        reason = set_queue(api, spec, queue, now_state, now)
         if reason is not None:
-            event(api, spec, queue, reason, now_state, now)
             events[queue] = reason
     return {"state": now_state, "events": events}
 

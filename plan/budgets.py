@@ -27,6 +27,7 @@ from config.budgets import Budget
 from config.loader import PlatformConfig
 
 from . import pod_code
+from .budget_counter import EVENTS_NAMESPACE
 from .model import WorkloadPlan
 from .reservations import cluster_queue_name as reservation_queue
 from .schedulers import RESTRICTED_CONTAINER, RESTRICTED_POD
@@ -112,8 +113,6 @@ def _objects(cfg: PlatformConfig, plan: BudgetPlan) -> list[dict[str, Any]]:
             "rules": [
                 # The ledger is created by a server-side apply: a patch, limited by name.
                 {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"], "resourceNames": [LEDGER]},
-                # An event's name is its own: not limited by name, only to this namespace.
-                {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
             ]}
     binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                "metadata": _metadata(cfg, budget, COUNTER, ns),
@@ -129,8 +128,19 @@ def _objects(cfg: PlatformConfig, plan: BudgetPlan) -> list[dict[str, Any]]:
                       "subjects": [{"kind": "ServiceAccount", "name": COUNTER, "namespace": ns}],
                       "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                   "name": cluster_role_name(budget.name)}}
+    # The queues' events: a cluster-scoped object's live in `default`; an event's name is its
+    # own, so this is limited to creating them there.
+    events = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+              "metadata": _metadata(cfg, budget, cluster_role_name(budget.name), EVENTS_NAMESPACE),
+              "rules": [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]}
+    events_binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                      "metadata": _metadata(cfg, budget, cluster_role_name(budget.name), EVENTS_NAMESPACE),
+                      "subjects": [{"kind": "ServiceAccount", "name": COUNTER, "namespace": ns}],
+                      "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": cluster_role_name(budget.name)}}
     code = pod_code.config_map(_metadata(cfg, budget, COUNTER, ns), _code(budget))
-    return [namespace, account, role, binding, queues, queues_binding, code, cronjob_manifest(cfg, plan)]
+    return [namespace, account, role, binding, queues, queues_binding, events, events_binding, code,
+            cronjob_manifest(cfg, plan)]
 
 
 def cronjob_manifest(cfg: PlatformConfig, plan: BudgetPlan) -> dict[str, Any]:

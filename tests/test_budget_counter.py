@@ -9,6 +9,8 @@ import copy
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
+import pytest
+
 from plan import budget_counter as counter, kube_api
 from plan.kube_api import ApiError
 
@@ -173,3 +175,22 @@ def test_every_page_of_workloads_is_read_and_only_the_budgets_are_kept(monkeypat
     assert kept == [401] and done["state"]["used"] == {"nvidia.com/gpu": "40.1/1h"}
     ledger = counter.read_ledger(api, spec(), START.isoformat())
     assert len(ledger.open) == 401 and all(set(v["resources"]) == {"nvidia.com/gpu"} for v in ledger.open.values())
+
+
+def test_a_run_whose_event_is_refused_leaves_the_queue_as_it_was_and_the_next_says_it():
+    api = Api()
+    api.workloads = [workload("a", START, gpus="8")]
+    real = api.call
+
+    def refuse_events(method, path, *args, **kwargs):
+        if method == "POST" and path.endswith("/events"):
+            raise ApiError(f"POST {path}: 403")
+        return real(method, path, *args, **kwargs)
+    api.call = refuse_events
+    with pytest.raises(ApiError):
+        run(api, START + timedelta(minutes=9))
+    assert "stopPolicy" not in api.queue()["spec"]
+    api.call = real
+    done = run(api, START + timedelta(minutes=9, seconds=30))
+    assert done["events"] == {"physics": "BudgetSpent"} and api.queue()["spec"]["stopPolicy"] == "Hold"
+    assert api.events[-1]["metadata"]["namespace"] == "default"

@@ -1361,7 +1361,8 @@ def gpu_hours(found, since: datetime, until: datetime) -> float:
 
 
 def budget_events(cluster: Cluster, budget: str, reason: str) -> list[dict]:
-    return [e for e in cluster.get("events", "-n", BUD_NAMESPACES[budget])["items"] if e["reason"] == reason]
+    return [e for e in cluster.get("events", "-n", "default")["items"]
+            if e["reason"] == reason and e.get("source", {}).get("component") == f"kns-budget-{budget}"]
 
 
 def stop_policy(cluster: Cluster, queue: str) -> str | None:
@@ -1403,6 +1404,7 @@ def test_a_spent_budget_holds_or_stops_its_queues_until_its_next_period(kueue, w
         assert not kueue.can(me, "patch", "workloads.kueue.x-k8s.io")
         assert kueue.can(me, "patch", "configmaps/ledger", "kns-budget-hold-hours")
         assert not kueue.can(me, "patch", "configmaps/counter", "kns-budget-hold-hours")
+        assert kueue.can(me, "create", "events", "default") and not kueue.can(me, "create", "events", "kns-bud-a")
         assert not kueue.can(me, "get", "secrets", "kns-bud-a")
         assert not kueue.can(me, "create", "jobs.batch", "kns-bud-a")
         for job, namespace in (("bud-a", "kns-bud-a"), ("bud-c", "kns-bud-c")):
