@@ -51,8 +51,13 @@ class Budget(Model):
                     found.append(((key,), rules.RESERVATION_OFFSET.message))
             if self.start and self.end and self.start.tzinfo and self.end.tzinfo and self.start >= self.end:
                 found.append((("end",), f"{self.end.isoformat()} is not after start {self.start.isoformat()}"))
+            if "time_zone" in self.model_fields_set and self.reset is None:
+                found.append((("timeZone",), rules.BUDGET_GRANT_ZONE.message))
         if len(set(self.warn_at)) != len(self.warn_at):
             found.append((("warnAt",), "lists a percentage twice"))
+        twice = sorted({q for q in self.queues if self.queues.count(q) > 1})
+        if twice:
+            found.append((("queues",), f"lists {', '.join(twice)} twice"))
         podspec.raise_if_any(found)
         return self
 

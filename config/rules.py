@@ -138,6 +138,7 @@ ADMISSION_MODE_USAGE_BASED = "usageBased"
 BUDGET_HOURS_MAX = 10**12  # resource-hours of one limit
 BUDGET_WARN_AT_DEFAULT = (80, 95)  # percent of a limit at which the budget's queues say so
 BUDGET_PERIOD_ONE = Rule("is either recurring (reset, timeZone) or one grant (start, end)")
+BUDGET_GRANT_ZONE = Rule("applies to a recurring reset; a grant's start and end carry their own offsets")
 BUDGETS_NEED_QUEUEING = Rule("a budget limits what Kueue admits to its queues: set kns:queueing.enabled: true")
 # How often a budget's counter runs (its CronJob, `*/N * * * *`): minutes that divide an hour,
 # so the runs are evenly spaced.

@@ -59,11 +59,15 @@ def test_a_quarterly_budget_and_a_grant_are_read_with_their_periods():
      [f"kns:budgets[physics-q]: {rules.BUDGET_PERIOD_ONE.message}", "kns:budgets[physics-q].end: a grant needs start and end"]),
     ({key: value for key, value in QUARTERLY.items() if key not in ("reset", "timeZone")},
      [f"kns:budgets[physics-q]: {rules.BUDGET_PERIOD_ONE.message}"]),
-    ({**{k: v for k, v in QUARTERLY.items() if k != "reset"}, "start": "2027-01-01T00:00:00+01:00",
+    ({**{k: v for k, v in QUARTERLY.items() if k not in ("reset", "timeZone")}, "start": "2027-01-01T00:00:00+01:00",
       "end": "2026-12-01T00:00:00+01:00"},
      ["kns:budgets[physics-q].end: 2026-12-01T00:00:00+01:00 is not after start 2027-01-01T00:00:00+01:00"]),
+    ({**{k: v for k, v in QUARTERLY.items() if k != "reset"}, "start": "2026-12-01T00:00:00+01:00",
+      "end": "2027-01-01T00:00:00+01:00"},
+     [f"kns:budgets[physics-q].timeZone: {rules.BUDGET_GRANT_ZONE.message}"]),
+    ({**QUARTERLY, "queues": ["physics", "physics"]}, ["kns:budgets[physics-q].queues: lists physics twice"]),
 ], ids=["unknown queue", "resource not counted", "limit 0", "never fires", "zone", "both periods", "no period",
-        "start after end"])
+        "start after end", "zone of a grant", "queue twice"])
 def test_a_bad_budget_is_refused_by_both_doors_with_its_path(tmp_path, capsys, budget, lines):
     refused(tmp_path, capsys, stack(budget), lines)
 
