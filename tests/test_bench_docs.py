@@ -150,3 +150,14 @@ def test_the_host_about_table_shows_the_committed_host_about_results():
     assert table_rows(section) == host_about.doc_rows(payload)
     result = payload["result"]
     assert all(len(result[arm]["runs"]) == result["rounds"] for arm in ("earlier host", "this host"))
+
+
+def test_section_16_shows_the_committed_budget_count_and_the_target_holds():
+    """docs/benchmarks.md section 16 (bench/budget_count.py): its row is the results file's,
+    both arms alternated, and the count costs at most twice the listing."""
+    module, payload = bench("budget_count")
+    section = doc_section("## 16.", "\n## ")
+    assert table_rows(section) == module.doc_rows(payload)
+    assert payload["workloads"] == 10000 and payload["median"]["ratio"] <= 2
+    firsts = [run["order"][0] for run in payload["runs"]]
+    assert set(firsts) == {"counter", "kubectl"} and all(a != b for a, b in zip(firsts, firsts[1:]))
