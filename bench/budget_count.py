@@ -97,7 +97,8 @@ def least_privilege() -> list[dict]:
             {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["get", "patch"],
              "resourceNames": BUDGET_QUEUES}]),
         *role("Role", BUDGET_NS, [
-            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"], "resourceNames": ["ledger"]},
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch", "create"],
+             "resourceNames": ["ledger"]},
             {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]),
     ]
 

@@ -111,8 +111,10 @@ def _objects(cfg: PlatformConfig, plan: BudgetPlan) -> list[dict[str, Any]]:
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(cfg, budget, COUNTER, ns)}
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _metadata(cfg, budget, COUNTER, ns),
             "rules": [
-                # The ledger is created by a server-side apply: a patch, limited by name.
-                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"], "resourceNames": [LEDGER]},
+                # The ledger is created by a server-side apply, whose create names it: the
+                # create is limited by name too.
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch", "create"],
+                 "resourceNames": [LEDGER]},
             ]}
     binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                "metadata": _metadata(cfg, budget, COUNTER, ns),

@@ -149,7 +149,8 @@ def test_the_counters_rbac_names_what_it_writes(run):
     own = roles[("kns-budget-physics-q", "counter")]
     assert {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"],
             "resourceNames": ["ledger"]} in own
-    assert own == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"], "resourceNames": ["ledger"]}]
+    assert own == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch", "create"],
+                    "resourceNames": ["ledger"]}]
     assert roles[("default", "kns-budget-physics-q")] == [
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]
 
