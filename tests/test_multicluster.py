@@ -590,3 +590,14 @@ def test_an_entry_that_fits_only_on_a_draining_worker_is_warned_of_by_validate_e
     quiet = checked(config)
     plan_checked(quiet)
     assert not [w for w in quiet.config.warnings if "draining" in w]
+
+
+def test_a_sites_budget_counts_on_the_manager_which_admits(tmp_path):
+    """docs/budgets.md, "On a MultiKueue site": a budget's counter and RBAC go to the
+    manager (its Workloads are what is counted); no worker gets anything of it."""
+    budget = {"name": "research-q", "queues": ["research"], "limits": {"nvidia.com/gpu": 1000},
+              "reset": "0 0 1 */3 *"}
+    run = run_program(site(budgets=[budget]), secret_keys=SECRETS)
+    mine = [r for r in run.kubernetes if r.metadata.get("labels", {}).get("kns.io/budget") == "research-q"]
+    assert {r.type.rsplit(":", 1)[1] for r in mine} >= {"Namespace", "CronJob", "ClusterRole", "ServiceAccount"}
+    assert {r.provider.split("::")[3] for r in mine} == {"site-kubernetes"}
