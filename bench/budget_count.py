@@ -82,8 +82,8 @@ def cluster_queue(name: str) -> dict:
 
 def least_privilege() -> list[dict]:
     """The budget's ServiceAccount and what its counter calls: list every Workload, get and
-    apply its own ClusterQueues, get and apply its ledger, create events in its namespace,
-    as plan/budgets.py grants them."""
+    apply its own ClusterQueues, get, apply and create its ledger (by name), create events in
+    `default` (a ClusterQueue's), as plan/budgets.py grants them."""
     def role(kind: str, namespace: str | None, rules: list[dict]) -> list[dict]:
         meta = {"name": ACCOUNT, **({"namespace": namespace} if namespace else {})}
         return [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta, "rules": rules},
@@ -98,8 +98,8 @@ def least_privilege() -> list[dict]:
              "resourceNames": BUDGET_QUEUES}]),
         *role("Role", BUDGET_NS, [
             {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch", "create"],
-             "resourceNames": ["ledger"]},
-            {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]),
+             "resourceNames": ["ledger"]}]),
+        *role("Role", "default", [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]),
     ]
 
 

@@ -36,6 +36,14 @@ def field_manager(name: str) -> str:
     return f"kns-budget-{name}"
 
 
+def slim(workload: dict[str, Any]) -> dict[str, Any]:
+    """What the count reads of a Workload (its pod templates, most of it, are dropped as its
+    page is read)."""
+    meta, status = workload.get("metadata") or {}, workload.get("status") or {}
+    return {"metadata": {"uid": meta.get("uid"), "namespace": meta.get("namespace")},
+            "status": {"conditions": status.get("conditions") or [], "admission": status.get("admission")}}
+
+
 def budget_periods(spec: dict[str, Any]) -> periods.Periods:
     when = spec["period"]
     if "reset" in when:
@@ -125,7 +133,7 @@ def run(api: kube_api.Api, spec: dict[str, Any], now: datetime) -> dict[str, Any
         reserved = spec.get("reserved") or {}
         queues = {*spec["queues"], *reserved}
         known = {key.split("@", 1)[0] for key in ledger.open}
-        workloads = [w for page in api.pages(f"{KUEUE}/workloads") for w in page
+        workloads = [slim(w) for page in api.pages(f"{KUEUE}/workloads") for w in page
                      if ((w.get("status") or {}).get("admission") or {}).get("clusterQueue") in queues
                      or (w.get("metadata") or {}).get("uid") in known]
         counted = budget_count.count(workloads, spec["queues"], period.start, now, ledger, reserved,
