@@ -108,8 +108,11 @@ def _short(hours: Decimal) -> str:
 
 @dataclass
 class Ledger:
-    """One period's record: the admissions seen held (`open`: key -> start and resources)
-    and those that ended (`closed`: key -> resource -> hours in the period)."""
+    """One period's record: the admissions seen held (`open`: key -> queue and resources)
+    and those that ended (`closed`: key -> resource -> hours in the period). A closed one
+    whose Workload is gone can never be seen again, so it is kept no longer by key but in
+    `retired` (the hour it ended -> resource -> hours): the ledger grows with the Workloads
+    that exist, not with the period's."""
 
     period: str
     counted_at: Optional[str] = None
@@ -118,12 +121,14 @@ class Ledger:
     # When each closed admission ended (key -> RFC 3339): `./kns usage --chart` draws use
     # over time from it.
     ends: dict[str, str] = field(default_factory=dict)
+    retired: dict[str, dict[str, Decimal]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"period": self.period, "countedAt": self.counted_at,
                 "open": {k: v for k, v in sorted(self.open.items())},
                 "closed": {k: {r: _short(v) for r, v in amounts.items()} for k, amounts in sorted(self.closed.items())},
-                "ends": dict(sorted(self.ends.items()))}
+                "ends": dict(sorted(self.ends.items())),
+                "retired": {h: {r: _short(v) for r, v in amounts.items()} for h, amounts in sorted(self.retired.items())}}
 
     @classmethod
     def from_json(cls, data: Optional[Mapping[str, Any]], period: str) -> "Ledger":
@@ -132,7 +137,8 @@ class Ledger:
             return cls(period)
         return cls(period, data.get("countedAt"), dict(data.get("open") or {}),
                    {k: {r: Decimal(v) for r, v in amounts.items()} for k, amounts in (data.get("closed") or {}).items()},
-                   dict(data.get("ends") or {}))
+                   dict(data.get("ends") or {}),
+                   {h: {r: Decimal(v) for r, v in amounts.items()} for h, amounts in (data.get("retired") or {}).items()})
 
 
 @dataclass(frozen=True)
@@ -143,13 +149,15 @@ class Count:
 
 def count(workloads: Sequence[Mapping[str, Any]], queues: Sequence[str], since: datetime, now: datetime,
           ledger: Ledger, reserved: Optional[Mapping[str, Sequence[str]]] = None,
-          limited: Optional[Sequence[str]] = None) -> Count:
+          limited: Optional[Sequence[str]] = None, present: Optional[set[str]] = None) -> Count:
     """The budget's use in [since, now), and the ledger to store: every admission of its
     queues held now (and recorded open), every one the ledger saw held that is not any more
     (closed at its end, read from its Workload, or at the last count when it is gone), and
     the ledger's closed ones. `reserved` (a reservation's ClusterQueue -> the namespaces of
     the budget's entries that use it) charges their windows' use to the budget too; with
-    `limited`, only those resources are counted and kept (the ledger stays small)."""
+    `limited`, only those resources are counted and kept (the ledger stays small); with
+    `present` (the UIDs of every Workload of the cluster now), the closed admissions of
+    Workloads not among them are retired."""
     reserved = reserved or {}
     by_uid = {(w.get("metadata") or {}).get("uid", ""): w for w in workloads}
     last = moment(ledger.counted_at) if ledger.counted_at else since
@@ -172,22 +180,28 @@ def count(workloads: Sequence[Mapping[str, Any]], queues: Sequence[str], since: 
             ends[found.key] = found.end.isoformat()
         else:
             live.append(found.hours(since, now))
-            opened[found.key] = {"start": found.start.isoformat(), "clusterQueue": found.cluster_queue,
+            opened[found.key] = {"clusterQueue": found.cluster_queue,
                                  "resources": {r: str(v) for r, v in found.resources.items()}}
     for key, seen in ledger.open.items():
         if key in opened or key in closed:
             continue
         uid = key.split("@", 1)[0]
-        start = moment(seen["start"])
+        start = moment(key.split("@", 1)[1])
         gone = Admission(uid, seen["clusterQueue"], {r: Decimal(v) for r, v in seen["resources"].items()},
                          start, ended_at(by_uid.get(uid), start, last))
         closed[key] = gone.hours(since, now)
         ends[key] = (gone.end or now).isoformat()
+    retired = {h: dict(amounts) for h, amounts in ledger.retired.items()}
+    for key in [k for k in closed if present is not None and k.split("@", 1)[0] not in present]:
+        hour = moment(ends.pop(key, now.isoformat())).replace(minute=0, second=0, microsecond=0).isoformat()
+        into = retired.setdefault(hour, {})
+        for resource, hours in closed.pop(key).items():
+            into[resource] = into.get(resource, Decimal(0)) + hours
     used: dict[str, Decimal] = {}
-    for amounts in [*closed.values(), *live]:
+    for amounts in [*closed.values(), *retired.values(), *live]:
         for resource, hours in amounts.items():
             used[resource] = used.get(resource, Decimal(0)) + hours
-    return Count(used, Ledger(ledger.period, now.isoformat(), opened, closed, ends))
+    return Count(used, Ledger(ledger.period, now.isoformat(), opened, closed, ends, retired))
 
 
 def spent(used: Mapping[str, Decimal], limits: Mapping[str, float]) -> list[str]:
@@ -217,6 +231,10 @@ def used_until(ledger: Ledger, live: Sequence[Admission], since: datetime, until
         whole = (end - start).total_seconds()
         part = Decimal(str(max(0.0, min(1.0, (until - start).total_seconds() / whole)))) if whole > 0 else (
             Decimal(1) if until >= end else Decimal(0))
+        for resource, hours in amounts.items():
+            used[resource] = used.get(resource, Decimal(0)) + hours * part
+    for hour, amounts in ledger.retired.items():
+        part = Decimal(str(max(0.0, min(1.0, (until - moment(hour)).total_seconds() / 3600))))
         for resource, hours in amounts.items():
             used[resource] = used.get(resource, Decimal(0)) + hours * part
     for admission in live:

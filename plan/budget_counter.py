@@ -64,7 +64,7 @@ def read_ledger(api: kube_api.Api, spec: dict[str, Any], period: str) -> budget_
 def write_ledger(api: kube_api.Api, spec: dict[str, Any], ledger: budget_count.Ledger) -> None:
     api.apply(ledger_path(spec["namespace"]), {
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ledger", "namespace": spec["namespace"]},
-        "data": {"ledger.json": json.dumps(ledger.to_json(), sort_keys=True)}})
+        "data": {"ledger.json": json.dumps(ledger.to_json(), sort_keys=True, separators=(",", ":"))}})
 
 
 def state(spec: dict[str, Any], used: dict, now: datetime, period: Optional[periods.Period]) -> dict[str, Any]:
@@ -133,11 +133,16 @@ def run(api: kube_api.Api, spec: dict[str, Any], now: datetime) -> dict[str, Any
         reserved = spec.get("reserved") or {}
         queues = {*spec["queues"], *reserved}
         known = {key.split("@", 1)[0] for key in ledger.open}
-        workloads = [slim(w) for page in api.pages(f"{KUEUE}/workloads") for w in page
-                     if ((w.get("status") or {}).get("admission") or {}).get("clusterQueue") in queues
-                     or (w.get("metadata") or {}).get("uid") in known]
+        present: set[str] = set()
+        workloads = []
+        for page in api.pages(f"{KUEUE}/workloads"):
+            for item in page:
+                uid = (item.get("metadata") or {}).get("uid")
+                present.add(uid)
+                if ((item.get("status") or {}).get("admission") or {}).get("clusterQueue") in queues or uid in known:
+                    workloads.append(slim(item))
         counted = budget_count.count(workloads, spec["queues"], period.start, now, ledger, reserved,
-                                     limited=list(spec["limits"]))
+                                     limited=list(spec["limits"]), present=present)
         write_ledger(api, spec, counted.ledger)
         used = counted.used
     now_state = state(spec, used, now, period)

@@ -109,3 +109,20 @@ def test_a_reservations_use_is_charged_to_the_budget_of_the_entries_that_use_it(
     result = count([mine, other], ["physics"], PERIOD, at(60), Ledger("p"), {"kns-res-course": ["kns-train"]})
     assert result.used["nvidia.com/gpu"] == 2
     assert count([mine, other], ["physics"], PERIOD, at(60), Ledger("p")).used == {}
+
+
+def test_a_closed_admission_whose_workload_is_gone_is_retired_into_its_hour_and_still_counted():
+    done = workload("b", gpus="2", admitted=0, finished=30)
+    still = workload("c", gpus="1", admitted=0, finished=90)
+    first = count([done, still], ["physics"], PERIOD, at(120), Ledger("p"), present={"b", "c"})
+    assert set(first.ledger.closed) == {f"b@{at(0).isoformat()}", f"c@{at(0).isoformat()}"}
+    # b's Workload is gone (its TTL): retired, under the hour it ended in; c stays by key.
+    second = count([still], ["physics"], PERIOD, at(150), first.ledger, present={"c"})
+    assert list(second.ledger.closed) == [f"c@{at(0).isoformat()}"]
+    assert second.ledger.retired == {at(0).isoformat(): {"nvidia.com/gpu": Decimal(1), "cpu": Decimal("0.25")}}
+    assert second.used == first.used == {"nvidia.com/gpu": Decimal("2.5"), "cpu": Decimal("1")}
+    # Stored and read back: the same; the chart spreads the retired hour over that hour.
+    from plan.budget_count import used_until
+    again = Ledger.from_json(second.ledger.to_json(), "p")
+    assert count([still], ["physics"], PERIOD, at(160), again, present={"c"}).used == second.used
+    assert abs(used_until(again, [], PERIOD, at(30))["nvidia.com/gpu"] - 1) < Decimal("1e-9")  # half of each
