@@ -55,7 +55,8 @@ class Admission:
 
     @property
     def key(self) -> str:
-        return f"{self.uid}@{self.start.isoformat()}"
+        """`<uid>@<start, Unix seconds>`: the conditions' times are whole seconds."""
+        return f"{self.uid}@{int(self.start.timestamp())}"
 
     def hours(self, since: datetime, until: datetime) -> dict[str, Decimal]:
         """Resource-hours inside [since, until)."""
@@ -85,6 +86,12 @@ def admission(workload: Mapping[str, Any]) -> Optional[Admission]:
                      start, end)
 
 
+def key_parts(key: str) -> tuple[str, datetime]:
+    """An admission's key: its Workload's UID and its start."""
+    uid, start = key.split("@", 1)
+    return uid, datetime.fromtimestamp(int(start), timezone.utc)
+
+
 def ended_at(workload: Optional[Mapping[str, Any]], start: datetime, fallback: datetime) -> datetime:
     """When a Workload's admission that started at `start` ended: its Finished or Evicted
     turning True, or its QuotaReserved turning False, after `start`; `fallback` (the last
@@ -108,7 +115,7 @@ def _short(hours: Decimal) -> str:
 
 @dataclass
 class Ledger:
-    """One period's record: the admissions seen held (`open`: key -> queue and resources)
+    """One period's record: the admissions seen held (`open`: key -> resources)
     and those that ended (`closed`: key -> resource -> hours in the period). A closed one
     whose Workload is gone can never be seen again, so it is kept no longer by key but in
     `retired` (the hour it ended -> resource -> hours): the ledger grows with the Workloads
@@ -180,19 +187,17 @@ def count(workloads: Sequence[Mapping[str, Any]], queues: Sequence[str], since: 
             ends[found.key] = found.end.isoformat()
         else:
             live.append(found.hours(since, now))
-            opened[found.key] = {"clusterQueue": found.cluster_queue,
-                                 "resources": {r: str(v) for r, v in found.resources.items()}}
+            opened[found.key] = {r: str(v) for r, v in found.resources.items()}
     for key, seen in ledger.open.items():
         if key in opened or key in closed:
             continue
-        uid = key.split("@", 1)[0]
-        start = moment(key.split("@", 1)[1])
-        gone = Admission(uid, seen["clusterQueue"], {r: Decimal(v) for r, v in seen["resources"].items()},
+        uid, start = key_parts(key)
+        gone = Admission(uid, "", {r: Decimal(v) for r, v in seen.items()},
                          start, ended_at(by_uid.get(uid), start, last))
         closed[key] = gone.hours(since, now)
         ends[key] = (gone.end or now).isoformat()
     retired = {h: dict(amounts) for h, amounts in ledger.retired.items()}
-    for key in [k for k in closed if present is not None and k.split("@", 1)[0] not in present]:
+    for key in [k for k in closed if present is not None and key_parts(k)[0] not in present]:
         hour = moment(ends.pop(key, now.isoformat())).replace(minute=0, second=0, microsecond=0).isoformat()
         into = retired.setdefault(hour, {})
         for resource, hours in closed.pop(key).items():
@@ -226,7 +231,7 @@ def used_until(ledger: Ledger, live: Sequence[Admission], since: datetime, until
     constant: what Kueue admitted), and each live one's own (for `./kns usage --chart`)."""
     used: dict[str, Decimal] = {}
     for key, amounts in ledger.closed.items():
-        start = max(moment(key.split("@", 1)[1]), since)
+        start = max(key_parts(key)[1], since)
         end = moment(ledger.ends[key]) if key in ledger.ends else start
         whole = (end - start).total_seconds()
         part = Decimal(str(max(0.0, min(1.0, (until - start).total_seconds() / whole)))) if whole > 0 else (

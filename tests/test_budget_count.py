@@ -49,8 +49,8 @@ def test_admitted_resources_times_admitted_time_within_the_period():
     result = count([running, done, other], ["physics"], PERIOD, at(60), Ledger("p"))
     # 4 GPUs for an hour, 2 GPUs for half an hour; the bio queue's is not this budget's.
     assert result.used == {"nvidia.com/gpu": Decimal(5), "cpu": Decimal("0.75")}
-    assert list(result.ledger.closed) == [f"b@{at(0).isoformat()}"] and list(result.ledger.open) == [
-        f"a@{at(0).isoformat()}"]
+    assert list(result.ledger.closed) == [f"b@{int(at(0).timestamp())}"] and list(result.ledger.open) == [
+        f"a@{int(at(0).timestamp())}"]
 
 
 def test_only_the_part_inside_the_period_counts():
@@ -115,10 +115,10 @@ def test_a_closed_admission_whose_workload_is_gone_is_retired_into_its_hour_and_
     done = workload("b", gpus="2", admitted=0, finished=30)
     still = workload("c", gpus="1", admitted=0, finished=90)
     first = count([done, still], ["physics"], PERIOD, at(120), Ledger("p"), present={"b", "c"})
-    assert set(first.ledger.closed) == {f"b@{at(0).isoformat()}", f"c@{at(0).isoformat()}"}
+    assert set(first.ledger.closed) == {f"b@{int(at(0).timestamp())}", f"c@{int(at(0).timestamp())}"}
     # b's Workload is gone (its TTL): retired, under the hour it ended in; c stays by key.
     second = count([still], ["physics"], PERIOD, at(150), first.ledger, present={"c"})
-    assert list(second.ledger.closed) == [f"c@{at(0).isoformat()}"]
+    assert list(second.ledger.closed) == [f"c@{int(at(0).timestamp())}"]
     assert second.ledger.retired == {at(0).isoformat(): {"nvidia.com/gpu": Decimal(1), "cpu": Decimal("0.25")}}
     assert second.used == first.used == {"nvidia.com/gpu": Decimal("2.5"), "cpu": Decimal("1")}
     # Stored and read back: the same; the chart spreads the retired hour over that hour.

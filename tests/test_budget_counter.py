@@ -174,7 +174,7 @@ def test_every_page_of_workloads_is_read_and_only_the_budgets_are_kept(monkeypat
     done = run(api, START + timedelta(minutes=6))  # 401 GPUs x 6 minutes
     assert kept == [401] and done["state"]["used"] == {"nvidia.com/gpu": "40.1/1h"}
     ledger = counter.read_ledger(api, spec(), START.isoformat())
-    assert len(ledger.open) == 401 and all(set(v["resources"]) == {"nvidia.com/gpu"} for v in ledger.open.values())
+    assert len(ledger.open) == 401 and all(set(v) == {"nvidia.com/gpu"} for v in ledger.open.values())
 
 
 def test_a_run_whose_event_is_refused_leaves_the_queue_as_it_was_and_the_next_says_it():
