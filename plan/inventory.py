@@ -8,7 +8,14 @@ refuses that, for every name the program generates:
 
 - no two resources share a URN (the same parent types, type and logical name);
 - no two entries share a Job or CronJob name: each is named after its entry, so the names
-  of Jobs and CronJobs are one scope with the entry names.
+  of Jobs and CronJobs are one scope with the entry names;
+- no two resources are one Kubernetes object (the same cluster, kind, namespace and name):
+  an entry's namespace `<prefix><entry>` can meet a budget's `<prefix>budget-<name>`, a
+  reservation's `<prefix>res-<name>` or the system namespace, a queue's ClusterQueue a
+  reservation's, whatever kinds the names were derived for;
+- no two providers of an entry stack share a URN: there each cluster's provider is
+  registered at the top (`<cluster>-kubernetes`), so a worker named like the cluster would
+  be a second one.
 
 The later registration is refused, naming both. `registrations` must list exactly what
 components/ registers (tests/test_pod_classes.py compares it with a run under the
@@ -55,10 +62,24 @@ class Registration:
     field: str
     what: str
     workload_object: bool = False
+    # The Kubernetes object it is: (cluster, group/kind, namespace, name); None for components.
+    object: Optional[tuple[str, str, str, str]] = None
 
     @property
     def type(self) -> str:
         return self.types[-1]
+
+
+def _object(cluster: str, manifest: dict[str, Any]) -> tuple[str, str, str, str]:
+    """The identity of a planned object on `cluster` ("" is the manager's, or the one cluster)."""
+    group = manifest["apiVersion"].rpartition("/")[0]
+    metadata = manifest["metadata"]
+    return cluster, f"{group}/{manifest['kind']}", metadata.get("namespace") or "", metadata["name"]
+
+
+def _named(cluster: str, kind: str, name: str, namespace: str = "") -> tuple[str, str, str, str]:
+    """The identity of an object the components build from a name (`kind` is `group/Kind`)."""
+    return cluster, kind, namespace, name
 
 
 def _ordinal(index: int) -> str:
@@ -73,6 +94,7 @@ def _cluster(cfg: PlatformConfig) -> Iterator[Registration]:
 
 
 def _pools(cfg: PlatformConfig, worker: Optional[str], base: tuple[str, ...]) -> Iterator[Registration]:
+    cluster = worker or ""
     for pool in cfg.pools_of(worker):
         owner = f"kns:workers[{worker}].nodePools[{pool.name}]" if worker else f"kns:nodePools[{pool.name}]"
         yield Registration(base + ("kns:cluster:NodePool",), pool.name, owner, "name", "node pool component")
@@ -87,18 +109,20 @@ def _pools(cfg: PlatformConfig, worker: Optional[str], base: tuple[str, ...]) ->
                 device_class = config_devices.class_name(pool.name, kind)
                 yield Registration(base + ("kns:cluster:NodePool", f"kubernetes:{devices.API_VERSION}:DeviceClass"),
                                    devices.class_resource_name(device_class), owner, "gpu",
-                                   f'DeviceClass "{device_class}"')
+                                   f'DeviceClass "{device_class}"',
+                                   object=_named(cluster, "resource.k8s.io/DeviceClass", device_class))
 
 
 def _schedulers(cfg: PlatformConfig, base: tuple[str, ...] = (), prefix: str = "") -> Iterator[Registration]:
     packing, kns = cfg.packing_scheduler, cfg.kns_scheduler
     if not (packing.enabled or kns.enabled):
         return
-    system = cfg.cluster.system_namespace
+    system, cluster = cfg.cluster.system_namespace, prefix[:-1]
     yield Registration(base + ("kns:cluster:SystemNamespace",), prefix + system, "kns:cluster", "systemNamespace",
                        "system namespace component")
     yield Registration(base + ("kns:cluster:SystemNamespace", "kubernetes:core/v1:Namespace"), prefix + system,
-                       "kns:cluster", "systemNamespace", "system namespace")
+                       "kns:cluster", "systemNamespace", "system namespace",
+                       object=_named(cluster, "/Namespace", system))
     if packing.enabled:
         name, chain = prefix + packing.name, base + ("kns:scheduling:PackingScheduler",)
         parts = [("", ""), ("kubernetes:core/v1:ServiceAccount", ""),
@@ -113,7 +137,8 @@ def _schedulers(cfg: PlatformConfig, base: tuple[str, ...] = (), prefix: str = "
         for kind, suffix in parts:
             types = chain + ((kind,) if kind else ())
             yield Registration(types, name + suffix, "kns:packingScheduler", "name",
-                               f"packing scheduler's {kind.rsplit(':', 1)[-1] or 'component'}")
+                               f"packing scheduler's {kind.rsplit(':', 1)[-1] or 'component'}",
+                               object=_cluster_scoped(cluster, kind, packing.name + suffix))
     if kns.enabled:
         name, chain = prefix + KNS_ACCOUNT, base + ("kns:scheduling:KnsScheduler",)
         parts = [("", ""), ("kubernetes:core/v1:ServiceAccount", ""),
@@ -128,7 +153,17 @@ def _schedulers(cfg: PlatformConfig, base: tuple[str, ...] = (), prefix: str = "
         for kind, suffix in parts:
             types = chain + ((kind,) if kind else ())
             yield Registration(types, name + suffix, "kns:knsScheduler", "enabled",
-                               f"KNS scheduler's {kind.rsplit(':', 1)[-1] or 'component'}")
+                               f"KNS scheduler's {kind.rsplit(':', 1)[-1] or 'component'}",
+                               object=_cluster_scoped(cluster, kind, KNS_ACCOUNT + suffix))
+
+
+def _cluster_scoped(cluster: str, token: str, name: str) -> Optional[tuple[str, str, str, str]]:
+    """The identity of a scheduler's object of type `token` if it is cluster-scoped (its
+    namespaced objects are in the system namespace, whose names the program alone gives)."""
+    if not token.endswith((":ClusterRoleBinding", ":ClusterRole")):
+        return None
+    api, _, kind = token.removeprefix("kubernetes:").rpartition(":")
+    return _named(cluster, f"{api.rpartition('/')[0]}/{kind}", name)
 
 
 def _owner(cfg: PlatformConfig, manifest: dict) -> tuple[str, str, str]:
@@ -165,7 +200,7 @@ def _queueing(cfg: PlatformConfig, objects: tuple[list, list, list, list], base:
     for manifest in [*topologies, *flavors, *cluster_queues, *priority_classes]:
         owner, field, what = _owner(cfg, manifest)
         yield Registration(chain + (queues.type_token(manifest),), prefix + queues.resource_name(manifest), owner,
-                           field, what)
+                           field, what, object=_object(prefix[:-1], manifest))
 
 
 def _workers(cfg: PlatformConfig, objects: multikueue.QueueObjects) -> Iterator[Registration]:
@@ -179,10 +214,12 @@ def _workers(cfg: PlatformConfig, objects: multikueue.QueueObjects) -> Iterator[
                            f"{worker.name}-kubernetes", owner, "name", "worker's Kubernetes provider")
         yield from _pools(cfg, worker.name, base)
         yield from _schedulers(cfg, base, prefix)
-        yield from _queueing(cfg, objects.workers[worker.name], base, prefix)
+        # Queueing off on a site is a config problem of its own: then a worker has no queue objects.
+        yield from _queueing(cfg, objects.workers.get(worker.name, multikueue.QueueObjects().manager), base, prefix)
         for manifest in multikueue.worker_access(cfg.cluster.name):
             yield Registration(base + (kueue_install.type_token(manifest),), f"{worker.name}-{multikueue.ACCESS}",
-                               owner, "name", f"MultiKueue's {manifest['kind']}")
+                               owner, "name", f"MultiKueue's {manifest['kind']}",
+                               object=_object(worker.name, manifest))
     if not cfg.workers:
         return
     chain = (MULTIKUEUE_TYPE,)
@@ -190,24 +227,27 @@ def _workers(cfg: PlatformConfig, objects: multikueue.QueueObjects) -> Iterator[
     for worker in cfg.workers:
         owner = f"kns:workers[{worker.name}]"
         yield Registration(chain + ("kubernetes:core/v1:Secret",), f"{worker.name}-kubeconfig", owner, "name",
-                           "kubeconfig Secret")
+                           "kubeconfig Secret", object=_object("", {
+                               "apiVersion": "v1", "kind": "Secret",
+                               "metadata": multikueue.kubeconfig_secret_metadata(worker.name, cfg.cluster.name)}))
         yield Registration(chain + (f"kubernetes:{queues.API_VERSION}:MultiKueueCluster",),
-                           f"multikueuecluster-{worker.name}", owner, "name", "MultiKueueCluster")
+                           f"multikueuecluster-{worker.name}", owner, "name", "MultiKueueCluster",
+                           object=_object("", multikueue.multikueue_cluster(worker.name, cfg.cluster.name)))
     configs, checks = multikueue.connection_objects(cfg)
     for manifest in [*configs, *checks]:
         yield Registration(chain + (queues.type_token(manifest),),
                            f"{manifest['kind'].lower()}-{manifest['metadata']['name']}",
                            f"kns:queues[{manifest['metadata']['name'][len(multikueue.ACCESS) + 1:]}]", "name",
-                           manifest["kind"])
+                           manifest["kind"], object=_object("", manifest))
 
 
 def _workload(plan: WorkloadPlan, owner: str, workers: Iterable[str] = ()) -> Iterator[Registration]:
     name = plan.entry.name
     top = (SCHEDULE_TYPE,) if plan.is_schedule else (JOB_TYPE,)
     yield Registration(top, name, owner, "name", "workload component")
-    yield from _namespace(plan, top, name, owner, "")
+    yield from _namespace(plan, top, name, owner, "", "")
     for worker in workers:
-        yield from _namespace(plan, top, f"{worker}-{name}", owner, f' on worker "{worker}"')
+        yield from _namespace(plan, top, f"{worker}-{name}", owner, f' on worker "{worker}"', worker)
     kind = "kubernetes:batch/v1:CronJob" if plan.is_schedule else "kubernetes:batch/v1:Job"
     count = len(plan.objects)
     for index, object_name in enumerate(plan.objects, start=1):
@@ -219,13 +259,15 @@ def _workload(plan: WorkloadPlan, owner: str, workers: Iterable[str] = ()) -> It
         yield Registration(top + (kind,), object_name, owner, "name", what, workload_object=True)
 
 
-def _namespace(plan: WorkloadPlan, top: tuple[str, ...], name: str, owner: str, where: str) -> Iterator[Registration]:
+def _namespace(plan: WorkloadPlan, top: tuple[str, ...], name: str, owner: str, where: str,
+               cluster: str) -> Iterator[Registration]:
     """An entry's namespace component with its guard rails, LocalQueue and workers' Service,
     on the manager (`name` is the entry's) or on a worker (`<worker>-<entry>`)."""
     inner = top + ("kns:workload:JobNamespace",)
     yield Registration(inner, name, owner, "name", "namespace component" + where)
-    for kind, suffix, what in (("kubernetes:core/v1:Namespace", "", "Namespace"),
-                               ("kubernetes:core/v1:LimitRange", "-defaults", "LimitRange"),
+    yield Registration(inner + ("kubernetes:core/v1:Namespace",), name, owner, "name", "Namespace" + where,
+                       object=_named(cluster, "/Namespace", plan.namespace))
+    for kind, suffix, what in (("kubernetes:core/v1:LimitRange", "-defaults", "LimitRange"),
                                ("kubernetes:core/v1:ResourceQuota", "-quota", "ResourceQuota"),
                                ("kubernetes:core/v1:ServiceAccount", "-runner", "ServiceAccount"),
                                ("kubernetes:rbac.authorization.k8s.io/v1:Role", "-runner", "Role"),
@@ -265,7 +307,7 @@ def _reservations(planned: StackPlan) -> Iterator[Registration]:
         owner = f"kns:nodePools[{cohort['metadata']['labels']['kns.io/pool']}]"
         yield Registration((RESERVED_POOL_TYPE,), name, owner, "name", "reserved pool component")
         yield Registration((RESERVED_POOL_TYPE, queues.type_token(cohort)), reservations.child_name(name, cohort),
-                           owner, "name", "Cohort of its reservations")
+                           owner, "name", "Cohort of its reservations", object=_object("", cohort))
     for reserved in planned.reservations:
         yield from _component(RESERVATION_TYPE, f"kns:reservations[{reserved.name}]",
                               reservations.component_name(reserved.name), reserved.objects, "reservation component")
@@ -283,7 +325,7 @@ def _component(type_: str, owner: str, name: str, objects: list[dict[str, Any]],
     yield Registration((type_,), name, owner, "name", what)
     for manifest in objects:
         yield Registration((type_, reservations.type_token(manifest)), reservations.child_name(name, manifest),
-                           owner, "name", manifest["kind"])
+                           owner, "name", manifest["kind"], object=_object("", manifest))
 
 
 def _reserved(cfg: PlatformConfig, plan: WorkloadPlan) -> Iterator[Registration]:
@@ -301,6 +343,17 @@ def _reserved(cfg: PlatformConfig, plan: WorkloadPlan) -> Iterator[Registration]
                            cfg.paths[plan.entry.name], "reservation", f"{kind} of its reservation")
 
 
+def _entry_stack_providers(cfg: PlatformConfig) -> Iterator[Registration]:
+    """The providers an entry stack registers at its top (`__main__.py`): its cluster's and
+    each worker's. Checked on every stack, so that splitting one into entry stacks later
+    (docs/entry-stacks.md) cannot meet them."""
+    yield Registration(("pulumi:providers:kubernetes",), f"{cfg.cluster.name}-kubernetes", "kns:cluster", "name",
+                       "Kubernetes provider in an entry stack")
+    for worker in cfg.workers:
+        yield Registration(("pulumi:providers:kubernetes",), f"{worker.name}-kubernetes", f"kns:workers[{worker.name}]",
+                           "name", "Kubernetes provider in an entry stack")
+
+
 def collisions(planned: StackPlan, reported: Iterable[str] = ()) -> list[Problem]:
     """A problem for each resource that would share a URN (or a Job or CronJob name) with
     one registered before it; owners that already have a problem in `reported` are left
@@ -312,12 +365,14 @@ def collisions(planned: StackPlan, reported: Iterable[str] = ()) -> list[Problem
 
     first: dict[tuple, Registration] = {}
     problems: list[Problem] = []
-    for item in registrations(planned):
+    for item in [*registrations(planned), *_entry_stack_providers(planned.config)]:
         if not clean(item.owner):
             continue
-        keys = [("urn", item.types, item.name)]
+        keys: list[tuple] = [("urn", item.types, item.name)]
         if item.workload_object:
             keys.append(("workload", item.name))
+        if item.object is not None:
+            keys.append(("object", *item.object))
         for key in keys:
             earlier = first.get(key)
             if earlier is None:
@@ -325,9 +380,10 @@ def collisions(planned: StackPlan, reported: Iterable[str] = ()) -> list[Problem
                 continue
             if earlier.owner == item.owner:
                 continue
+            named = item.object[3] if key[0] == "object" and item.object else item.name
             problems.append(Problem(
                 f"{item.owner}.{item.field}",
-                f'its {item.what} is named "{item.name}", like the {earlier.what} of {earlier.owner}; '
+                f'its {item.what} is named "{named}", like the {earlier.what} of {earlier.owner}; '
                 f"{DERIVED_NAME.message}",
             ))
             break
