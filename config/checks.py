@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Optional
 
 from chrono import prescale
@@ -212,7 +213,7 @@ def check_pools(pools: list[NodePool], cluster_name: str, problems: Problems, ba
 
 
 def check_queues(queueing: Queueing, given: bool, queues: list[Queue], pools: list[NodePool],
-                 broken_pools: frozenset[str] | set[str], problems: Problems) -> None:
+                 broken_pools: Mapping[str, str], problems: Problems) -> None:
     """Queues are for a stack with queueing on, their names are unique, and each pool of a
     quota exists and can be a Kueue ResourceFlavor (at most 8 taints to tolerate)."""
     if given and not queueing.enabled:
@@ -231,7 +232,7 @@ def check_queues(queueing: Queueing, given: bool, queues: list[Queue], pools: li
         seen.add(queue.name)
         for pool in queue.quota:
             if pool in broken_pools:
-                problems.add(f"{path}.quota.{pool}", _broken(pool))
+                problems.add(f"{path}.quota.{pool}", _broken(pool, broken_pools))
             elif pool not in by_name:
                 problems.add(f"{path}.quota.{pool}", no_pool(pool, by_name))
             elif (taints := len(resolve.pool_taints(by_name[pool]))) > rules.MAX_FLAVOR_TOLERATIONS:
@@ -364,7 +365,7 @@ def check_workloads(
     credentials: Mapping[str, Any],
     paths: Mapping[str, str],
     problems: Problems,
-    broken_pools: frozenset[str] | set[str] = frozenset(),
+    broken_pools: Mapping[str, str] = MappingProxyType({}),
 ) -> None:
     """Each entry's pool exists and can run it, and its credential sets exist. An entry on a
     pool that is named but invalid (`broken_pools`) points at that pool's problems."""
@@ -372,7 +373,7 @@ def check_workloads(
     for entry in workloads:
         path = paths[entry.name]
         if entry.pool in broken_pools:
-            problems.add(path + ".pool", _broken(entry.pool))
+            problems.add(path + ".pool", _broken(entry.pool, broken_pools))
             _check_credentials(entry, credentials, path, problems)
             continue
         if entry.pool is not None and entry.pool not in by_name:
@@ -433,12 +434,12 @@ def no_pool(name: str, known: Iterable[str]) -> str:
     return f'no node pool named "{name}"{hint} (pools: {listed})'
 
 
-def _broken(pool: str) -> str:
-    return f'node pool "{pool}" is invalid (its problems are listed under kns:nodePools[{pool}])'
+def _broken(pool: str, broken_pools: Mapping[str, str]) -> str:
+    return f'node pool "{pool}" is invalid (its problems are listed under {broken_pools[pool]})'
 
 
 def check_raw_references(unchecked: list[tuple[str, dict]], pools: list[NodePool], problems: Problems,
-                         broken_pools: frozenset[str] | set[str] = frozenset(),
+                         broken_pools: Mapping[str, str] = MappingProxyType({}),
                          queues: tuple[Queueing, set[str], set[str]] | None = None) -> None:
     """Entries that failed validation still get their pool and queue references checked,
     so one run reports every problem. `queues`: queueing, the queue names, the invalid ones."""
@@ -454,7 +455,7 @@ def check_raw_references(unchecked: list[tuple[str, dict]], pools: list[NodePool
         if path + ".pool" in invalid:
             continue
         if isinstance(pool, str) and pool in broken_pools:
-            problems.add(path + ".pool", _broken(pool))
+            problems.add(path + ".pool", _broken(pool, broken_pools))
         elif isinstance(pool, str) and pool not in known:
             problems.add(path + ".pool", no_pool(pool, known))
 

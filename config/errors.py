@@ -7,6 +7,7 @@ a user sees all of them at once and knows where to look, without a traceback.
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import unicodedata
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ from pydantic import BaseModel, ValidationError
 # The error type of a validator that reports several problems below its field, each with
 # its own location (config/podspec.py `nested`).
 NESTED = "kns_nested"
+# How a key that must be given and is not is said, wherever it is found missing.
+REQUIRED = "is required"
 
 
 def closest(word: str, candidates: Iterable[str]) -> Optional[str]:
@@ -68,6 +71,9 @@ class Problems:
     items: list[Problem] = field(default_factory=list)
     # Config path in a job file -> its line (the loader's: `jobs/a.yaml:jobs[one].cpu` -> 6).
     lines: dict[str, int] = field(default_factory=dict)
+    # Mappings the reading left incomplete: a key they lack ("is required") follows from the
+    # problem that says why, so it is not a line of its own.
+    partial: list[str] = field(default_factory=list)
 
     def add(self, path: str, message: str) -> None:
         self.items.append(Problem(path, message))
@@ -89,13 +95,18 @@ class Problems:
 
     def raise_if_any(self) -> None:
         if self.items:
-            raise ConfigError([self.located(p) for p in self.items])
+            raise ConfigError([self.located(p) for p in self.items if not self._follows(p)])
+
+    def _follows(self, problem: Problem) -> bool:
+        return problem.message.startswith(REQUIRED) and any(
+            problem.path == path or problem.path.startswith((path + ".", path + "[")) for path in self.partial)
 
     def validate(self, model: type[BaseModel], raw: Any, path: str) -> Any:
         """Validate `raw` as `model`; on failure record each error under `path`, return None."""
         try:
             return model.model_validate(raw)
         except ValidationError as exc:
+            start = len(self.items)
             for error in exc.errors(include_url=False):
                 if error["type"] == NESTED:
                     # several problems below the field (config/podspec.py), each at its place
@@ -107,6 +118,7 @@ class Problems:
             for message in getattr(model, "key_problems", lambda _: [])(raw):
                 if message not in reported:
                     self.add(path, message)
+            self.items[start:] = _one_per_misspelling(self.items[start:])
             return None
 
 
@@ -166,7 +178,7 @@ def _describe(model: type[BaseModel], error: dict[str, Any], quiet: bool = False
             return f'unknown key; did you mean "{close}"?'
         return f"unknown key (known keys: {', '.join(sorted(known))})"
     if kind == "missing":
-        return "is required"
+        return REQUIRED
     if kind == "value_error":
         return msg.removeprefix("Value error, ")
     if kind == "model_type" or kind == "dict_type":
@@ -215,3 +227,16 @@ def _model_in(tp: Any) -> type[BaseModel] | None:
             if found is not None:
                 return found
     return None
+
+
+_MISSPELT = re.compile(r'unknown key; did you mean "([^"]+)"\?$')
+
+
+def _one_per_misspelling(found: list[Problem]) -> list[Problem]:
+    """A misspelt key is one mistake: the key it resembles is not also "required"."""
+    meant = set()
+    for problem in found:
+        match = _MISSPELT.match(problem.message)
+        if match:
+            meant.add(f"{problem.path.rpartition('.')[0]}.{match.group(1)}")
+    return [p for p in found if not (p.message == REQUIRED and p.path in meant)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
+import difflib
 import glob
 import os
 from dataclasses import dataclass, field
@@ -170,13 +171,15 @@ def check_config(
                 profiles.append((str(rule), profile))
 
     pools: list[NodePool] = []
-    broken_pools: set[str] = set()  # named but invalid: their own problems say why
+    # Named but invalid: name -> the path whose problems say why.
+    broken_pools: dict[str, str] = {}
     for i, item in enumerate(_list(raw, "nodePools", problems)):
-        pool = problems.validate(NodePool, item, _entry_path("kns:nodePools", item, i))
+        pool_path = _entry_path("kns:nodePools", item, i)
+        pool = problems.validate(NodePool, item, pool_path)
         if pool is not None:
             pools.append(pool)
         elif isinstance(item, dict) and isinstance(item.get("name"), str):
-            broken_pools.add(item["name"])
+            broken_pools[item["name"]] = pool_path
 
     manager_pools = list(pools)
     workers, pool_worker, worker_index = _workers(raw, pools, broken_pools, problems)
@@ -304,8 +307,10 @@ def check_config(
         checks.check_dynamic_labels(jobs + schedules, cluster.name, stack, paths, problems)
 
     primers = checks.derive_primers(schedules, paths, problems)
+    broken_entries = {path.rpartition("[")[2][:-1]: path for path, _ in unchecked}
     warnings = check_reservations(reservations, {p.name: p for p in pools}, queueing, queues, jobs + schedules,
-                                  [p.name for p in priorities], pool_worker, problems, now)
+                                  [p.name for p in priorities], pool_worker, problems, now,
+                                  broken_entries=broken_entries)
     for path, message in ttl_problems(budgets, [(paths[e.name], e.queue, e.ttl_hours)
                                                 for e in jobs + schedules]):
         problems.add(path, message)
@@ -351,11 +356,13 @@ def _on_reserved_pools(entries: list[Workload], reservations: list[Reservation],
             if e.reservation in pools and e.pool is None and e.pod_spec is None else e for e in entries]
 
 
-def _workers(raw: Mapping[str, Any], pools: list[NodePool], broken_pools: set[str],
+def _workers(raw: Mapping[str, Any], pools: list[NodePool], broken_pools: dict[str, str],
              problems: Problems) -> tuple[list[Worker], dict[str, str], dict[str, int]]:
     """`kns:workers`: each worker, its pools validated one by one at their named paths and
     added to the site's `pools`; the worker of each of its pools; each worker's index in the
-    list (where the stack file's encrypted values are)."""
+    list (where the stack file's encrypted values are). The pools of a worker that is itself
+    invalid (under any key, a misspelt `nodePools` too) are broken at the worker's path: a
+    queue naming one follows from the worker's problem."""
     workers: list[Worker] = []
     pool_worker: dict[str, str] = {}
     index: dict[str, int] = {}
@@ -376,8 +383,10 @@ def _workers(raw: Mapping[str, Any], pools: list[NodePool], broken_pools: set[st
             if pool is not None:
                 own.append(pool)
             elif isinstance(body, dict) and isinstance(body.get("name"), str):
-                broken_pools.add(body["name"])
+                broken_pools[body["name"]] = pool_path
         if worker is None:
+            for name in _listed_names(item):
+                broken_pools.setdefault(name, path)
             continue
         index.setdefault(worker.name, i)
         workers.append(worker.model_copy(update={"node_pools": own}))
@@ -385,6 +394,12 @@ def _workers(raw: Mapping[str, Any], pools: list[NodePool], broken_pools: set[st
         for pool in own:
             pool_worker.setdefault(pool.name, worker.name)
     return workers, pool_worker, index
+
+
+def _listed_names(item: Mapping[str, Any]) -> list[str]:
+    """The names of the mappings listed under any key of `item`."""
+    return [body["name"] for value in item.values() if isinstance(value, list)
+            for body in value if isinstance(body, dict) and isinstance(body.get("name"), str)]
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -399,13 +414,13 @@ def _named_items(items: list[Any], key: str, model: type[M], problems: Problems,
     valid: list[M] = []
     broken: set[str] = set()
     for i, item in enumerate(items):
-        name = item.get("name") if isinstance(item, dict) else None
+        name = _item_name(item)
         shown = item if not quiet or (isinstance(name, str) and names.dns1123_label_problem(name) is None) else None
         found = problems.validate(model, item, _entry_path(f"kns:{key}", shown, i))
         if found is not None:
             valid.append(found)
-        elif isinstance(item, dict) and isinstance(item.get("name"), str):
-            broken.add(item["name"])
+        elif isinstance(name, str):
+            broken.add(name)
     return valid, broken
 
 
@@ -487,9 +502,25 @@ def _list(raw: Mapping[str, Any], key: str, problems: Problems) -> list[Any]:
     return value
 
 
+# How close a key must be to `name` to be taken for it (`image` is not: 0.67).
+MISSPELT_NAME = 0.75
+
+
+def _item_name(item: Any) -> Any:
+    """An item's `name`; under a misspelt `name` key, that key's text: the item's problems
+    and what refers to it still find it by its name."""
+    if not isinstance(item, dict):
+        return None
+    if "name" in item:
+        return item["name"]
+    spelt = [value for key, value in item.items() if isinstance(key, str) and isinstance(value, str)
+             and difflib.SequenceMatcher(None, key.lower(), "name").ratio() >= MISSPELT_NAME]
+    return spelt[0] if len(spelt) == 1 else None
+
+
 def _entry_path(base: str, item: Any, index: int) -> str:
     """`kns:jobs[train-resnet]`: entries are named by their stable key when they have one."""
-    name = item.get("name") if isinstance(item, dict) else None
+    name = _item_name(item)
     return f"{base}[{name}]" if isinstance(name, str) and name else f"{base}[{index}]"
 
 
@@ -575,6 +606,8 @@ def _job_file_entries(
             problems.lines.update((render_path(f"{rel}:", steps, content), line) for steps, line in lines.items())
             for problem in found:
                 problems.add(render_path(f"{rel}:", problem.steps, content), problem.message)
+                if problem.dropped:
+                    problems.partial.append(render_path(f"{rel}:", problem.steps, content))
             # Unknown keys are reported without hiding the problems of the file's entries.
             for key in content:
                 if key not in JobFile.model_fields:

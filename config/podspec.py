@@ -34,7 +34,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 from pydantic_core import PydanticCustomError
 
 from . import names, rules
-from .errors import NESTED, closest
+from .errors import NESTED, REQUIRED, closest
 from .quantity import QuantityError, kind_for_resource, parse, render
 
 Loc = tuple[Union[str, int], ...]
@@ -183,7 +183,7 @@ def _definition_problems(value: Any, name: str, loc: Loc) -> Found:
         found += shape_problems(item, properties[key], loc + (key,))
     for key in definition.get("required", ()):
         if key not in value:
-            found.append((loc + (key,), "is required"))
+            found.append((loc + (key,), REQUIRED))
     for key, keys in definition.get("listMapKeys", {}).items():
         items = value.get(key)
         if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
@@ -378,7 +378,7 @@ def pod_problems(spec: Mapping[str, Any]) -> Found:
             else:
                 first[name] = here
             if "image" not in container:
-                found.append((here + ("image",), "is required"))
+                found.append((here + ("image",), REQUIRED))
             else:
                 problem = image_problem(container["image"])
                 if problem:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
+from types import MappingProxyType
 from typing import Annotated, ClassVar, Literal, Mapping, Optional, Sequence
 
 from pydantic import BeforeValidator, Field, model_validator
@@ -195,9 +196,11 @@ def show(resource: str, amount: Decimal) -> str:
 def check_reservations(reservations: Sequence[Reservation], pools: Mapping[str, NodePool], queueing: Queueing,
                        queues: Sequence[Queue], entries: Sequence[Workload], priorities: Sequence[str],
                        pool_worker: Mapping[str, str], problems: Problems, now: Optional[datetime] = None,
-                       base: str = "kns:reservations") -> list[str]:
+                       base: str = "kns:reservations", broken_entries: Mapping[str, str] = MappingProxyType({})
+                       ) -> list[str]:
     """Every problem of the reservations that one alone cannot show; returns warnings (a
-    one-off window already over)."""
+    one-off window already over). An entry that is named but invalid (`broken_entries`:
+    name -> its path) is pointed at, not said to be missing."""
     now = now or datetime.now(timezone.utc)
     warnings: list[str] = []
     queue_names = {q.name for q in queues}
@@ -217,7 +220,10 @@ def check_reservations(reservations: Sequence[Reservation], pools: Mapping[str, 
             problems.add(f"{path}.name", f'"{item.name}" is also the name of a queue (kns:queues[{item.name}]); '
                                          "a reservation's ClusterQueue would meet it")
         for i, name in enumerate(item.entries):
-            if name not in entry_names:
+            if name in broken_entries and name not in entry_names:
+                problems.add(f"{path}.entries[{i}]", f'entry "{name}" is invalid (its problems are listed under '
+                                                     f"{broken_entries[name]})")
+            elif name not in entry_names:
                 problems.add(f"{path}.entries[{i}]", "names no entry of kns:jobs, kns:schedules or the job files")
         pool = pools.get(item.pool)
         if pool is None:

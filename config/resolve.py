@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any, Optional
 
 from . import names
+from .errors import REQUIRED
 from .names import gpu_resource_name
 from .models import NodePool, Profile, Schedule, Workload
 from .quantity import Kind, QuantityError, kind_for_resource, minimum, parse, render, scale
@@ -150,7 +151,7 @@ def apply_profile(entry: Workload, profile: Profile) -> tuple[Workload, list[tup
             if profile.default_image is not None:
                 update["image"] = profile.default_image
             else:
-                problems.append(("image", "is required (no matching profile rule sets defaultImage)"))
+                problems.append(("image", f"{REQUIRED} (no matching profile rule sets defaultImage)"))
     if entry.queue is None and profile.queue is not None and entry.type != "namespace":
         # A profile's queue is for the workloads it covers: a namespace entry runs none.
         update["queue"] = profile.queue

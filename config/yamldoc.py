@@ -48,6 +48,9 @@ class YamlProblem:
 
     steps: tuple[Step, ...]
     message: str
+    # The mapping at `steps` lost keys in the reading (a merge key, a key that is not a
+    # plain value): what it then lacks follows from this problem.
+    dropped: bool = False
 
 
 class YamlError(ValueError):
@@ -131,10 +134,10 @@ def _build(node: Node, steps: tuple[Step, ...], problems: list[YamlProblem],
         lines: dict[Any, int] = {}
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
-                problems.append(YamlProblem(steps, "uses a merge key (<<); write the keys out"))
+                problems.append(YamlProblem(steps, "uses a merge key (<<); write the keys out", dropped=True))
                 continue
             if not isinstance(key_node, ScalarNode):
-                problems.append(YamlProblem(steps, "has a key that is not a plain value"))
+                problems.append(YamlProblem(steps, "has a key that is not a plain value", dropped=True))
                 continue
             key = _key(key_node, steps, problems)
             line = key_node.start_mark.line + 1

@@ -116,3 +116,78 @@ def test_a_namespace_two_kinds_derive_is_refused_at_the_later_one():
         found = {p.path: p.message for p in refused.value.problems}
         assert list(found) == [path], found
         assert f'is named "kns-{taken}", like the' in found[path]
+
+
+# ---- one mistake, one line ----------------------------------------------------------------
+
+BROKEN_WORKERS = {
+    "a name that is no DNS label": (lambda w: w.update(name="West_1"), "kns:workers[West_1]"),
+    "both context and kubeconfig": (lambda w: w.update(kubeconfig="kubeconfigs/east.yaml"), "kns:workers[west]"),
+    "neither context nor kubeconfig": (lambda w: w.pop("context"), "kns:workers[west]"),
+    "an http apiServer": (lambda w: w.update(apiServer="http://10.2.0.1"), "kns:workers[west]"),
+    "an apiServer without a host": (lambda w: w.update(apiServer="https://"), "kns:workers[west]"),
+    "a misspelt nodePools": (lambda w: w.update(nodepools=w.pop("nodePools")), "kns:workers[west]"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_WORKERS))
+def test_a_queue_naming_a_broken_workers_pool_points_at_the_worker(tmp_path, capsys, case):
+    """The queue's quota for west-gpu follows from the worker's problem: it says so, at the
+    worker's path, instead of calling the pool unknown."""
+    change, at = BROKEN_WORKERS[case]
+    lines = both(capsys, site_project(tmp_path, lambda c: change(c["workers"][1])))
+    assert problem_at(lines, "kns:queues[research].quota.west-gpu") == (
+        f'node pool "west-gpu" is invalid (its problems are listed under {at})')
+    own = [line for line in lines if line.startswith(at)]
+    assert len(own) == 1 and len(lines) == 2, lines
+
+
+MERGED = {
+    "an anchor's keys": "base: &base\n  user: bob\n  image: busybox:1.37\njobs:\n  - name: merged\n    <<: *base\n",
+    "a flow mapping": "jobs:\n  - name: merged\n    user: bob\n    <<: {image: busybox:1.37}\n",
+    "a schedule's": "schedules:\n  - name: merged\n    user: bob\n    image: busybox:1.37\n    <<: {schedule: '0 1 * * *'}\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(MERGED))
+def test_a_merge_key_is_one_problem_not_also_what_it_would_have_given(tmp_path, capsys, case):
+    from tests.test_bad_input import job_file, stack_text, with_job_files
+    lines = both(capsys, project(tmp_path, stack_text(with_job_files), job_file("merged.yaml", MERGED[case])))
+    mine = [line for line in lines if "[merged]" in line]
+    assert [line.split(": ", 1)[1] for line in mine] == ["uses a merge key (<<); write the keys out"], lines
+
+
+def reservation_config() -> dict:
+    config = copy.deepcopy(SEEDS["reservations"])
+    for queue in config["queues"]:  # the page's example is refused for its queue's size first
+        for quota in queue["quota"].values():
+            quota["nvidia.com/gpu"] = min(int(quota.get("nvidia.com/gpu", 0)), 16)
+    return config
+
+
+def misspell(section: str, name: str, key: str) -> Callable[[dict], None]:
+    def change(config):
+        item = next(i for i in config[section] if i["name"] == name)
+        item[key.upper() if len(key) < 4 else key[:-1]] = item.pop(key)
+    return change
+
+
+@pytest.mark.parametrize("section, name, key", [
+    ("reservations", "course", "schedule"), ("reservations", "challenge", "pool"), ("reservations", "maint", "name"),
+    ("schedules", "lab", "schedule"), ("jobs", "train-llm", "name"), ("jobs", "train-llm", "user"),
+    ("queues", None, "name"),
+])
+def test_a_misspelt_key_is_one_line_and_what_names_its_item_points_at_it(section, name, key):
+    """Not also "<key> is required", nor "names no entry/reservation" where the item is only
+    invalid: the misspelt key's line, and at most the consequence that points at it."""
+    config = reservation_config()
+    name = name or config[section][0]["name"]
+    misspell(section, name, key)(config)
+    with pytest.raises(ConfigError) as refused:
+        plan_checked(check_config(config, project_dir=ROOT, environ={},
+                                  secret_keys=frozenset({"credentials", "keycloakClientSecret"})))
+    found = [(p.path, p.message) for p in refused.value.problems]
+    own = [(path, message) for path, message in found if path.startswith(f"kns:{section}[{name}]")]
+    assert len(own) == 1 and own[0][1].startswith("unknown key; did you mean"), found
+    others = [message for path, message in found if (path, message) not in own]
+    assert all(f"its problems are listed under kns:{section}[{name}]" in m for m in others), found
