@@ -151,6 +151,9 @@ def check_site(cluster: Optional[Cluster], queueing: Queueing, queues: list[Queu
                 problems.add(f"kns:queues[{queue.name}].quota.{pool}", rules.SITE_POOL_IS_MANAGERS.message)
     for entry in workloads:
         path = paths[entry.name]
+        if entry.type == "namespace":
+            problems.add(f"{path}.type", rules.SITE_NAMESPACE_ENTRY.message)
+            continue
         if entry.type == "pod" and entry.queue is None:
             problems.add(f"{path}.queue", rules.SITE_ENTRY_NEEDS_QUEUE.message)
         if entry.pool in managers:

@@ -1034,6 +1034,12 @@ class Queueing(Model):
     @model_validator(mode="after")
     def _installed(self) -> "Queueing":
         found = []
+        if not self.enabled:
+            # Kueue's settings with no Kueue to take them: said once, for each given.
+            given = {"waitForPodsReady": self.wait_for_pods_ready, "multiKueue": self.multi_kueue,
+                     "fairSharing": self.fair_sharing}
+            podspec.raise_if_any([((key,), rules.QUEUEING_OFF_SETTING.message) for key, value in given.items()
+                                  if value is not None])
         if self.wait_for_pods_ready is not None and not self.install:
             found.append((("waitForPodsReady",), rules.WAIT_NEEDS_INSTALL.message))
         if self.multi_kueue is not None and not self.install:

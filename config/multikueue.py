@@ -51,6 +51,14 @@ def server_problem(server: str) -> str | None:
         host = ""
     if not host:
         return f"the server URL has no host: {KUEUE} as an untrusted server endpoint"
+    if any(char.isspace() for char in server):
+        return "the server URL has a blank in it (before, after or inside): a client cannot dial it"
+    try:
+        port = urlsplit(server).port
+    except ValueError:
+        return f"the server URL's port is not a port number ({rules.PORTS.message})"
+    if port == 0:
+        return f"the server URL's port is 0 ({rules.PORTS.message})"
     try:
         ipaddress.ip_address(host)
         return None

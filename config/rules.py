@@ -316,6 +316,12 @@ SITE_KUBECONFIG_SECRET = Rule("a worker's kubeconfig text is a credential: store
                                 "(`pulumi config set --secret --path 'kns:workers[<index>].kubeconfig' ...`)")
 SITE_NEEDS_QUEUEING = Rule("workers run the queued entries MultiKueue dispatches: set kns:queueing.enabled: true")
 SITE_NO_RENDER = Rule("renderDir writes one cluster's YAML; a site with kns:workers is applied, not rendered")
+PORTS = Rule("a port is a number from 1 to 65535")
+SITE_NAMESPACE_ENTRY = Rule("a namespace entry holds pods started by hand on the cluster it is on, which on a site is "
+                            "the manager, and the manager runs no workload; MultiKueue dispatches only queued Jobs "
+                            "to a worker: use type: pod with a queue")
+QUEUEING_OFF_SETTING = Rule("has no effect: queueing is off (kns:queueing.enabled is false); set enabled: true, or "
+                            "remove it")
 SITE_API_SERVER = Rule("the URL the manager's Kueue dials to reach the worker: https://<host>[:port]")
 SITE_ENTRY_NEEDS_QUEUE = Rule("on a site with kns:workers an entry's Jobs run on a worker, and only queued Jobs reach "
                               "one (MultiKueue dispatches them): give it a queue")

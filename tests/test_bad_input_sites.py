@@ -191,3 +191,43 @@ def test_a_misspelt_key_is_one_line_and_what_names_its_item_points_at_it(section
     assert len(own) == 1 and own[0][1].startswith("unknown key; did you mean"), found
     others = [message for path, message in found if (path, message) not in own]
     assert all(f"its problems are listed under kns:{section}[{name}]" in m for m in others), found
+
+
+# ---- settings that would do nothing -------------------------------------------------------
+
+
+@pytest.mark.parametrize("setting, value", [("waitForPodsReady", "5m"), ("fairSharing", {}),
+                                            ("multiKueue", {"workerLostTimeout": "20m"})])
+@pytest.mark.parametrize("enabled", [False, None])
+def test_a_kueue_setting_with_queueing_off_is_refused(tmp_path, capsys, setting, value, enabled):
+    from tests.test_bad_input import stack_text
+
+    def change(config):
+        for key in ("queues", "priorities", "profiles"):
+            config.pop(key, None)
+        for entry in config["jobs"] + config["schedules"]:
+            entry.pop("queue", None)
+            entry.pop("priority", None)
+        config["queueing"] = {setting: value, **({"enabled": enabled} if enabled is not None else {})}
+    lines = both(capsys, project(tmp_path, stack_text(change)))
+    assert problem_at(lines, f"kns:queueing.{setting}") == (
+        "has no effect: queueing is off (kns:queueing.enabled is false); set enabled: true, or remove it")
+    assert len(lines) == 1, lines
+
+
+def test_a_namespace_entry_on_a_site_is_refused(tmp_path, capsys):
+    lines = both(capsys, site_project(tmp_path, lambda c: c["jobs"].append(
+        {"name": "scratch", "type": "namespace", "user": "bob"})))
+    assert problem_at(lines, "kns:jobs[scratch].type").startswith(
+        "a namespace entry holds pods started by hand on the cluster it is on, which on a site is the manager")
+    assert len(lines) == 1, lines
+
+
+@pytest.mark.parametrize("server, says", [
+    ("https://10.2.0.1:99999", "port is not a port number"), ("https://10.2.0.1:0", "port is 0"),
+    ("https://10.2.0.1:http", "port is not a port number"), (" https://10.2.0.1:6443", "has a blank in it"),
+    ("https://10.2.0.1:6443\t", "has a blank in it"), ("https://west.example .org", "has a blank in it"),
+])
+def test_an_api_server_no_client_could_dial_is_refused(tmp_path, capsys, server, says):
+    lines = both(capsys, site_project(tmp_path, lambda c: c["workers"][1].update(apiServer=server)))
+    assert says in problem_at(lines, "kns:workers[west].apiServer"), lines
