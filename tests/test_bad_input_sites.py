@@ -231,3 +231,20 @@ def test_a_namespace_entry_on_a_site_is_refused(tmp_path, capsys):
 def test_an_api_server_no_client_could_dial_is_refused(tmp_path, capsys, server, says):
     lines = both(capsys, site_project(tmp_path, lambda c: c["workers"][1].update(apiServer=server)))
     assert says in problem_at(lines, "kns:workers[west].apiServer"), lines
+
+
+def test_the_pages_example_lines_are_the_programs(tmp_path, capsys):
+    """docs/validation.md's block for these classes, line by line, from the cases it shows."""
+    text = (ROOT / "docs" / "validation.md").read_text()
+    section = text[text.index("### One mistake, one line; sites"):]
+    documented = section.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    cases = [lambda c: c["workers"][1].pop("context"),
+             lambda c: c["workers"][1].update(name="site"),
+             lambda c: c["jobs"].append({"name": "scratch", "type": "namespace", "user": "bob"}),
+             lambda c: c["workers"][1].update(apiServer="https://10.2.0.1:99999")]
+    shown = []
+    for i, change in enumerate(cases):
+        lines = both(capsys, site_project(tmp_path / str(i), change))
+        # the queue's pointer at the broken worker is shown once, for the first
+        shown += [line for line in lines if not line.startswith("kns:queues") or i == 0]
+    assert shown == documented
