@@ -1,10 +1,11 @@
 """Every limit a gang meets, checked for all its workers at once (issue 49;
-docs/distributed.md, "Limits a gang meets"; plan/gangs.py): the pool (static: nodes x GPUs
+docs/distributed.md, "Limits a gang meets"; plan/fits.py): the pool (static: nodes x GPUs
 per node and workers a node holds whole; DRA devices of the kind claimed), required
 topology at the node level, an autoscaled pool's limits, the entry's own quota and
 LimitRange after overrides; queued and not. Each refusal names the limit and its numbers
 at its path, through the program and `./kns validate` alike with nothing registered;
-`./kns explain` lists each limit with its headroom."""
+`./kns explain` lists each limit with its headroom. Beyond gangs, the
+same limits for every kind of workload, in one message per limit, said once."""
 
 from __future__ import annotations
 
