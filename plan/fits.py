@@ -97,6 +97,8 @@ class WorkloadKind:
     prescaled: bool = False
 
     def outcome(self, limit: Limit) -> str:
+        """A prescaled run whose pods fit in part still runs, late; one not a pod of which
+        fits, or that Kueue must place whole (topology), never does."""
         if self.gang:
             return rules.GANG_NEVER_WHOLE.message
         if self.prescaled and limit.limit != "topology" and limit.pods > 1 and (limit.at_once or 0) >= 1:
