@@ -156,12 +156,22 @@ TOPOLOGY_ON_AUTOSCALED = Rule("Kueue counts topology capacity on existing Ready 
                               "pool cannot declare topology")
 TOPOLOGY_NEEDS_QUEUE = Rule("needs a queue: Kueue places the workers by topology only for the Jobs it admits")
 TOPOLOGY_NEEDS_POOL = Rule("needs a pool that declares topology.levels (Kueue places within the pool's domains)")
+TOPOLOGY_NEEDS_TOPOLOGY_FLAVOR = Rule("Kueue admits a Job that asks topology only on a flavor that names a "
+                                      "Topology, so it never admits this one")
 # The pod-set annotations Kueue's Topology Aware Scheduling reads, by `topology.mode`.
 TOPOLOGY_ANNOTATIONS = {"required": "kueue.x-k8s.io/podset-required-topology",
                         "preferred": "kueue.x-k8s.io/podset-preferred-topology"}
 # What every worker's containers get (docs/distributed.md): not the entry's to set.
 WORKER_ENV = ("KNS_WORKERS", "KNS_WORKER_INDEX", "KNS_JOB_NAME", "KNS_LEADER", "WORLD_SIZE", "RANK", "MASTER_ADDR",
               "MASTER_PORT")
+
+# ---- workloads that can never run (plan/fits.py, docs/validation.md) --------------------
+
+# What becomes of an entry whose pods a limit cannot hold together, by the kind of workload.
+GANG_NEVER_WHOLE = Rule("the gang never starts whole")
+WARM_UP_NEVER_WHOLE = Rule("the warm-up never holds them all: the rest get a node only as the first ones end, and "
+                           "start late every run")
+NEVER_RUNS = Rule("it never runs")
 
 # ---- pods (config/podspec.py) ----------------------------------------------------------
 

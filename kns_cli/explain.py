@@ -16,7 +16,7 @@ from chrono import calendar
 from config import reservations, resolve, rules
 from config.quantity import kind_for_resource, scale
 from config.loader import PlatformConfig
-from plan import accounting, gangs, manifests, queues, wait
+from plan import accounting, fits, manifests, queues, wait
 from plan.model import WorkloadPlan
 from plan.reservations import ReservationPlan
 from plan.stackplan import StackPlan
@@ -55,7 +55,7 @@ def queue_facts(planned: StackPlan, plan: WorkloadPlan, lines: list[queues.Line]
 def worker_facts(cfg: PlatformConfig, plan: WorkloadPlan,
                  per_worker: Optional[dict[str, dict[str, str]]]) -> Optional[dict[str, Any]]:
     """A distributed entry's workers (docs/distributed.md): how many, where the leader is,
-    what they ask together, each limit the gang meets with its headroom (plan/gangs.py),
+    what they ask together, each limit the gang meets with its headroom (plan/fits.py),
     and a warning when nothing starts them together."""
     entry = plan.entry
     if not entry.distributed:
@@ -74,7 +74,7 @@ def worker_facts(cfg: PlatformConfig, plan: WorkloadPlan,
         "restart": entry.restart_workers,
         "topology": entry.topology.model_dump() if entry.topology else None,
         "total": total,
-        "limits": [gangs.describe(limit) for limit in gangs.limits(cfg, plan)],
+        "limits": [fits.describe(limit) for limit in fits.limits(cfg, plan)],
         "warnings": warnings,
     }
 

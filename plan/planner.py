@@ -24,7 +24,7 @@ from config.loader import POLICY_CONFIG_VARIABLE, Checked, PlatformConfig
 from config.models import Profile, Workload
 from config.quantity import kind_for_resource, parse
 
-from . import accounting, devices, final, gangs, guardrails, inventory, multikueue, nodepools, queues, reservations, wait
+from . import accounting, devices, final, fits, guardrails, inventory, multikueue, nodepools, queues, reservations, wait
 from .manifests import (
     NAMESPACE_RUNNER_RULES,
     POD_RUNNER_RULES,
@@ -211,7 +211,7 @@ def plan_checked(checked: Checked, now: Optional[datetime] = None) -> StackPlan:
     problems += queues.fit_problems(cfg, plans)
     problems += reservations.fit_problems(cfg, plans)
     problems += nodepools.fit_problems(plans, cfg.paths, cfg.cluster.name)
-    problems += gangs.gang_problems(cfg, plans)
+    problems += fits.fit_problems(cfg, plans)
     settings, file_problems = guardrails.pack_settings(cfg.policy_config)
     problems += [Problem(POLICY_CONFIG_VARIABLE, f"the policy pack config {m}") for m in file_problems]
     problems += [Problem(path, message) for path, message in guardrails.config_problems(planned, settings)]

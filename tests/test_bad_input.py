@@ -19,7 +19,7 @@ import pulumi
 import pytest
 import yaml
 
-from config import yamldoc
+from config import rules, yamldoc
 from kns_cli import cli
 from kns_testing.program import ROOT, RecordingMocks, dev_stack_config, run_program
 
@@ -435,3 +435,144 @@ def test_multikueue_settings_off_a_site_and_bad_durations_through_both_doors(tmp
     lines = both(capsys, project(tmp_path / "b", stack_text(bad)))
     assert [line.split(":")[1] for line in lines] == ["queueing.multiKueue.workerLostTimeout",
                                                       "queueing.multiKueue.gcInterval"]
+
+
+# ---- workloads that can never run: every kind against every limit (plan/fits.py) ----------
+
+SMALL = {"name": "small", "role": "compute",
+         "autoscale": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                       "limits": {"cpu": "16", "memory": "64Gi"}}}
+RACKS = {"levels": ["example.com/rack", "kubernetes.io/hostname"]}
+
+
+def job(name: str, **fields) -> dict:
+    return {"name": name, "user": "ann", "image": "busybox:1.37", "cpu": 1, "memory": "1Gi", **fields}
+
+
+def schedule(name: str, **fields) -> dict:
+    return job(name, schedule="30 2 * * *", timeZone="Europe/Paris", warmUpMinutes=10, **fields)
+
+
+def never_run_lines(tmp_path, capsys, *entries: dict) -> list[str]:
+    """The problem lines of the dev stack plus a small autoscaled pool (16 CPU in all), rack
+    topology on a100, and `entries` (schedules have a `schedule`)."""
+    def change(config):
+        config["nodePools"] = [*config["nodePools"], dict(SMALL)]
+        config["nodePools"][1] = {**config["nodePools"][1], "topology": RACKS}
+        config["jobs"] = [*config["jobs"], *(e for e in entries if "schedule" not in e)]
+        config["schedules"] = [*config["schedules"], *(e for e in entries if "schedule" in e)]
+    return both(capsys, project(tmp_path, stack_text(change)))
+
+
+def site_lines(tmp_path, capsys, *entries: dict) -> list[str]:
+    """The problem lines of the MultiKueue site of tests/test_multicluster.py (east's
+    kubeconfig a file of the project), with rack topology on west's CPU pool, which queue
+    research then holds quota on, and `entries`."""
+    from tests.test_multicluster import EAST_KUBECONFIG, site
+
+    def change(config):
+        config.clear()
+        config.update(site())
+        del config["credentials"]
+        config["jobs"] = [{k: v for k, v in e.items() if k != "credentials"} for e in config["jobs"]]
+        config["jobs"] += [e for e in entries if "schedule" not in e]
+        config["schedules"] = [e for e in entries if "schedule" in e]
+        config["workers"][0]["kubeconfig"] = "kubeconfigs/east.yaml"
+        config["workers"][1]["nodePools"][1]["topology"] = RACKS
+        config["queues"][0]["quota"]["west-cpu"] = {"cpu": "8", "memory": "32Gi"}
+    return both(capsys, project(tmp_path, stack_text(change), {"kubeconfigs/east.yaml": EAST_KUBECONFIG}))
+
+
+NEVER_RUN = {
+    # A single pod: each limit counts the one pod.
+    "a job whose own quota is below its one pod": (never_run_lines, job("one", cpu=2, pool="small",
+                                                                         quota={"requests.cpu": "1"}),
+        "kns:jobs[one].quota.requests.cpu: its pod needs 2 requests.cpu; quota requests.cpu is 1: it never runs"),
+    "a job whose quota holds no pod": (never_run_lines, job("one", quota={"pods": "0"}),
+        "kns:jobs[one].quota.pods: its pod needs 1 pod; quota pods is 0: it never runs"),
+    "a job whose LimitRange max is below its container": (never_run_lines, job("one", cpu=2, limitRange={"max": {"cpu": "1"}}),
+        'kns:jobs[one].limitRange.max.cpu: container "one" limits 2, LimitRange max 1: the API server refuses its pod'),
+    # A parallel Job: its pods start as they fit, so one must; Kueue places a topology run whole.
+    "a parallel job whose quota is below each pod": (never_run_lines, job("many", memory="2Gi", parallelism=4,
+                                                                          quota={"limits.memory": "1Gi"}),
+        "kns:jobs[many].quota.limits.memory: each of its pods needs 2Gi limits.memory; quota limits.memory is 1Gi: it "
+        "never runs"),
+    "a parallel job whose run is over one node by topology": (never_run_lines, job(
+        "close", gpus=4, pool="a100", parallelism=4, queue="gpu", topology={"level": "kubernetes.io/hostname"}),
+        "kns:jobs[close].topology: 4 pods x 4 nvidia.com/gpu need 16 nvidia.com/gpu at once; topology "
+        "kubernetes.io/hostname puts all on one node, which has 8; at most 2 of the 4 pods at once: it never runs"),
+    # A prescaled schedule: all of a run's primed pods are held warm together.
+    "a prescaled schedule over its pool's Karpenter limits": (never_run_lines, schedule(
+        "warm", cpu=8, memory="8Gi", pool="small", parallelism=4),
+        'kns:schedules[warm].parallelism: 4 primed pods x 8 cpu need 32 cpu at once; pool "small" may grow to 16 '
+        "(autoscale.limits.cpu); at most 2 of the 4 primed pods at once: " + rules.WARM_UP_NEVER_WHOLE.message),
+    "a prescaled schedule over its static pool's GPUs": (never_run_lines, schedule(
+        "warm", gpus=8, pool="a100", parallelism=3),
+        'kns:schedules[warm].parallelism: 3 primed pods x 8 nvidia.com/gpu need 24 nvidia.com/gpu at once; pool '
+        '"a100" has 16 (2 nodes x 8); at most 2 of the 3 primed pods at once: ' + rules.WARM_UP_NEVER_WHOLE.message),
+    "a prescaled schedule whose quota holds fewer pods than a run": (never_run_lines, schedule(
+        "warm", parallelism=3, quota={"pods": "2"}),
+        "kns:schedules[warm].quota.pods: 3 primed pods need 3 pods at once; quota pods is 2; at most 2 of the 3 primed "
+        "pods at once: " + rules.WARM_UP_NEVER_WHOLE.message),
+    # A gang: a quota key counted by objects of the kind of its pods.
+    "a gang whose quota counts fewer pod objects": (never_run_lines, job("gang", workers=3, quota={"count/pods": "2"}),
+        "kns:jobs[gang].quota.count/pods: 3 workers need 3 pods at once; quota count/pods is 2; at most 2 of the 3 "
+        "workers at once: the gang never starts whole"),
+    # A site: the manager admits, on its one flavor; the workers run.
+    "a site's job asking topology": (site_lines, job("close", queue="research", pool="west-cpu", workers=2,
+                                                     topology={"level": "example.com/rack"}),
+        'kns:jobs[close].topology: queue "research" admits on the manager\'s one flavor "kns-multikueue" (a '
+        "MultiKueue site), which names no Topology: " + rules.TOPOLOGY_NEEDS_TOPOLOGY_FLAVOR.message),
+    "a site's job whose quota is below its pod": (site_lines, job("one", queue="batch", memory="2Gi",
+                                                                  quota={"requests.memory": "1Gi"}),
+        "kns:jobs[one].quota.requests.memory: its pod needs 2Gi requests.memory; quota requests.memory is 1Gi: it "
+        "never runs"),
+    "a site's prescaled schedule whose quota holds fewer pods than a run": (site_lines, schedule(
+        "warm", queue="batch", pool="east-cpu", parallelism=2, quota={"pods": "1"}),
+        "kns:schedules[warm].quota.pods: 2 primed pods need 2 pods at once; quota pods is 1; at most 1 of the 2 primed "
+        "pods at once: " + rules.WARM_UP_NEVER_WHOLE.message),
+}
+
+
+@pytest.mark.parametrize("case", list(NEVER_RUN))
+def test_a_workload_that_can_never_run_is_refused_at_the_field_and_limit(tmp_path, capsys, case):
+    lines_of, entry, expected = NEVER_RUN[case]
+    assert lines_of(tmp_path, capsys, entry) == [expected]
+
+
+def test_a_parallel_job_s_pods_start_as_they_fit_so_only_one_pod_must(tmp_path, capsys):
+    """A parallel Job's pods start as they fit: a quota for fewer pods than its parallelism,
+    or a pool that holds fewer at once, slows it and does not stop it; only a limit under
+    one pod is refused. A run that must be held whole (a topology, a prescaled schedule's
+    warm-up) within its limits is accepted too."""
+    assert never_run_lines(tmp_path / "a", capsys,
+                           job("one", cpu=2, pool="small", quota={"requests.cpu": "2", "pods": "1"}),
+                           job("many", cpu=8, pool="small", parallelism=4, quota={"pods": "2"}),
+                           job("over", cpu=8, pool="small", parallelism=4, quota={"pods": "2", "requests.cpu": "4"}),
+                           job("close", gpus=4, pool="a100", parallelism=2, queue="gpu",
+                               topology={"level": "kubernetes.io/hostname"}),
+                           schedule("warm", cpu=8, memory="8Gi", pool="small", parallelism=2),
+                           schedule("warm-gpus", gpus=8, pool="a100", parallelism=2, quota={"pods": "2"})) == [
+        "kns:jobs[over].quota.requests.cpu: each of its pods needs 8 requests.cpu; quota requests.cpu is 4: it never "
+        "runs"]
+    assert site_lines(tmp_path / "b", capsys, job("one", queue="batch", quota={"pods": "1"}),
+                      job("two", queue="batch", quota={"pods": "0"})) == [
+        "kns:jobs[two].quota.pods: its pod needs 1 pod; quota pods is 0: it never runs"]
+
+
+def test_a_credential_secret_the_entry_s_quota_cannot_hold_is_refused(tmp_path, capsys):
+    """The program makes a Secret per credential set in the entry's namespace: a `secrets`
+    quota under them refuses one, and the pod that mounts it never starts."""
+    entry = job("creds", credentials=["data", "model"], quota={"secrets": "1"})
+
+    def change(config):
+        config["jobs"] = [*config["jobs"], entry]
+    config = dev_stack_config()
+    change(config)
+    config["credentials"] = {"data": {"token.txt": "data-token"}, "model": {"key.txt": "model-key"}}
+    text = stack_text(change) + "".join(
+        f"  kns:credentials:\n    data: {{token.txt: {{secure: v1:AAAA:BBBB}}}}\n"
+        f"    model: {{key.txt: {{secure: v1:AAAA:BBBB}}}}\n".splitlines(keepends=True))
+    lines = both(capsys, project(tmp_path, text), config=config, secret=("credentials",))
+    assert lines == ["kns:jobs[creds].quota.secrets: its 2 credential Secrets need 2 secrets; quota secrets is 1: it "
+                     "never runs"]

@@ -1,18 +1,22 @@
 """Every limit a gang meets, checked for all its workers at once (issue 49;
-docs/distributed.md, "Limits a gang meets"; plan/gangs.py): the pool (static: nodes x GPUs
+docs/distributed.md, "Limits a gang meets"; plan/fits.py): the pool (static: nodes x GPUs
 per node and workers a node holds whole; DRA devices of the kind claimed), required
 topology at the node level, an autoscaled pool's limits, the entry's own quota and
 LimitRange after overrides; queued and not. Each refusal names the limit and its numbers
 at its path, through the program and `./kns validate` alike with nothing registered;
-`./kns explain` lists each limit with its headroom."""
+`./kns explain` lists each limit with its headroom. Beyond gangs, the
+same limits for every kind of workload, in one message per limit, said once."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 
+from config import rules
 from kns_cli.explain import explain, render_text
+from plan import fits
 from tests.test_bad_input import both, project, stack_text
 from plan.stackplan import plan_stack
 
@@ -39,9 +43,15 @@ def lines_for(tmp_path, capsys, *jobs: dict) -> list[str]:
         config["nodePools"] = [*config["nodePools"], copy.deepcopy(A100), copy.deepcopy(DRA), copy.deepcopy(BURST),
                                copy.deepcopy(GPU_BURST)]
         config["queues"] = [*config["queues"], copy.deepcopy(QUEUE)]
-        config["jobs"] = [*config["jobs"], *jobs]
+        config["jobs"] = [*config["jobs"], *(j for j in jobs if "schedule" not in j)]
+        config["schedules"] = [*config["schedules"], *(j for j in jobs if "schedule" in j)]
         config["cluster"] = {**config["cluster"], "kubernetesVersion": "1.34"}
     return both(capsys, project(tmp_path, stack_text(change)))
+
+
+def primed(name: str, **fields) -> dict:
+    """A prescaled schedule (warmUpMinutes): its primed pods are held warm together."""
+    return entry(name, schedule="30 2 * * *", timeZone="Europe/Paris", warmUpMinutes=10, **fields)
 
 
 CASES = {
@@ -155,3 +165,97 @@ def test_a_prescaled_distributed_schedule_is_checked_for_its_warm_up(tmp_path, c
     assert lines == ["kns:schedules[nightly-gang].workers: 6 workers x 8 nvidia.com/gpu need 48 nvidia.com/gpu at "
                      "once; pool \"g8\" has 32 (4 nodes x 8); at most 4 of the 6 workers at once: the gang never "
                      "starts whole"]
+
+
+# ---- beyond gangs: every kind of workload against the same limits (plan/fits.py) ----------
+
+
+def test_each_limit_says_the_same_whatever_the_kind_of_workload(tmp_path, capsys):
+    """The quota's `pods` for a gang, a prescaled schedule's primed pods and a job's one pod:
+    one form per limit, each kind naming its pods and what becomes of it."""
+    found = lines_for(tmp_path, capsys,
+                      entry("gang", pool="wide", workers=4, quota={"pods": "2"}),
+                      entry("one", pool="wide", quota={"pods": "0"}),
+                      entry("many", pool="wide", parallelism=4, quota={"pods": "0"}),
+                      primed("warm", pool="wide", parallelism=4, quota={"pods": "2"}))
+    assert found == [
+        "kns:jobs[gang].quota.pods: 4 workers need 4 pods at once; quota pods is 2; at most 2 of the 4 workers at "
+        f"once: {rules.GANG_NEVER_WHOLE.message}",
+        f"kns:jobs[one].quota.pods: its pod needs 1 pod; quota pods is 0: {rules.NEVER_RUNS.message}",
+        f"kns:jobs[many].quota.pods: each of its pods needs 1 pod; quota pods is 0: {rules.NEVER_RUNS.message}",
+        "kns:schedules[warm].quota.pods: 4 primed pods need 4 pods at once; quota pods is 2; at most 2 of the 4 "
+        f"primed pods at once: {rules.WARM_UP_NEVER_WHOLE.message}"]
+
+
+def test_a_limit_under_one_pod_is_said_once_where_the_pod_check_says_it(tmp_path, capsys):
+    """One primed pod over the pool's Karpenter limits is plan/nodepools.py's (at `pool`);
+    the run's pods together over them, each fitting alone, are the warm-up's (at
+    `parallelism`): each said once. A prescaled schedule whose one pod is over its quota
+    never runs at all."""
+    found = lines_for(tmp_path, capsys,
+                      primed("huge", cpu=300, memory="8Gi", pool="wide", parallelism=2),
+                      primed("wide-run", cpu=100, memory="8Gi", pool="wide", parallelism=3),
+                      primed("tight", cpu=2, pool="wide", parallelism=2, quota={"requests.cpu": "1"}))
+    assert [line.split(": ")[0] for line in found] == [
+        "kns:schedules[huge].pool", "kns:schedules[wide-run].parallelism", "kns:schedules[tight].quota.requests.cpu"]
+    assert found[1].endswith('pool "wide" may grow to 256 (autoscale.limits.cpu); at most 2 of the 3 primed pods at '
+                             f"once: {rules.WARM_UP_NEVER_WHOLE.message}")
+    assert found[2] == ("kns:schedules[tight].quota.requests.cpu: 2 primed pods x 2 requests.cpu need 4 requests.cpu at "
+                        "once; quota requests.cpu is 1; at most 0 of the 2 primed pods at once: "
+                        f"{rules.NEVER_RUNS.message}")
+
+
+def test_the_pods_each_kind_holds_at_once_and_the_field_it_is_said_at():
+    """A gang's workers and a prescaled run's primed pods at once (at `workers`,
+    `parallelism`); any other pod on its own; a required topology every pod of a run, as
+    Kueue places the run whole."""
+    from config.loader import check_config
+    from kns_testing.program import ROOT, dev_stack_config
+    from plan.planner import plan_all
+
+    config = dev_stack_config()
+    config["nodePools"] = [*config["nodePools"], copy.deepcopy(A100), copy.deepcopy(BURST)]
+    config["queues"] = [*config["queues"], copy.deepcopy(QUEUE)]
+    config["jobs"] = [*config["jobs"], entry("gang", pool="wide", workers=3), entry("one", pool="wide"),
+                      entry("many", pool="wide", parallelism=5, completions=3),
+                      entry("close", gpus=2, pool="g8", parallelism=6, queue="gangs",
+                            topology={"level": "kubernetes.io/hostname"})]
+    config["schedules"] = [*config["schedules"], primed("warm", pool="wide", parallelism=4)]
+    checked = check_config(config, project_dir=ROOT, environ={})
+    assert checked.problems.items == []
+    cfg = checked.clean()
+    plans, _ = plan_all(cfg)
+    by_name = {p.entry.name: p for p in plans}
+    assert {name: fits.kind_of(by_name[name]).together for name in ("gang", "one", "many", "close", "warm")} == {
+        "gang": 3, "one": 1, "many": 1, "close": 1, "warm": 4}
+    autoscaled = {name: [(l.pods, l.at) for l in fits.limits(cfg, by_name[name]) if l.limit == "autoscale limits"]
+                  for name in ("gang", "one", "warm")}
+    assert autoscaled == {"gang": [(3, "workers"), (3, "workers")], "one": [(1, "parallelism"), (1, "parallelism")],
+                          "warm": [(4, "parallelism"), (4, "parallelism")]}
+    topology = [l for l in fits.limits(cfg, by_name["close"]) if l.limit == "topology"]
+    assert [(l.pods, l.needed, l.held, l.at_once) for l in topology] == [(6, 12, 8, 4)]
+    assert fits.message(topology[0], fits.kind_of(by_name["close"])) == (
+        "6 pods x 2 nvidia.com/gpu need 12 nvidia.com/gpu at once; topology kubernetes.io/hostname puts all on one "
+        f"node, which has 8; at most 4 of the 6 pods at once: {rules.NEVER_RUNS.message}")
+
+
+def test_a_site_s_entry_asking_topology_is_refused_and_a_single_cluster_s_is_not():
+    """Kueue admits a Job that asks topology only on a flavor naming a Topology: on a
+    MultiKueue site the manager admits on its one flavor, which names none."""
+    from config.loader import check_config
+    from plan.planner import plan_all
+    from tests.test_multicluster import ROOT, SECRETS, site
+
+    config = site(jobs=[{"name": "close", "image": "busybox:1.36", "cpu": "1", "memory": "1Gi", "queue": "research",
+                         "pool": "west-cpu", "workers": 2, "topology": {"level": "example.com/rack"}}])
+    config["workers"][1]["nodePools"][1]["topology"] = {"levels": ["example.com/rack", "kubernetes.io/hostname"]}
+    config["queues"][0]["quota"]["west-cpu"] = {"cpu": "8", "memory": "32Gi"}
+    checked = check_config(config, project_dir=ROOT, secret_keys=frozenset(SECRETS), environ={})
+    assert checked.problems.items == []
+    cfg = checked.clean()
+    plans, _ = plan_all(cfg)
+    assert [(p.path, p.message) for p in fits.fit_problems(cfg, plans)] == [(
+        "kns:jobs[close].topology",
+        'queue "research" admits on the manager\'s one flavor "kns-multikueue" (a MultiKueue site), which names no '
+        f"Topology: {rules.TOPOLOGY_NEEDS_TOPOLOGY_FLAVOR.message}")]
+    assert fits.topology_problem(dataclasses.replace(cfg, workers=[]), plans[0]) is None
