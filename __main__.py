@@ -62,8 +62,7 @@ try:
     stack_file = source.read_stack_file(PROJECT_DIR, this.base)
     checked = check_stack_config(raw, stack_file, project_dir=PROJECT_DIR,
                                  stack=this.base, secret_keys=secret_keys, now=now)
-    entry_stacks = checked.config.state.entry_stacks if checked.config.state else None
-    stacks.check_role(this, entry_stacks)
+    entry_stacks = stacks.check_role(this, checked)
     program = fingerprint.program_digest(PROJECT_DIR)
     checked_now = digests.checked_digest(stack_file.config or {}, checked.config.workloads, program)
     if this.index is not None and os.environ.get(digests.CHECKED_ENV) == checked_now:

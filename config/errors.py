@@ -11,9 +11,12 @@ import re
 import types
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Iterable, Optional, Union, get_args, get_origin
+from typing import Annotated, Any, Iterable, Mapping, Optional, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
+
+from . import yamldoc
+from .rules import GIVEN_WITHOUT_VALUE, NUMBER_AS_TEXT
 
 # The error type of a validator that reports several problems below its field, each with
 # its own location (config/podspec.py `nested`).
@@ -74,21 +77,42 @@ class Problems:
     # Mappings the reading left incomplete: a key they lack ("is required") follows from the
     # problem that says why, so it is not a line of its own.
     partial: list[str] = field(default_factory=list)
+    # Paths whose value has been said all of (a job file's ambiguous scalar): nothing more
+    # is added at or below them.
+    settled: set[str] = field(default_factory=set)
 
-    def add(self, path: str, message: str) -> None:
-        self.items.append(Problem(path, message))
+    def add(self, path: str, message: str, line: Optional[int] = None) -> None:
+        """`line`: where in a job file the problem is, when its path alone cannot tell (an
+        entry named like an earlier one has the same path)."""
+        if self.settled and any(path == q or path.startswith((q + ".", q + "[")) for q in self.settled):
+            return
+        self.items.append(Problem(path, message, line))
 
-    def located(self, problem: Problem) -> Problem:
-        """The problem with the line of the deepest part of its path a job file has, shown
-        as `jobs/a.yaml:6:jobs[one].memory`; a stack file's `kns:` paths stay as they are."""
+    def settle(self, path: str, message: str, line: Optional[int] = None) -> None:
+        """Add the one problem said of the value at `path`."""
+        self.add(path, message, line)
+        self.settled.add(path)
+
+    def located(self, problem: Problem, lines: Optional[Mapping[str, int]] = None) -> Problem:
+        """The problem with the line of the deepest part of its path a job file has (in
+        `lines`, default the loader's), shown as `jobs/a.yaml:6:jobs[one].memory`; a stack
+        file's `kns:` paths stay as they are, and so does a line already known."""
+        if problem.line is not None:
+            return problem
+        lines = self.lines if lines is None else lines
         path = problem.path
         while path:
-            line = self.lines.get(path)
+            line = lines.get(path)
             if line is not None:
                 return Problem(problem.path, problem.message, line)
-            cut = max(path.rfind("."), path.rfind("["))
+            cut = _parent(path)
             path = path[:cut] if cut > path.find(":") else ""
         return problem
+
+    def locate_since(self, start: int, lines: Mapping[str, int]) -> None:
+        """The problems added from index `start` on located in `lines` (one entry's, when
+        its path is an earlier entry's too)."""
+        self.items[start:] = [self.located(p, lines) for p in self.items[start:]]
 
     def __bool__(self) -> bool:
         return bool(self.items)
@@ -114,12 +138,28 @@ class Problems:
                         self.add(join_path(join_path(path, error["loc"]), loc), message)
                     continue
                 self.add(join_path(path, error["loc"]), describe(model, error))
-            reported = " ".join(p.message for p in self.items if p.path == path)
-            for message in getattr(model, "key_problems", lambda _: [])(raw):
-                if message not in reported:
-                    self.add(path, message)
+            reported = {(p.path, p.message) for p in self.items}
+            for loc, message in getattr(model, "key_problems", lambda _: [])(raw):
+                if (join_path(path, loc), message) not in reported:
+                    self.add(join_path(path, loc), message)
             self.items[start:] = _one_per_misspelling(self.items[start:])
             return None
+
+
+def _parent(path: str) -> int:
+    """Where the last step of a config path starts: its last `.` or `[` outside brackets
+    (an entry's name may hold dots: `jobs[train.v2].cpu`)."""
+    depth, cut = 0, -1
+    for i, ch in enumerate(path):
+        if ch == "]":
+            depth -= 1
+        elif ch == "[":
+            if depth == 0:
+                cut = i
+            depth += 1
+        elif ch == "." and depth == 0:
+            cut = i
+    return cut
 
 
 def join_path(base: str, loc: Iterable[Any]) -> str:
@@ -164,8 +204,16 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
+# pydantic's error types for a value that is not the number a field takes.
+NUMBER_ERRORS = ("int_type", "int_parsing", "float_type", "float_parsing")
+
+
 def _describe(model: type[BaseModel], error: dict[str, Any], quiet: bool = False) -> str:
     kind, msg, value = error["type"], error["msg"], error.get("input")
+    if value is None and kind not in ("missing", "extra_forbidden"):
+        return _without_a_value(kind, msg, error["loc"])
+    if kind in NUMBER_ERRORS and isinstance(value, str) and yamldoc.number_like(value.strip()):
+        return NUMBER_AS_TEXT.message if quiet else f"{_show(value)} {NUMBER_AS_TEXT.message}"
     if kind == "extra_forbidden":
         known = known_keys(model, error["loc"][:-1])
         unknown = str(error["loc"][-1])
@@ -189,6 +237,29 @@ def _describe(model: type[BaseModel], error: dict[str, Any], quiet: bool = False
         return "is a number; quote it if you mean the text" if quiet else \
             f'{value} is a number; quote it ("{value}") if you mean the text'
     return f"{'the value' if quiet else _show(value)} is invalid: {msg[0].lower()}{msg[1:]}"
+
+
+def _without_a_value(kind: str, msg: str, loc: tuple[Any, ...]) -> str:
+    """A key written with nothing after it, or `null`: what the key takes, or to remove it
+    (pydantic's own words would say "None")."""
+    if kind in ("model_type", "dict_type", "model_attributes_type"):
+        expected = "a mapping"
+    elif kind == "list_type":
+        expected = "a list"
+    elif msg.startswith("Input should be "):
+        expected = re.sub(r"^a valid ([aeiou]?)", lambda m: ("an " if m.group(1) else "a ") + m.group(1),
+                          msg.removeprefix("Input should be ").partition(", got")[0])
+    elif kind == "value_error":
+        expected = f"a value ({msg.removeprefix('Value error, ')})"
+    else:
+        expected = "a value"
+    return without_a_value(expected, item=not loc or isinstance(loc[-1], int))
+
+
+def without_a_value(expected: str, item: bool = False) -> str:
+    """The message for a key (or list item) written with nothing after it, or `null`,
+    where `expected` is needed: every check says it in these words."""
+    return f"{GIVEN_WITHOUT_VALUE.message}: write {expected}, or remove the {'item' if item else 'key'}"
 
 
 def _show(value: Any) -> str:

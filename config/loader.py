@@ -16,7 +16,8 @@ import glob
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional, TypeVar
+from types import MappingProxyType
+from typing import Any, Iterator, Mapping, NamedTuple, Optional, TypeVar
 
 from pydantic import BaseModel
 
@@ -207,19 +208,20 @@ def check_config(
     check_budgets(budgets, bool(raw_budgets), queueing, queues, broken_queues, problems)
 
     paths: dict[str, str] = {}
-    entries: list[tuple[str, Any, type[Workload]]] = []
+    entries: list[Entry] = []
     for kind, model in (("jobs", Job), ("schedules", Schedule)):
         for i, item in enumerate(_list(raw, kind, problems)):
-            entries.append((_entry_path(f"kns:{kind}", item, i), item, model))
+            entries.append(Entry(_entry_path(f"kns:{kind}", item, i), item, model))
     entries.extend(_job_file_entries(raw, project_dir, problems))
 
     jobs: list[Job] = []
     schedules: list[Schedule] = []
     first_use: dict[str, str] = {}
     unchecked: list[tuple[str, dict]] = []
-    for path, item, model in entries:
+    for path, item, model, lines in entries:
         name = item.get("name") if isinstance(item, dict) else None
         duplicate = isinstance(name, str) and name in first_use
+        start = len(problems.items)
         if duplicate:
             problems.add(
                 path + ".name",
@@ -229,6 +231,12 @@ def check_config(
         elif isinstance(name, str):
             first_use[name] = path
         entry = problems.validate(model, item, path)
+        # An entry's path names the first entry of its name: a later one's problems are
+        # located in its own lines now, and only the first's lines are the path's.
+        if duplicate:
+            problems.locate_since(start, lines)
+        else:
+            problems.lines.update(lines)
         if entry is None and isinstance(item, dict):
             unchecked.append((path, item))
         if entry is None or duplicate:
@@ -475,14 +483,21 @@ def check_stack_config(
             f"the order of its rules cannot be read from Pulumi.{stack}.yaml "
             "(the engine passes mappings with sorted keys); keep kns:profiles in that file",
         )])
-    checked = check_config(raw, project_dir=project_dir, stack=stack, secret_keys=secret_keys, environ=environ,
-                           sealed=sealed, now=now)
-    # A value the stack file's text makes ambiguous is reported once, as that: what the
-    # checks then say of it depends on which YAML reader delivered it.
-    places = {p.path for p in stack_file.problems}
-    checked.problems.items[:] = [*stack_file.problems, *(
-        p for p in checked.problems.items if not any(p.path == q or p.path.startswith((q + ".", q + "[")) for q in places))]
+    try:
+        checked = check_config(raw, project_dir=project_dir, stack=stack, secret_keys=secret_keys, environ=environ,
+                               sealed=sealed, now=now)
+    except ConfigError as exc:  # a section nothing can be planned without
+        raise ConfigError(_with_text_problems(stack_file.problems, exc.problems)) from None
+    checked.problems.items[:] = _with_text_problems(stack_file.problems, checked.problems.items)
     return checked
+
+
+def _with_text_problems(text: tuple[Problem, ...], found: list[Problem]) -> list[Problem]:
+    """The stack file's own problems, then the checks' except at or below their places: a
+    value the text makes ambiguous is reported once, as that (what the checks say of it
+    depends on which YAML reader delivered it)."""
+    places = {p.path for p in text}
+    return [*text, *(p for p in found if not any(p.path == q or p.path.startswith((q + ".", q + "[")) for q in places))]
 
 
 def parse_stack_config(raw: Mapping[str, Any], stack_file: StackFile, **options: Any) -> PlatformConfig:
@@ -555,12 +570,20 @@ def _link_loop(project_dir: Path, pattern: str) -> Optional[str]:
     return None
 
 
-def _job_file_entries(
-    raw: Mapping[str, Any], project_dir: Path, problems: Problems
-) -> Iterator[tuple[str, Any, type[Workload]]]:
-    """(path, raw entry, model) of every entry of the job files `kns:jobFiles` names. Job
-    files live in the project: a pattern or match outside it is refused, so a stack file
-    cannot make the program read (and report on) any other file of the machine."""
+class Entry(NamedTuple):
+    """An entry as read: its config path, raw value, model, and (in a job file) the line of
+    each of its keys and items by config path."""
+
+    path: str
+    item: Any
+    model: type[Workload]
+    lines: Mapping[str, int] = MappingProxyType({})
+
+
+def _job_file_entries(raw: Mapping[str, Any], project_dir: Path, problems: Problems) -> Iterator[Entry]:
+    """Every entry of the job files `kns:jobFiles` names, in each file's order. Job files
+    live in the project: a pattern or match outside it is refused, so a stack file cannot
+    make the program read (and report on) any other file of the machine."""
     loaded: set[str] = set()
     root = os.path.realpath(project_dir)
     for i, pattern in enumerate(_list(raw, "jobFiles", problems)):
@@ -603,9 +626,15 @@ def _job_file_entries(
             if not isinstance(content, dict):
                 problems.add(rel, "must be a mapping with jobs: and/or schedules: lists")
                 continue
-            problems.lines.update((render_path(f"{rel}:", steps, content), line) for steps, line in lines.items())
+            # Each entry's lines go with it (two entries may have one name); the file's own keys' here.
+            by_entry: dict[tuple[Any, ...], dict[str, int]] = {}
+            for steps, line in lines.items():
+                where = by_entry.setdefault(steps[:2], {}) if len(steps) > 1 else problems.lines
+                where[render_path(f"{rel}:", steps, content)] = line
             for problem in found:
-                problems.add(render_path(f"{rel}:", problem.steps, content), problem.message)
+                report = problems.settle if problem.value else problems.add
+                report(render_path(f"{rel}:", problem.steps, content), problem.message,
+                       _line(problem.steps, lines))
                 if problem.dropped:
                     problems.partial.append(render_path(f"{rel}:", problem.steps, content))
             # Unknown keys are reported without hiding the problems of the file's entries.
@@ -614,10 +643,20 @@ def _job_file_entries(
                     close = closest(str(key), JobFile.model_fields)
                     hint = f'did you mean "{close}"?' if close else JOB_FILE_KEYS.message
                     problems.add(f"{rel}:{key}", f"unknown key; {hint}")
-            for kind, model in (("jobs", Job), ("schedules", Schedule)):
+            # In the file's order: of two entries with one name, the later one is the duplicate.
+            for kind in [key for key in content if key in ("jobs", "schedules")]:
+                model = Job if kind == "jobs" else Schedule
                 items = content.get(kind) or []
                 if not isinstance(items, list):
                     problems.add(f"{rel}:{kind}", "must be a list")
                     continue
                 for j, item in enumerate(items):
-                    yield _entry_path(f"{rel}:{kind}", item, j), item, model
+                    yield Entry(_entry_path(f"{rel}:{kind}", item, j), item, model, by_entry.get((kind, j), {}))
+
+
+def _line(steps: tuple[Any, ...], lines: Mapping[tuple[Any, ...], int]) -> Optional[int]:
+    """The line of the deepest of `steps` the file has (None: the file as a whole)."""
+    for depth in range(len(steps), 0, -1):
+        if steps[:depth] in lines:
+            return lines[steps[:depth]]
+    return None

@@ -824,21 +824,26 @@ class Workload(Model):
         return min(count, self.completions) if self.completions is not None else count
 
     @classmethod
-    def key_problems(cls, raw: Any) -> list[str]:
-        """Rules about which keys may be set together; they need only the raw keys, so the
-        loader reports them even when a value elsewhere in the entry is invalid."""
+    def key_problems(cls, raw: Any) -> podspec.Found:
+        """Rules about which keys may be set together, each at the key it refuses; they need
+        only the raw keys, so the loader reports them even when a value elsewhere in the
+        entry is invalid."""
         if not isinstance(raw, dict):
             return []
-        problems = []
-        container = [to_camel(f) for f in CONTAINER_FIELDS if to_camel(f) in raw or f in raw]
+        problems: podspec.Found = []
+
+        def written(fields: tuple[str, ...]) -> list[str]:
+            return [to_camel(f) for f in fields if to_camel(f) in raw or f in raw]
+
+        container = written(CONTAINER_FIELDS)
         if raw.get("type") == "namespace":
-            used = container + [k for k in map(to_camel, WORKLOAD_ONLY_FIELDS) if k in raw]
-            if used:
-                problems.append(f"type namespace runs no workload, so {', '.join(used)} cannot be set")
-        elif raw.get("podSpec") is not None and container:
-            problems.append(f"podSpec is used verbatim, so {', '.join(container)} cannot be set beside it")
-        if "credentialsMountPath" in raw and not raw.get("credentials"):
-            problems.append(rules.MOUNT_PATH_NEEDS_CREDENTIALS.message)
+            problems += [((key,), rules.NAMESPACE_NO_WORKLOAD.message)
+                         for key in container + written(WORKLOAD_ONLY_FIELDS)]
+        elif raw.get("podSpec") is not None:
+            problems += [((key,), rules.POD_SPEC_VERBATIM.message) for key in container]
+        if not raw.get("credentials"):
+            problems += [((key,), rules.MOUNT_PATH_NEEDS_CREDENTIALS.message)
+                         for key in written(("credentials_mount_path",))]
         return problems
 
     @model_validator(mode="after")
@@ -848,10 +853,11 @@ class Workload(Model):
             request, cap = getattr(self, field), getattr(self, limit)
             kind = Kind.CPU if field == "cpu" else Kind.BYTES
             if request is not None and cap is not None and parse(request, kind) > parse(cap, kind):
-                problems.append(f"{field} {request} is more than {to_camel(limit)} {cap}")
+                problems.append(((field,), f"{field} {request} is more than {to_camel(limit)} {cap}"))
         for field in ("node_selector", "placement"):
             if names.LABEL_POOL in getattr(self, field):
-                problems.append(f"{to_camel(field)} cannot set {names.LABEL_POOL}; use pool (it also adds the pool's tolerations)")
+                problems.append(((to_camel(field), names.LABEL_POOL), f"{to_camel(field)} cannot set "
+                                 f"{names.LABEL_POOL}; use pool (it also adds the pool's tolerations)"))
 
         owned = [(("labels", key), rules.PROGRAM_OWNED_LABEL.message) for key in self.labels if key == names.QUEUE_LABEL]
         owned += [(("labels", key), rules.PROGRAM_OWNED_PRIORITY_LABEL.message) for key in self.labels
@@ -861,10 +867,10 @@ class Workload(Model):
         if self.gpu_resource and self.gpu is not None:
             owned.append((("gpuResource",), rules.GPU_RESOURCE_NOT_WITH_GPU.message))
         elif self.gpu_resource and not self.gpus:
-            problems.append(rules.GPU_RESOURCE_NEEDS_GPUS.message)
+            owned.append((("gpuResource",), rules.GPU_RESOURCE_NEEDS_GPUS.message))
         if self.gpus and self.gpu is not None:
             owned.append((("gpu",), rules.GPU_ASK_EXCLUSIVE.message))
-        podspec.raise_if_any([((), p) for p in problems] + owned + self._pod_problems() + self._worker_problems())
+        podspec.raise_if_any(problems + owned + self._pod_problems() + self._worker_problems())
         return self
 
     def _worker_problems(self) -> podspec.Found:
@@ -945,13 +951,13 @@ class Schedule(Workload):
     failed_jobs_history_limit: Int32 = Field(default=1, ge=0)
 
     @classmethod
-    def key_problems(cls, raw: Any) -> list[str]:
+    def key_problems(cls, raw: Any) -> podspec.Found:
         problems = super().key_problems(raw)
         if isinstance(raw, dict):
             if raw.get("warmUpMinutes") is not None and raw.get("primerSchedule") is not None:
-                problems.append(rules.WARM_UP_OR_PRIMER.message)
+                problems.append((("primerSchedule",), rules.WARM_UP_OR_PRIMER.message))
             if raw.get("type") == "namespace":
-                problems.append('a schedule runs a workload; type "namespace" is only for jobs')
+                problems.append((("type",), 'a schedule runs a workload; type "namespace" is only for jobs'))
         return problems
 
     @property

@@ -34,7 +34,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 from pydantic_core import PydanticCustomError
 
 from . import names, rules
-from .errors import NESTED, REQUIRED, closest
+from .errors import NESTED, REQUIRED, closest, without_a_value
 from .quantity import QuantityError, kind_for_resource, parse, render
 
 Loc = tuple[Union[str, int], ...]
@@ -89,6 +89,14 @@ def dotted(loc: Iterable[Union[str, int]]) -> str:
     return out
 
 
+def _wrong(expected: str, value: Any, loc: Loc = ()) -> str:
+    """`value` is not the `expected` kind of value; a null is said as a key (or item) given
+    without a value."""
+    if value is None:
+        return without_a_value(expected, item=bool(loc) and isinstance(loc[-1], int))
+    return f"must be {expected}, not {show(value)}"
+
+
 def show(value: Any) -> str:
     text = f'"{value}"' if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -100,7 +108,7 @@ def show(value: Any) -> str:
 def image_problem(value: Any) -> Optional[str]:
     """Why `value` is not an image reference (the Docker reference grammar), or None."""
     if not isinstance(value, str):
-        return f"must be an image reference (a string), not {show(value)}"
+        return _wrong("an image reference (a string)", value)
     match = _IMAGE.match(value)
     if not match:
         return f"{show(value)} is {rules.IMAGE.message}"
@@ -149,11 +157,11 @@ def shape_problems(value: Any, shape: Any, loc: Loc = ()) -> Found:
     of a definition with "@"): wrong types, unknown and missing fields, repeated keys."""
     if isinstance(shape, list):
         if not isinstance(value, list):
-            return [(loc, f"must be a list, not {show(value)}")]
+            return [(loc, _wrong("a list", value, loc))]
         return [p for i, item in enumerate(value) for p in shape_problems(item, shape[0], loc + (i,))]
     if isinstance(shape, dict):
         if not isinstance(value, dict):
-            return [(loc, f"must be a mapping, not {show(value)}")]
+            return [(loc, _wrong("a mapping", value, loc))]
         found: Found = []
         for key, item in value.items():
             if not isinstance(key, str):
@@ -164,13 +172,13 @@ def shape_problems(value: Any, shape: Any, loc: Loc = ()) -> Found:
     if shape.startswith("@"):
         return _definition_problems(value, shape[1:], loc)
     if not _is(shape, value):
-        return [(loc, f"must be {_WHAT[shape]}, not {show(value)}")]
+        return [(loc, _wrong(_WHAT[shape], value, loc))]
     return []
 
 
 def _definition_problems(value: Any, name: str, loc: Loc) -> Found:
     if not isinstance(value, dict):
-        return [(loc, f"must be a mapping, not {show(value)}")]
+        return [(loc, _wrong("a mapping", value, loc))]
     definition = DEFINITIONS[name]
     properties = definition["properties"]
     found: Found = []
@@ -330,7 +338,7 @@ def gpu_totals(pod_spec: Mapping[str, Any], init: bool = False) -> dict[str, Dec
 def mount_path_problem(path: Any) -> Optional[str]:
     """Why `path` is not a directory a volume can be mounted at, or None."""
     if not isinstance(path, str):
-        return f"must be a path (a string), not {show(path)}"
+        return _wrong("a path (a string)", path)
     parts = path.split("/")[1:]
     if not path.startswith("/") or path.rstrip("/") == "" or any(p in (".", "..") for p in parts):
         return f"{show(path)} is {rules.MOUNT_PATH.message}"

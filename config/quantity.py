@@ -11,6 +11,8 @@ import re
 from decimal import Decimal, InvalidOperation
 from enum import Enum
 
+from .errors import without_a_value
+
 # The parts of a Kubernetes quantity, also used by the JSON Schema (tools/schema.py).
 UNSIGNED_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
 SUFFIX = r"(?:[eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)"
@@ -51,7 +53,9 @@ def parse(value: object, kind: Kind = Kind.COUNT) -> Decimal:
     Bare numbers (YAML numbers, not strings) are MiB for `Kind.BYTES`, as in Nodepool and
     RStudio; a string is a Kubernetes quantity, so "4096" is 4096 bytes. CPU numbers are cores.
     """
-    if isinstance(value, bool) or value is None:
+    if value is None:
+        raise QuantityError(without_a_value("a quantity"))
+    if isinstance(value, bool):
         raise QuantityError(f"{_show(value)} is not a quantity")
     bare_number = isinstance(value, (int, float, Decimal))
     if bare_number:

@@ -55,6 +55,8 @@ GPU_ONLY_ON_GPU_POOLS = Rule('gpu is only for role "gpu"')
 VCLUSTER_ONLY_ON_GPU_POOLS = Rule('vcluster: true is only for role "gpu" (role "vcluster" implies it)')
 KNS_NEEDS_IMAGE = Rule("enabled: true needs image (the JARVICE KNS scheduler image)")
 INGRESS_NEEDS_DOMAIN = Rule("ingress: true needs jobsDomain (the host the Ingress serves)")
+NAMESPACE_NO_WORKLOAD = Rule("cannot be set: type namespace runs no workload")
+POD_SPEC_VERBATIM = Rule("cannot be set beside podSpec, which is used verbatim")
 MOUNT_PATH_NEEDS_CREDENTIALS = Rule("credentialsMountPath is set but credentials lists no set")
 GPU_RESOURCE_NEEDS_GPUS = Rule("gpuResource is set but gpus is 0")
 
@@ -210,6 +212,13 @@ FAIR_SHARING_WEIGHT_MAX = 10**15
 RECLAIM_NEEDS_COHORT = Rule("reclaims from the other queues of a cohort, and this queue has none "
                             "(Kueue would ignore it): set cohort, or leave reclaimWithinCohort out")
 BOOLEAN_IS_NOT_A_NUMBER = Rule("true and false are not numbers here: write the number")
+# A key written with nothing after it (`entryStacks:`) or `null`, where a value is needed:
+# said as that, with what the key takes, never as pydantic's "None".
+GIVEN_WITHOUT_VALUE = Rule("is given without a value")
+# Text where a number is needed that some YAML reader takes for one (`0o4`, `0x1f`,
+# `1_000`, `12:30`; config/yamldoc.py `number_like`): only plain decimal digits are a
+# number to every reader.
+NUMBER_AS_TEXT = Rule("is read as text, not as a number; write the number in plain decimal digits")
 # Labels outside kns.io/* that the program sets and relies on (docs/queueing.md).
 PROGRAM_OWNED_PRIORITY_LABEL = Rule("is the program's: it gives a queued entry's Jobs their priority; set "
                                     "priority instead")

@@ -34,6 +34,8 @@ _CANONICAL = {
     "tag:yaml.org,2002:int": re.compile(r"^-?(0|[1-9][0-9]*)$"),
     "tag:yaml.org,2002:float": re.compile(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$"),
 }
+# Integers of YAML 1.2 (the engine's reader of the stack file) that YAML 1.1 reads as text.
+_YAML12_INT = re.compile(r"^0o[0-7]+$")
 _RESOLVED = {
     "tag:yaml.org,2002:bool": "a boolean",
     "tag:yaml.org,2002:int": "an integer",
@@ -51,6 +53,9 @@ class YamlProblem:
     # The mapping at `steps` lost keys in the reading (a merge key, a key that is not a
     # plain value): what it then lacks follows from this problem.
     dropped: bool = False
+    # About a scalar kept as its text: what checks would say of that text depends on the
+    # reader, so this problem is all that is said of the value.
+    value: bool = False
 
 
 class YamlError(ValueError):
@@ -157,15 +162,16 @@ def _build(node: Node, steps: tuple[Step, ...], problems: list[YamlProblem],
             at[(*steps, i)] = item.start_mark.line + 1
             items.append(_build(item, (*steps, i), problems, at))
         return items
-    if _plain(node) and node.tag in _RESOLVED and not _canonical(node):
-        problems.append(YamlProblem(steps, _ambiguous(node.tag)))
+    if _plain(node) and _reading(node) in _RESOLVED and not _canonical(node):
+        problems.append(YamlProblem(steps, _ambiguous(_reading(node)), value=True))
         return node.value
     try:
         return _constructor.construct_object(node, deep=True)
     except (yaml.YAMLError, ValueError, TypeError):
         # An unknown tag (`!vault ...`) or a value its tag refuses (`!!float 'abc'`); the
         # constructor's message would quote the line, which may hold a credential.
-        problems.append(YamlProblem(steps, "has a YAML tag (`!...`) whose value cannot be read here; remove the tag"))
+        problems.append(YamlProblem(steps, "has a YAML tag (`!...`) whose value cannot be read here; remove the tag",
+                                    value=True))
         return node.value
 
 
@@ -180,6 +186,21 @@ def _key(node: ScalarNode, steps: tuple[Step, ...], problems: list[YamlProblem])
     if node.tag == "tag:yaml.org,2002:null":
         return ""
     return node.value
+
+
+def _reading(node: ScalarNode) -> str:
+    """The tag some YAML reader gives the scalar: YAML 1.1's, or 1.2's where 1.1 reads text."""
+    if node.tag == "tag:yaml.org,2002:str" and _YAML12_INT.match(node.value):
+        return "tag:yaml.org,2002:int"
+    return node.tag
+
+
+def number_like(text: str) -> bool:
+    """Whether `text`, written plain, is a number to some YAML reader but not to every one
+    (`0o4`, `0x1f`, `0755`, `1_000`, `12:30`): what a number field given such text was
+    probably meant to hold."""
+    node = ScalarNode(_constructor.resolve(ScalarNode, text, (True, False)), text)
+    return _reading(node) in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float") and not _canonical(node)
 
 
 def _plain(node: ScalarNode) -> bool:

@@ -168,5 +168,12 @@ def checked_stack(project_dir: Path, stack: str, environ: Optional[Mapping[str, 
     project_dir = Path(project_dir).resolve()
     file = stack_file(project_dir, stack)
     raw, secret, sealed = offline_config(file.config or {})
-    return OfflineStack(check_stack_config(raw, file, project_dir=project_dir, stack=stack, secret_keys=secret,
-                                           environ=environ, sealed=sealed, now=now or clock.now()), sealed, file)
+    # As the program runs as this stack: the engine delivers this file's config, and a
+    # name like an entry stack's (`<stack>.entries-<n>`) makes the program read its base's
+    # file and refuse an entry stack the config does not have.
+    this = stacks.role(stack)
+    text = file if this.index is None else read_stack_file(project_dir, this.base)
+    checked = check_stack_config(raw, text, project_dir=project_dir, stack=this.base, secret_keys=secret,
+                                 environ=environ, sealed=sealed, now=now or clock.now())
+    stacks.check_role(this, checked)
+    return OfflineStack(checked, sealed, file)

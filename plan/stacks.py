@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from config.errors import ConfigError, Problem
+from config.errors import Problem
+from config.loader import Checked
 from config.rules import ENTRY_STACK_SUFFIX, ENTRY_STACK_UNKNOWN
 
 _SUFFIX = re.compile(ENTRY_STACK_SUFFIX)
@@ -72,18 +73,27 @@ def config_arguments(stack: str) -> list[str]:
     return [] if this.index is None else ["--config-file", f"Pulumi.{this.base}.yaml"]
 
 
-def check_role(this: Role, entry_stacks: Optional[int]) -> None:
-    """Raises ConfigError when the program runs as an entry stack the config does not have."""
+def check_role(this: Role, checked: Checked) -> Optional[int]:
+    """The config's entry stacks, with `role_problems` added to the checked config's
+    problems (raised with every other one by planning)."""
+    entry_stacks = checked.config.state.entry_stacks if checked.config.state else None
+    checked.problems.items.extend(role_problems(this, entry_stacks))
+    return entry_stacks
+
+
+def role_problems(this: Role, entry_stacks: Optional[int]) -> list[Problem]:
+    """Why the program may not run as `this` with the config's `entry_stacks`: a stack named
+    like an entry stack (`<stack>.entries-<n>`) the config does not have. The program and
+    the offline `kns` commands add these to the config's own problems."""
     if this.index is None:
-        return
+        return []
     if entry_stacks is None:
         why = "it sets no kns:state.entryStacks"
     elif this.index >= entry_stacks:
         why = f"its entry stacks are {entry_stack(this.base, 0)} to {entry_stack(this.base, entry_stacks - 1)}"
     else:
-        return
-    raise ConfigError([Problem("kns:state.entryStacks", f"stack {this.name} {ENTRY_STACK_UNKNOWN.message} "
-                                                        f"({this.base}): {why}")])
+        return []
+    return [Problem("kns:state.entryStacks", f"stack {this.name} {ENTRY_STACK_UNKNOWN.message} ({this.base}): {why}")]
 
 
 def group(names: Iterable[str], base: str, entry_stacks: Optional[int]) -> dict[str, list[str]]:

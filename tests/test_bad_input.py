@@ -27,13 +27,13 @@ STACK = "case"
 Files = dict[str, "str | bytes"]
 
 
-def project(tmp_path: Path, stack_text: "str | bytes", files: Optional[Files] = None) -> Path:
+def project(tmp_path: Path, stack_text: "str | bytes", files: Optional[Files] = None, stack: str = STACK) -> Path:
     root = tmp_path / "project"
     root.mkdir(parents=True)
     shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
     shutil.copytree(ROOT / "jobs", root / "jobs")
     shutil.copytree(ROOT / "vendor", root / "vendor")  # the Kueue install the program reads (dev has queueing on)
-    for name, content in {f"Pulumi.{STACK}.yaml": stack_text, **(files or {})}.items():
+    for name, content in {f"Pulumi.{stack}.yaml": stack_text, **(files or {})}.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content.encode() if isinstance(content, str) else content)
@@ -50,21 +50,22 @@ def stack_text(change: Optional[Callable[[dict], None]] = None, extra: str = "")
     return text + "".join(f"  {line}\n" for line in extra.splitlines())
 
 
-def delivered(root: Path) -> tuple[dict, tuple[str, ...]]:
+def delivered(root: Path, stack: str = STACK) -> tuple[dict, tuple[str, ...]]:
     """The config as the engine delivers it: the stack file's `kns:` values (YAML 1.2 reads
     `NO` as text, as config/yamldoc.py keeps it); encrypted values are not used here."""
-    value, _ = yamldoc.load((root / f"Pulumi.{STACK}.yaml").read_bytes())
+    value, _ = yamldoc.load((root / f"Pulumi.{stack}.yaml").read_bytes())
     config = {k.partition(":")[2]: v for k, v in (value.get("config") or {}).items() if k.startswith("kns:")}
     return {k: v for k, v in config.items() if v is not None}, ()
 
 
-def program_lines(root: Path, config: Optional[dict] = None, secret: tuple[str, ...] = ()) -> list[str]:
+def program_lines(root: Path, config: Optional[dict] = None, secret: tuple[str, ...] = (),
+                  stack: str = STACK) -> list[str]:
     """The program's problem lines ([] when it ran), asserting nothing was registered on failure."""
     if config is None:
-        config, secret = delivered(root)
+        config, secret = delivered(root, stack)
     mocks = RecordingMocks()
     try:
-        run_program(config, secret_keys=secret, stack=STACK, mocks=mocks, project_dir=root)
+        run_program(config, secret_keys=secret, stack=stack, mocks=mocks, project_dir=root)
     except pulumi.RunError as exc:
         assert mocks.resources == [], [r.name for r in mocks.resources]
         return str(exc).splitlines()
@@ -72,16 +73,17 @@ def program_lines(root: Path, config: Optional[dict] = None, secret: tuple[str, 
     return []
 
 
-def validate_lines(capsys, root: Path) -> tuple[int, list[str], str]:
-    code = cli.main(["validate", "--stack", STACK, "--project-dir", str(root)])
+def validate_lines(capsys, root: Path, stack: str = STACK) -> tuple[int, list[str], str]:
+    code = cli.main(["validate", "--stack", stack, "--project-dir", str(root)])
     out, err = capsys.readouterr()
     return code, err.splitlines(), out
 
 
-def both(capsys, root: Path, **program) -> list[str]:
-    """The problem lines, asserted equal through the program and `./kns validate`."""
-    code, lines, _ = validate_lines(capsys, root)
-    from_program = program_lines(root, **program)
+def both(capsys, root: Path, stack: str = STACK, **program) -> list[str]:
+    """The problem lines, asserted equal through the program and `./kns validate` (of
+    stack `stack`)."""
+    code, lines, _ = validate_lines(capsys, root, stack)
+    from_program = program_lines(root, stack=stack, **program)
     assert lines == from_program
     assert code == (1 if lines else 0)
     text = "\n".join(lines)
@@ -576,3 +578,209 @@ def test_a_credential_secret_the_entry_s_quota_cannot_hold_is_refused(tmp_path, 
     lines = both(capsys, project(tmp_path, text), config=config, secret=("credentials",))
     assert lines == ["kns:jobs[creds].quota.secrets: its 2 credential Secrets need 2 secrets; quota secrets is 1: it "
                      "never runs"]
+
+
+# ---- positions and words: the line of the key, what null and number-like text are ----------
+
+NUMBERED = re.compile(r"^([^:]+\.ya?ml):([0-9]+):(.*?): (.*)$")
+
+
+def numbered(lines: list[str], path: str) -> list[tuple[int, str]]:
+    """(line, message) of every problem at `path` (a job file's path, without the number)."""
+    found = [NUMBERED.match(line) for line in lines]
+    return [(int(m[2]), m[4]) for m in found if m and f"{m[1]}:{m[3]}" == path]
+
+
+FIELDS = """\
+jobs:
+  - name: sandbox
+    user: bob
+    type: namespace
+    leaderPort: 29501
+  - name: verbatim
+    user: bob
+    podSpec:
+      restartPolicy: Never
+      containers: [{name: c, image: "busybox:1.37"}]
+    cpu: 1
+  - name: pinned
+    user: bob
+    image: busybox:1.37
+    nodeSelector:
+      zone: a
+      kns.io/pool: a100
+  - name: capped
+    user: bob
+    image: busybox:1.37
+    memory: 2Gi
+    memoryLimit: 1Gi
+  - name: mounted
+    user: bob
+    image: busybox:1.37
+    credentialsMountPath: /creds
+schedules:
+  - name: primed
+    user: bob
+    image: busybox:1.37
+    schedule: "0 3 * * *"
+    warmUpMinutes: 10
+    primerSchedule: "50 2 * * *"
+"""
+
+
+@pytest.mark.parametrize("path, line", [
+    ("jobs[sandbox].leaderPort", 5), ("jobs[verbatim].cpu", 11), ("jobs[pinned].nodeSelector.kns.io/pool", 17),
+    ("jobs[capped].memory", 21), ("jobs[mounted].credentialsMountPath", 26), ("schedules[primed].primerSchedule", 33),
+])
+def test_a_rule_about_keys_that_go_together_is_at_the_key_it_refuses_and_its_line(tmp_path, capsys, path, line):
+    """A namespace entry's leaderPort, a field beside podSpec, a label a nested mapping may
+    not set, a request over its limit: each is about one key, so it is reported at that key
+    and on its line, where an editor's schema marks it, not at the entry's first line."""
+    lines = both(capsys, project(tmp_path, stack_text(with_job_files), job_file("fields.yaml", FIELDS)))
+    found = numbered(lines, f"jobs/fields.yaml:{path}")
+    assert [number for number, _ in found] == [line], lines
+
+
+DUPLICATES = """\
+schedules:
+  - name: twin
+    user: bob
+    image: busybox:1.37
+    schedule: "0 3 * * *"
+jobs:
+  - name: twin
+    user: bob
+    image: busybox:1.37
+  - name: solo
+    user: bob
+    image: busybox:1.37
+    cpu: lots
+  - name: solo
+    user: bob
+    image: busybox:1.37
+    cpu: many
+  - name: placed
+    user: bob
+    image: busybox:1.37
+    pool: nowhere
+  - name: placed
+    user: bob
+    image: busybox:1.37
+    pool: elsewhere
+"""
+
+
+def test_entries_named_alike_in_a_job_file_each_keep_their_own_lines(tmp_path, capsys):
+    """Two entries with one name have one path: the later one (in the file's order) is the
+    duplicate, reported on its own line, and each one's problems on its own lines."""
+    lines = both(capsys, project(tmp_path, stack_text(with_job_files), job_file("dup.yaml", DUPLICATES)))
+    unique = "names are unique across jobs and schedules"
+    assert numbered(lines, "jobs/dup.yaml:jobs[twin].name") == [
+        (7, f'"twin" is already used by an earlier entry, jobs/dup.yaml:schedules[twin]; {unique}')]
+    assert numbered(lines, "jobs/dup.yaml:schedules[twin].name") == []
+    assert numbered(lines, "jobs/dup.yaml:jobs[solo].cpu") == [
+        (13, '"lots" is not a quantity'), (17, '"many" is not a quantity')]
+    assert numbered(lines, "jobs/dup.yaml:jobs[solo].name") == [
+        (14, f'"solo" is already used by an earlier entry, jobs/dup.yaml:jobs[solo]; {unique}')]
+    # a check of the first entry (its pool), made after every entry is read
+    assert [(n, m.split(";")[0].split(" (")[0]) for n, m in numbered(lines, "jobs/dup.yaml:jobs[placed].pool")] == [
+        (21, 'no node pool named "nowhere"')]
+
+
+def _set(*keys: "str | int", value=None) -> Callable[[dict], None]:
+    def change(config):
+        node = config
+        for key in keys[:-1]:
+            node = node.setdefault(key, {}) if isinstance(key, str) else node[key]
+        node[keys[-1]] = value
+    return change
+
+
+NULLS = {
+    "an integer in kns:state": (_set("state", "entryStacks"), "kns:state.entryStacks",
+                                "is given without a value: write an integer, or remove the key"),
+    "a boolean in kns:queueing": (_set("queueing", "install"), "kns:queueing.install",
+                                  "is given without a value: write a boolean, or remove the key"),
+    "a pool's role": (_set("nodePools", 0, "role"), f"kns:nodePools[{dev_stack_config()['nodePools'][0]['name']}].role",
+                      "is given without a value: write "),
+    "an entry's name": (_set("jobs", 0, "name"), "kns:jobs[0].name", "is given without a value: write a string"),
+    "a label value": (_set("jobs", 0, "labels", value={"team": None}), f"kns:jobs[{FIRST}].labels.team",
+                      "is given without a value: write a string, or remove the key"),
+    "an entry of a list": (lambda c: c["schedules"].append(None), f"kns:schedules[{len(dev_stack_config()['schedules'])}]",
+                           "is given without a value: write a mapping, or remove the item"),
+    "a quantity of a queue's quota": (
+        lambda c: c["queues"][0]["quota"][next(iter(c["queues"][0]["quota"]))].update(cpu=None),
+        f"kns:queues[{dev_stack_config()['queues'][0]['name']}].quota.{next(iter(dev_stack_config()['queues'][0]['quota']))}",
+        "cpu: is given without a value: write a quantity, or remove the key"),
+    "a volume source": (_set("jobs", 0, "volumes", value=[{"name": "scratch", "emptyDir": None}]),
+                        f"kns:jobs[{FIRST}].volumes[0].emptyDir",
+                        "is given without a value: write a mapping, or remove the key"),
+    "an env value": (_set("jobs", 0, "env", value={"MODE": None}), f"kns:jobs[{FIRST}].env.MODE",
+                     "is given without a value: write a value (env values are strings or {valueFrom: {...}}"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NULLS))
+def test_a_key_given_without_a_value_says_so_and_never_none(tmp_path, capsys, case):
+    change, path, expected = NULLS[case]
+    lines = both(capsys, project(tmp_path, stack_text(change)))
+    assert expected in problem_at(lines, path), lines
+    assert not [line for line in lines if "None" in line or "null" in line], lines
+
+
+def test_a_null_in_a_job_file_says_so_at_its_line(tmp_path, capsys):
+    text = ("jobs:\n  - name: nested\n    user: bob\n    image: busybox:1.37\n    workers: 2\n"
+            "    topology:\n      level:\n      mode: required\n")
+    lines = both(capsys, project(tmp_path, stack_text(with_job_files), job_file("nulls.yaml", text)))
+    assert numbered(lines, "jobs/nulls.yaml:jobs[nested].topology.level") == [
+        (7, "is given without a value: write a string, or remove the key")]
+    assert not [line for line in lines if "None" in line], lines
+
+
+@pytest.mark.parametrize("field, written, expected", [
+    ("workers", "0o4", "is read as an integer by some YAML readers and as text by others; quote the value for the "
+                       "text, or write the number in plain decimal digits"),
+    ("backoffLimit", "0o3", "is read as an integer by some YAML readers and as text by others; quote the value for "
+                            "the text, or write the number in plain decimal digits"),
+    ("ttlHours", '"0x10"', '"0x10" is read as text, not as a number; write the number in plain decimal digits'),
+    ("completions", "'0b11'", '"0b11" is read as text, not as a number; write the number in plain decimal digits'),
+    ("activeDeadlineSeconds", '"0o600"', '"0o600" is read as text, not as a number; write the number in plain '
+                                         'decimal digits'),
+])
+def test_number_like_text_in_an_integer_field_of_a_job_file_says_to_write_decimal_digits(
+        tmp_path, capsys, field, written, expected):
+    """`0o4` is a number to YAML 1.2 and text to YAML 1.1; quoted, any such spelling is
+    text. Either way the field is told once, and how to write the number."""
+    text = f"jobs:\n  - name: spelled\n    user: bob\n    image: busybox:1.37\n    {field}: {written}\n"
+    lines = both(capsys, project(tmp_path, stack_text(with_job_files), job_file("numbers.yaml", text)))
+    assert numbered(lines, f"jobs/numbers.yaml:jobs[spelled].{field}") == [(5, expected)], lines
+
+
+@pytest.mark.parametrize("written, expected", [
+    ("0o2", "is read as an integer by some YAML readers and as text by others; quote the value for the text, or "
+            "write the number in plain decimal digits"),
+    ("'0x2'", '"0x2" is read as text, not as a number; write the number in plain decimal digits'),
+])
+def test_number_like_text_in_an_integer_field_of_the_stack_file_says_to_write_decimal_digits(
+        tmp_path, capsys, written, expected):
+    text = stack_text(_set("packingScheduler", "replicas", value="PLACEHOLDER")).replace(
+        "replicas: PLACEHOLDER", f"replicas: {written}")
+    lines = both(capsys, project(tmp_path, text))
+    assert lines == [f"kns:packingScheduler.replicas: {expected}"]
+
+
+def test_validate_refuses_a_stack_named_like_an_entry_stack_as_the_program_does(tmp_path, capsys):
+    """`<stack>.entries-<n>` is entry stack n of <stack> to the program, which refuses one
+    the config does not have; validate says the same, with every other problem."""
+    lines = both(capsys, project(tmp_path / "own", stack_text(), stack="case.entries-0"), stack="case.entries-0")
+    assert lines == ["kns:state.entryStacks: stack case.entries-0 is not an entry stack of this stack (case): "
+                     "it sets no kns:state.entryStacks"]
+
+    def split(config):
+        config["state"] = {"entryStacks": 2}
+        config["jobs"][0]["cpu"] = "lots"
+    lines = both(capsys, project(tmp_path / "split", stack_text(split), stack="case.entries-2"), stack="case.entries-2")
+    assert problem_at(lines, "kns:state.entryStacks") == (
+        "stack case.entries-2 is not an entry stack of this stack (case): its entry stacks are case.entries-0 to "
+        "case.entries-1")
+    assert problem_at(lines, f"kns:jobs[{FIRST}].cpu") == '"lots" is not a quantity'

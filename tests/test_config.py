@@ -103,7 +103,7 @@ BAD_INPUTS = {
     ),
     "both warmUpMinutes and primerSchedule": (
         {"schedules": [{"name": "s", "image": "i", "schedule": "0 3 * * *", "warmUpMinutes": 10, "primerSchedule": "50 2 * * *"}]},
-        "kns:schedules[s]: set warmUpMinutes or primerSchedule, not both",
+        "kns:schedules[s].primerSchedule: set warmUpMinutes or primerSchedule, not both",
     ),
     "bad name": (
         {"jobs": [{"name": "Train_ResNet", "image": "i"}]},
@@ -151,7 +151,7 @@ BAD_INPUTS = {
     ),
     "request over limit": (
         {"jobs": [{"name": "j", "image": "i", "cpu": 4, "cpuLimit": 2}]},
-        "kns:jobs[j]: cpu 4 is more than cpuLimit 2",
+        "kns:jobs[j].cpu: cpu 4 is more than cpuLimit 2",
     ),
     "missing image": (
         {"jobs": [{"name": "j"}]},
@@ -183,7 +183,7 @@ BAD_INPUTS = {
     ),
     "node selector takes the pool label": (
         {"jobs": [{"name": "j", "image": "i", "nodeSelector": {"kns.io/pool": "a100"}}]},
-        "kns:jobs[j]: nodeSelector cannot set kns.io/pool; use pool (it also adds the pool's tolerations)",
+        "kns:jobs[j].nodeSelector.kns.io/pool: nodeSelector cannot set kns.io/pool; use pool (it also adds the pool's tolerations)",
     ),
     "missing cluster": (
         {"cluster": None},
@@ -223,7 +223,7 @@ def test_every_problem_is_reported_at_once():
         "kns:jobs[train-resnet].cpu: -1 must not be negative",
         'kns:jobs[ok].pool: no node pool named "nope"',
         "kns:schedules[s].schedule:",
-        "kns:schedules[s]: set warmUpMinutes or primerSchedule, not both",
+        "kns:schedules[s].primerSchedule: set warmUpMinutes or primerSchedule, not both",
     ):
         assert expected in message
     assert "Traceback" not in message

@@ -137,7 +137,9 @@ def shape_cases() -> list[tuple[str, tuple, Any, str]]:
             cases.append((f"{key}[0].{field}", (key, 0, field), *wrong_value(shape)))
     for field, shape in defs["ResourceRequirements"]["properties"].items():
         cases.append((f"resources.{field}", ("containers", 0, "resources", field), *wrong_value(shape)))
-    cases.append(("containers[0]", ("containers", 0), None, "must be a mapping, not null"))
+    cases.append(("containers[0]", ("containers", 0), None, "is given without a value: write a mapping, or remove the item"))
+    cases.append(("podSpec.restartPolicy null", ("restartPolicy",), None,
+                  "is given without a value: write a string, or remove the key"))
     cases.append(("resources.limits.cpu", ("containers", 0, "resources", "limits", "cpu"), ["2"],
                   'must be a quantity (a number, or a string like "500m" or "4Gi"), not ["2"]'))
     return cases
@@ -178,7 +180,7 @@ def test_bad_pod_spec_shapes_stop_the_program_and_validate(tmp_path, capsys):
         'kns:jobs[a].podSpec.containers: must be a list, not "x"',
         'kns:jobs[b].podSpec.containers[0].resources.limits: must be a mapping, not ["x"]',
         'kns:jobs[c].podSpec.initContainers: must be a list, not "x"',
-        "kns:jobs[d].podSpec.containers[0]: must be a mapping, not null",
+        "kns:jobs[d].podSpec.containers[0]: is given without a value: write a mapping, or remove the item",
         'kns:jobs[e].podSpec.contianers: unknown field; did you mean "containers"?',
         "kns:jobs[f].podSpec.containers[0].ports[1]: containerPort 80 is taken by ports[0]; each item of ports "
         "needs its own containerPort and protocol",
@@ -399,7 +401,8 @@ def test_overrides_cannot_drop_what_the_program_guarantees(tmp_path, capsys):
         'kns:jobs[c].jsonOverrides[0]: /metadata/namespace: is "kns-c", set by the entry\'s name; overrides may not '
         "change it (they remove it)",
         'kns:jobs[d].jsonOverrides[0]: /spec/backoffLimit: must be a whole number, not "lots"',
-        "kns:jobs[d].jsonOverrides[1]: /spec/template/spec/nodeSelector: must be a mapping, not null",
+        "kns:jobs[d].jsonOverrides[1]: /spec/template/spec/nodeSelector: is given without a value: write a mapping, or "
+        "remove the key",
     ])
 
 

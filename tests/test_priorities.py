@@ -144,7 +144,7 @@ def test_a_namespace_entry_takes_no_priority(tmp_path, capsys):
     config = copy.deepcopy(CONFIG)
     config["jobs"].append({"name": "space", "type": "namespace", "user": "ann", "priority": "batch"})
     text = validate_text(tmp_path, config, capsys)
-    assert "kns:jobs[space]: type namespace runs no workload, so priority cannot be set" in text, text
+    assert f"kns:jobs[space].priority: {rules.NAMESPACE_NO_WORKLOAD.message}" in text, text
 
 
 # ---- whether a prescaled start is guaranteed ---------------------------------------------

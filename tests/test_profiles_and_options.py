@@ -8,6 +8,7 @@ import json
 import pulumi
 import pytest
 
+from config import rules
 from config.errors import ConfigError
 from config.loader import parse_config
 from kns_testing.program import ROOT, RecordingMocks, run_program, secret_value
@@ -274,7 +275,7 @@ def test_pod_spec_gpus_are_placed_like_gpus():
 
 def test_pod_spec_is_exclusive_with_container_fields():
     found = problems([{"name": "j", "image": "i", "cpu": 1, "podSpec": {"containers": [{"name": "c", "image": "i"}]}}])
-    assert found == ["kns:jobs[j]: podSpec is used verbatim, so image, cpu cannot be set beside it"]
+    assert found == [f"kns:jobs[j].image: {rules.POD_SPEC_VERBATIM.message}", f"kns:jobs[j].cpu: {rules.POD_SPEC_VERBATIM.message}"]
     found = problems([{"name": "j", "podSpec": {"restartPolicy": "Always", "containers": [{"name": "c", "image": "i"}]}}])
     assert found == ['kns:jobs[j].podSpec.restartPolicy: "Always" cannot run as a Job (Never or OnFailure)']
 
@@ -426,8 +427,8 @@ def test_keys_a_namespace_entry_cannot_use_are_refused():
     found = problems([{"name": "n", "type": "namespace", "jsonOverrides": [{"path": "/spec/x", "value": 1}]},
                       {"name": "m", "image": "i", "credentialsMountPath": "/c"}])
     assert found == [
-        "kns:jobs[n]: type namespace runs no workload, so jsonOverrides cannot be set",
-        "kns:jobs[m]: credentialsMountPath is set but credentials lists no set",
+        f"kns:jobs[n].jsonOverrides: {rules.NAMESPACE_NO_WORKLOAD.message}",
+        f"kns:jobs[m].credentialsMountPath: {rules.MOUNT_PATH_NEEDS_CREDENTIALS.message}",
     ]
 
 

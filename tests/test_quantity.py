@@ -32,10 +32,16 @@ def test_normalise(value, kind, expected):
     assert normalise(value, kind) == expected
 
 
-@pytest.mark.parametrize("value", ["12Qi", "four", "", "1.2.3", "Gi", "1 Gi", None, True, [1]])
+@pytest.mark.parametrize("value", ["12Qi", "four", "", "1.2.3", "Gi", "1 Gi", True, [1]])
 def test_not_a_quantity(value):
     with pytest.raises(QuantityError, match="is not a quantity"):
         normalise(value, Kind.BYTES)
+
+
+def test_no_quantity_is_a_key_given_without_a_value():
+    with pytest.raises(QuantityError) as info:
+        normalise(None, Kind.BYTES)
+    assert str(info.value) == "is given without a value: write a quantity, or remove the key"
 
 
 def test_negative_is_rejected():

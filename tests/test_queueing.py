@@ -487,7 +487,7 @@ BAD = {
          f"{rules.FAIR_SHARING_WEIGHT_MAX}", BATCH_INVALID]),
     "a queue on a namespace entry": (
         lambda c: _entry("jobs", "sandbox")(c).update(queue="batch"),
-        ["kns:jobs[sandbox]: type namespace runs no workload, so queue cannot be set"]),
+        [f"kns:jobs[sandbox].queue: {rules.NAMESPACE_NO_WORKLOAD.message}"]),
     "an invalid entry naming an unknown queue": (
         lambda c: _entry("jobs", "etl")(c).update(queue="nope", cpu="many"),
         ['kns:jobs[etl].cpu: "many" is not a quantity',

@@ -357,11 +357,11 @@ RULES = {
     "gpu on a compute pool": ({"kns:nodePools": [{"name": "c", "role": "compute", "nodes": ["n"], "gpu": {"perNode": 1}}]},
                               "kns:nodePools[c]"),
     "KNS scheduler without image": ({"kns:knsScheduler": {"enabled": True}}, "kns:knsScheduler"),
-    "type namespace with an image": ({"kns:jobs": [JOB | {"type": "namespace"}]}, "kns:jobs[j]"),
+    "type namespace with an image": ({"kns:jobs": [JOB | {"type": "namespace"}]}, "kns:jobs[j].image"),
     "podSpec beside cpu": ({"kns:jobs": [{"name": "j", "cpu": 1, "podSpec": {"containers": [{"name": "c", "image": "i"}]}}]},
-                           "kns:jobs[j]"),
+                           "kns:jobs[j].cpu"),
     "both warm-up keys": ({"kns:schedules": [SCHEDULE | {"warmUpMinutes": 10, "primerSchedule": "50 2 * * *"}]},
-                          "kns:schedules[s]"),
+                          "kns:schedules[s].primerSchedule"),
 }
 
 # Stack files both accept.
@@ -446,7 +446,7 @@ JOB_FILE_CASES = {
     "bad enum": ("schedules:\n  - {name: s, image: i, schedule: '0 * * * *', concurrencyPolicy: Never}\n",
                  ["team/a.yaml:schedules[s].concurrencyPolicy"]),
     "schedule of type namespace": ("schedules:\n  - {name: s, schedule: '0 * * * *', type: namespace}\n",
-                                   ["team/a.yaml:schedules[s]"]),  # the schema: at its .type
+                                   ["team/a.yaml:schedules[s].type"]),
     "not a list": ("jobs: {name: j}\n", ["team/a.yaml:jobs"]),
     "empty file": ("", []),
     "only schedules": ("schedules:\n  - {name: s, image: i, schedule: '*/5 * * * *', cpu: 250m, memory: 128}\n", []),
