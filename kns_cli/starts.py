@@ -160,6 +160,8 @@ def _admissible(cfg: PlatformConfig, plan: Optional[WorkloadPlan], queue: Queue,
 
 
 def _draining(check: StartCheck, cfg: PlatformConfig, pool: str) -> None:
+    """On a site, the manager dispatches nothing to a draining worker: quota on its pools
+    admits no run until the drain ends."""
     worker = multikueue.draining_worker(cfg, pool)
     if worker is not None:
         check.reasons.append(f"pool {pool} is on worker {worker}, which is draining (kns:workers[{worker}].drain): "
