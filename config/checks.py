@@ -264,7 +264,9 @@ def _queue_problem(queue: str, queueing: Queueing, queue_names: set[str], broken
     if queue in broken_queues:
         return f'queue "{queue}" is invalid (its problems are listed under kns:queues[{queue}])'
     if queue not in queue_names:
-        return f'no queue named "{queue}" (queues: {", ".join(sorted(queue_names)) or "none are defined"})'
+        close = closest(queue, queue_names)
+        hint = f'; did you mean "{close}"?' if close else ""
+        return f'no queue named "{queue}"{hint} (queues: {", ".join(sorted(queue_names)) or "none are defined"})'
     return None
 
 

@@ -25,11 +25,24 @@ NESTED = "kns_nested"
 REQUIRED = "is required"
 
 
+# The shortest word a part of a name suggests that name from ("dist" for "dist-train").
+PART_MIN = 3
+
+
 def closest(word: str, candidates: Iterable[str]) -> Optional[str]:
     """The candidate `word` is most likely a misspelling of, if any is close enough: the
-    "did you mean" of every message that names an unknown key, entry or stack."""
-    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
-    return close[0] if close else None
+    "did you mean" of every message that names an unknown key, entry, pool or stack.
+    Case is ignored ("DIST" is "dist"), and a word that is part of only one candidate
+    ("weekly" of "weekly-finetune") suggests it, however much longer the name is."""
+    folded: dict[str, str] = {}
+    for candidate in candidates:
+        folded.setdefault(candidate.casefold(), candidate)
+    key = word.casefold()
+    close = difflib.get_close_matches(key, list(folded), n=1, cutoff=0.6)
+    if close:
+        return folded[close[0]]
+    holding = [name for fold, name in folded.items() if key in fold] if len(key) >= PART_MIN else []
+    return holding[0] if len(holding) == 1 else None
 
 
 @dataclass(frozen=True)

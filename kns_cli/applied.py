@@ -60,9 +60,9 @@ def record(project_dir: Path, stack: str, rev: str, environ: Mapping[str, str]) 
     return commit
 
 
-def add_parser(commands: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def add_parser(commands: argparse._SubParsersAction) -> None:
     applied = commands.add_parser(
-        "applied", parents=[common], help="the commit the stack last applied in full (CI's record)",
+        "applied", help="the commit the stack last applied in full (CI's record)",
         description="Print the commit recorded as the stack's last complete apply (nothing when there is none), "
                     "or record one with --record. scripts/ci-up.sh applies what changed since it and records "
                     "HEAD once everything applied. Exit 1 when the backend cannot be read or written. "

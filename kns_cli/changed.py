@@ -291,9 +291,9 @@ def up_plan(report: Mapping[str, Any]) -> str:
     return f"targeted {' '.join(names)}" if names else "none"
 
 
-def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
-        "changed", parents=[common], help="the entries a change between two commits adds, changes or removes",
+        "changed", help="the entries a change between two commits adds, changes or removes",
         description="Read the stack at two commits (the stack file and its job files, as validated config, not "
                     "as text) and list the entries HEAD adds, changes or removes against BASE, and the shared "
                     "sections it changes (cluster, node pools, schedulers, queueing, queues, priorities, profiles, "

@@ -36,7 +36,7 @@ from . import recover as recover_module
 from . import up as up_module
 from . import usage as usage_module
 from . import versions
-from .stack import ROOT, UsageError, check_stack, load_plan, load_stack
+from .stack import ROOT, UsageError, check_stack, load_plan, load_stack, stack_path
 
 MAX_HOURS = 24 * 62
 # A window shorter than a minute (cron's resolution) has nothing to draw.
@@ -85,12 +85,19 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+class _Command(argparse.ArgumentParser):
+    """The parser of every command: each takes the common options (--stack, --project-dir),
+    so a command added later cannot lack them."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_argument("--stack", default="dev", metavar="NAME",
+                          help="the stack whose Pulumi.<NAME>.yaml to read (default: dev)")
+        self.add_argument("--project-dir", type=Path, default=ROOT, metavar="DIR",
+                          help=f"the Pulumi project directory (default: {ROOT})")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--stack", default="dev", metavar="NAME",
-                        help="the stack whose Pulumi.<NAME>.yaml to read (default: dev)")
-    common.add_argument("--project-dir", type=Path, default=ROOT, metavar="DIR",
-                        help=f"the Pulumi project directory (default: {ROOT})")
     parser = argparse.ArgumentParser(
         prog="kns",
         description="Commands over the kns-platform stack config. validate, explain, queues, timeline and "
@@ -100,17 +107,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_Version, nargs=0,
                         help="this checkout's commit and the Pulumi, provider, Kubernetes, Kueue and Karpenter "
                              "versions it pins")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Command)
 
     validate = commands.add_parser(
-        "validate", parents=[common], help="run every check the program runs before registering resources",
+        "validate", help="run every check the program runs before registering resources",
         description="Read Pulumi.<stack>.yaml and its job files and run every check the program runs before "
                     "it registers a resource, planning included. Exit 0 when valid, 1 with the program's "
                     "problem lines when not.")
     validate.set_defaults(run=run_validate)
 
     explain = commands.add_parser(
-        "explain", parents=[common], help="what each entry becomes (namespace, placement, resources, runs)",
+        "explain", help="what each entry becomes (namespace, placement, resources, runs)",
         description="For each entry (all, or those named): namespace, pool, scheduler, profile rules, "
                     "requests and limits per container, pod totals, LimitRange, quota, tolerations, node "
                     "selector, Pod Security level, images, and for schedules the cron, time zone, warm-up, "
@@ -125,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.set_defaults(run=run_explain)
 
     queues = commands.add_parser(
-        "queues", parents=[common], help="each queue's quota per pool against what its entries ask",
+        "queues", help="each queue's quota per pool against what its entries ask",
         description="Each Kueue queue's quota per node pool and resource, what borrowing adds, and the sum "
         "of what the entries that use it ask (one Job each): an over-subscribed queue shows before "
         "`pulumi up`. See docs/queueing.md.")
@@ -133,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     queues.set_defaults(run=run_queues)
 
     usage = commands.add_parser(
-        "usage", parents=[common], help="each budget's use of its period, read from the cluster",
+        "usage", help="each budget's use of its period, read from the cluster",
         description="Read the stack's cluster (its kubeconfig and context, with kubectl) and count each "
                     "budget's use of its period as its counter does, without writing: used, limit, share, "
                     "projected use at the period's end, state, next reset. See docs/budgets.md.")
@@ -143,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     usage.set_defaults(run=run_usage)
 
     timeline = commands.add_parser(
-        "timeline", parents=[common], help="a picture (SVG or PNG) of every schedule's runs and warm-up windows",
+        "timeline", help="a picture (SVG or PNG) of every schedule's runs and warm-up windows",
         description="Write an SVG (or a PNG) with one row per schedule: each run in the window as a marker, "
                     "its warm-up (primer to start) as a shaded bar, on a UTC time axis.")
     timeline.add_argument("--hours", type=_hours, default=24.0, help="window length in hours (default: 24)")
@@ -154,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     timeline.set_defaults(run=run_timeline)
 
     preview = commands.add_parser(
-        "preview", parents=[common], help="a real `pulumi preview` of the named entries only, summarised per entry",
+        "preview", help="a real `pulumi preview` of the named entries only, summarised per entry",
         description="Check the stack offline, then run `pulumi preview` with the engine set-up of `make preview` "
                     "(toolchain, backend, passphrase, stack, policy pack), restricted to the named entries' "
                     "resources (--target with their URNs, --target-dependents), and print the per-entry summary "
@@ -167,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     preview.set_defaults(run=run_preview)
 
     up = commands.add_parser(
-        "up", parents=[common], help="apply the named entries only (added, changed or removed ones)",
+        "up", help="apply the named entries only (added, changed or removed ones)",
         description="Check the stack offline, read its state, and run `pulumi up` with the engine set-up of "
                     "`make up` (policy pack included) restricted to the named entries: an entry of the config is "
                     "created or updated, an entry only the state still has is destroyed; every other entry and "
@@ -180,11 +187,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--verbose", action="store_true", help="show the engine's output on the terminal too (as VERBOSE=1)")
     up.set_defaults(run=run_up)
 
-    changed_module.add_parser(commands, common)
-    applied_module.add_parser(commands, common)
+    changed_module.add_parser(commands)
+    applied_module.add_parser(commands)
 
     recover = commands.add_parser(
-        "recover", parents=[common], help="after an interrupted `pulumi up`: make state, cluster and config agree",
+        "recover", help="after an interrupted `pulumi up`: make state, cluster and config agree",
         description="Check the stack offline, then: release the lock an interrupted run left (refused while that "
                     "run is alive), `pulumi refresh --clear-pending-creates`, `pulumi up` as `make up` runs it, "
                     "delete the platform's objects the stack does not hold (label kns.io/cluster), and check that "
@@ -196,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     recover.set_defaults(run=run_recover)
 
     restack = commands.add_parser(
-        "restack", parents=[common], help="move entries to the entry stacks kns:state.entryStacks says (state only)",
+        "restack", help="move entries to the entry stacks kns:state.entryStacks says (state only)",
         description="Check the stack offline, read the state of the stack and of its entry stacks, and move "
                     "every entry to the Pulumi stack kns:state.entryStacks puts it in (`pulumi state move`): "
                     "the state that records its objects changes stacks, nothing on the cluster changes. Run it "
@@ -211,7 +218,6 @@ def build_parser() -> argparse.ArgumentParser:
         description="`pulumi stack output --json` of the stack, with the backend and passphrase `make up` uses "
                     "(scripts/up.sh outputs; PULUMI_BACKEND_URL and PULUMI_CONFIG_PASSPHRASE override them "
                     "as there). Exit 1 when the stack has not been brought up.")
-    outputs.add_argument("--stack", default="dev", metavar="NAME", help="the stack (default: dev)")
     outputs.set_defaults(run=run_outputs)
     return parser
 
@@ -426,13 +432,16 @@ def run_restack(args: argparse.Namespace) -> int:
     return 0
 
 
-def outputs_command(stack: str) -> tuple[list[str], dict[str, str]]:
-    """What `./kns outputs` runs: `make outputs` for the stack."""
-    return ["bash", str(ROOT / "scripts" / "up.sh"), "outputs"], {**os.environ, "KNS_STACK": stack}
+def outputs_command(stack: str, project_dir: Path = ROOT) -> tuple[list[str], dict[str, str]]:
+    """What `./kns outputs` runs: `make outputs` for the stack, in the project directory."""
+    return (["bash", str(ROOT / "scripts" / "up.sh"), "outputs"],
+            {**os.environ, "KNS_STACK": stack, "KNS_PROJECT_DIR": str(Path(project_dir).resolve())})
 
 
 def run_outputs(args: argparse.Namespace) -> int:
-    command, env = outputs_command(args.stack)
+    # A misspelt stack or project is a usage error with its did-you-mean, as for every command.
+    stack_path(Path(args.project_dir), args.stack)
+    command, env = outputs_command(args.stack, args.project_dir)
     return 0 if subprocess.run(command, env=env).returncode == 0 else 1
 
 

@@ -6,9 +6,13 @@ its queue then, or the warm-up, and so the start, is late. Its start is **guaran
 when, at every warm-up in the horizon, its queue's own quota on its pool holds it together
 with every other prescaled schedule of the same or a higher priority whose window
 overlaps, and whatever else may hold that quota can be preempted (or there is none);
-otherwise it is **best effort**, with the reasons. A run's window is its warm-up start to
-its start, or to its Job's deadline when `activeDeadlineSeconds` is set (the Job holds
-its quota that long at most); windows come from the schedules themselves (`kns_cli.runs`).
+otherwise it is **best effort**, with the reasons. What may hold the quota on its pool is
+every entry of the queue pinned to that pool and every one that names no pool and fits
+there (the queue may admit it on any of its pools, this one first). Nothing is guaranteed
+on a held queue or on a pool whose worker is draining (its Jobs wait on the manager). A
+run's window is its warm-up start to its start, or to its Job's deadline when
+`activeDeadlineSeconds` is set (the Job holds its quota that long at most); windows come
+from the schedules themselves (`kns_cli.runs`).
 What Kueue does is read from its semantics: a Workload is admitted within the
 ClusterQueue's nominal quota, borrowing is never guaranteed, `withinClusterQueue`
 preempts only lower priorities, and `reclaimWithinCohort` takes lent quota back.
@@ -26,7 +30,7 @@ from config import queues as queue_rules
 from config.loader import PlatformConfig
 from config.models import Queue, Schedule, Workload
 from config.reservations import holdings
-from plan import queues, reservations
+from plan import multikueue, queues, reservations
 from plan.model import WorkloadPlan
 
 from .runs import runs_between
@@ -146,6 +150,24 @@ def _reserved_starts(cfg: PlatformConfig, plan: WorkloadPlan, plans: list[Worklo
     return check
 
 
+def _admissible(cfg: PlatformConfig, plan: Optional[WorkloadPlan], queue: Queue,
+                capacity: dict[tuple[str, str, str], tuple[Decimal, Decimal]]) -> set[str]:
+    """The pools the queue may admit the entry's Jobs on: the one it is pinned to, or, when
+    it names none, each where one of its Jobs fits (plan/queues.py `fit_reasons`)."""
+    if plan is None:
+        return set()
+    return {pool for pool, why in queues.fit_reasons(plan, queue, cfg.queues, capacity).items() if not why}
+
+
+def _draining(check: StartCheck, cfg: PlatformConfig, pool: str) -> None:
+    """On a site, the manager dispatches nothing to a draining worker: quota on its pools
+    admits no run until the drain ends."""
+    worker = multikueue.draining_worker(cfg, pool)
+    if worker is not None:
+        check.reasons.append(f"pool {pool} is on worker {worker}, which is draining (kns:workers[{worker}].drain): "
+                             f"{multikueue.DRAIN_WAIT}")
+
+
 def _pool(plan: WorkloadPlan, queue: Queue) -> Optional[str]:
     pools = [p for p in queues.pools_of(plan, queue) if p in queue.quota]
     return pools[0] if len(pools) == 1 else None
@@ -185,6 +207,15 @@ def check_starts(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[d
     queue_of = {plan.entry.name: queues.queue_of(cfg, plan) for plan in prescaled}
     pools = {name: _pool(by_name[name], queue) for name, queue in queue_of.items() if queue is not None}
     asks = {name: queues.workload_requests(by_name[name]) for name in pools}
+    # Each queued entry's pools, once: what it may hold is counted for every schedule of its queue.
+    admissible: dict[str, set[str]] = {}
+    capacity: dict[tuple[str, str, str], tuple[Decimal, Decimal]] = {}
+
+    def admitted_on(name: str, queue: Queue) -> set[str]:
+        if name not in admissible:
+            admissible[name] = _admissible(cfg, by_name.get(name), queue, capacity)
+        return admissible[name]
+
     out: dict[str, StartCheck] = {}
     for plan in plans:
         if prescaled_on_reservation(plan):
@@ -202,6 +233,9 @@ def check_starts(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[d
         check = StartCheck(entry.name, queue.name, pool or "", entry.priority, value,
                            cfg.priority_sources.get(entry.name), preempts)
         out[entry.name] = check
+        if queue.hold:
+            check.reasons.append(f'queue "{queue.name}" is held (kns:queues[{queue.name}].hold): it admits nothing '
+                                 "new until the hold is lifted")
         if pool is None:
             check.reasons.append(f'its Job may be admitted on any of the pools of queue "{queue.name}" '
                                  f"({', '.join(queue.quota)}): set pool so that its room can be counted")
@@ -214,16 +248,19 @@ def check_starts(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[d
             check.reasons.append(f'one run asks {r} {queues.show(r, requests[r])}, more than queue "{queue.name}" '
                                  f"holds on pool {pool} ({queues.show(r, queue_rules.nominal(queue.quota, pool, r))}): "
                                  "it must borrow from its cohort, which nothing guarantees")
-        rivals = [other for other in cfg.workloads
-                  if other.name != entry.name and other.queue == queue.name and other.type == "pod"
-                  and values[other.name] >= value and other.name not in windows]
+        _draining(check, cfg, pool)
+        # Who may hold the quota on this pool: the entries pinned to it and those that name
+        # no pool, which the queue may admit on any of its pools, this one first.
+        sharing = [other for other in cfg.workloads
+                   if other.name != entry.name and other.queue == queue.name and other.type == "pod"
+                   and pool in admitted_on(other.name, queue)]
+        rivals = [other for other in sharing if values[other.name] >= value and other.name not in windows]
         if rivals:
             names = ", ".join(o.name for o in rivals[:3]) + (f" and {len(rivals) - 3} more" if len(rivals) > 3 else "")
             check.reasons.append(f'{len(rivals)} other entr{"y" if len(rivals) == 1 else "ies"} of the same or a higher '
                                  f'priority on queue "{queue.name}" ({names}) may hold its quota at any time, '
                                  "and none can be preempted for it")
-        lower = [other for other in cfg.workloads
-                 if other.queue == queue.name and other.type == "pod" and values[other.name] < value]
+        lower = [other for other in sharing if values[other.name] < value]
         if lower and not preempts:
             check.reasons.append(f'queue "{queue.name}" has no preemption (withinClusterQueue: '
                                  f"{queue.preemption.within_cluster_queue}), and {len(lower)} entr"
@@ -235,8 +272,7 @@ def check_starts(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[d
         if lends and queue.preemption.reclaim_within_cohort == "Never":
             check.reasons.append(f'queue "{queue.name}" lends its idle quota to cohort "{queue.cohort}" and takes '
                                  "none back (reclaimWithinCohort: Never): a borrower may hold it at warm-up time")
-        rivals = [name for name in pools if name != entry.name and by_name[name].entry.queue == queue.name
-                  and pools[name] == pool and values[name] >= value]
+        rivals = [other.name for other in sharing if other.name in windows and values[other.name] >= value]
         _crowded(check, queue, pool, requests, counted, windows, rivals, asks)
     return out
 
@@ -244,8 +280,8 @@ def check_starts(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[d
 def _crowded(check: StartCheck, queue: Queue, pool: str, requests: dict[str, Decimal], counted: list[str],
              windows: dict[str, list[Window]], rivals: list[str], asks: dict[str, dict[str, Decimal]]) -> None:
     """The runs whose window overlaps those of `rivals` (the other prescaled schedules of the
-    same or a higher priority on the same queue and pool), when together they ask more than
-    the quota."""
+    same or a higher priority the queue may admit on the same pool), when together they ask
+    more than the quota."""
     if not rivals:
         return
     theirs = sorted((w for name in rivals for w in windows[name]), key=lambda w: w.begin)

@@ -115,6 +115,10 @@ def worker_cluster_queues(cfg: PlatformConfig, worker: str) -> list[dict[str, An
     return out
 
 
+# What a drain does to the Jobs of a draining worker's pools.
+DRAIN_WAIT = "its Jobs wait on the manager until the drain ends"
+
+
 def drain_warnings(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> list[str]:
     """Queued entries every pool of whose queue they fit on is on a draining worker: their
     Jobs wait on the manager until the drain ends (docs/operations.md, "Draining a worker")."""
@@ -130,9 +134,14 @@ def drain_warnings(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> list[str]:
         fitting = [pool for pool, why in fit_reasons(plan, queue, cfg.queues).items() if not why]
         if fitting and all(pool in drained for pool in fitting):
             where = ", ".join(f'pool "{pool}" of worker {cfg.pool_worker[pool]}' for pool in fitting)
-            out.append(f"{cfg.paths[plan.entry.name]}: fits only on {where}, which is draining: its Jobs wait on the "
-                       "manager until the drain ends")
+            out.append(f"{cfg.paths[plan.entry.name]}: fits only on {where}, which is draining: {DRAIN_WAIT}")
     return out
+
+
+def draining_worker(cfg: PlatformConfig, pool: str) -> Optional[str]:
+    """The worker a pool is on, when that worker is draining (kns:workers[].drain)."""
+    worker = cfg.pool_worker.get(pool)
+    return worker if any(w.drain and w.name == worker for w in cfg.workers) else None
 
 
 def drained_pools(cfg: PlatformConfig) -> set[str]:

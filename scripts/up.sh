@@ -16,13 +16,18 @@
 # by hand show as drift (preview) and are restored (up) (docs/operations.md).
 # The engine runs with the settings of scripts/lib/engine.sh (each one overridable).
 # Overridable: KNS_STACK, PULUMI_BACKEND_URL (default: a file:// backend in .pulumi-state),
-# PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE (default: the dev passphrase).
+# PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE (default: the dev passphrase),
+# KNS_PROJECT_DIR (default: this checkout): the Pulumi project run, its Pulumi.yaml, stack
+# files and default backend (./kns outputs --project-dir); the scripts and kns_cli are this checkout's.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "${KNS_PROJECT_DIR:-$root}"
 
 action=${1:-up}
 stack=${KNS_STACK:-dev}
-py=${KNS_PYTHON:-.venv/bin/python}
+py=${KNS_PYTHON:-$root/.venv/bin/python}
+# kns_cli from this checkout, whichever project is run.
+kns_py() { PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" "$py" "$@"; }
 verbose=()
 if [ "${VERBOSE:-}" = 1 ] || [ "${2:-}" = --diff ]; then
   verbose=(--verbose)
@@ -30,10 +35,10 @@ fi
 
 export PULUMI_SKIP_UPDATE_CHECK=true
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
-bin=$(bash scripts/toolchain.sh)
+bin=$(bash "$root/scripts/toolchain.sh")
 export PATH="$bin:$PATH"
 # shellcheck source=lib/engine.sh
-. scripts/lib/engine.sh
+. "$root/scripts/lib/engine.sh"
 
 if [ -z "${PULUMI_BACKEND_URL:-}" ]; then
   mkdir -p .pulumi-state
@@ -70,7 +75,7 @@ case "$action" in
   up)
     # Entries where the config says, the stack, then its entry stacks side by side (created
     # when new), unchanged ones skipped: kns_cli/fullrun.py, in one process.
-    "$py" -m kns_cli.fullrun up --stack "$stack" ${verbose[@]+"${verbose[@]}"} -- --yes --non-interactive --diff \
+    kns_py -m kns_cli.fullrun up --stack "$stack" ${verbose[@]+"${verbose[@]}"} -- --yes --non-interactive --diff \
       ${refresh[@]+"${refresh[@]}"} "${policy[@]}"
     render_dir=$(pulumi config get --stack "$stack" --path kns:cluster.renderDir 2>/dev/null || true)
     if [ -n "$render_dir" ] && [ -d "$render_dir" ]; then
@@ -81,10 +86,10 @@ case "$action" in
     echo "Outputs: make outputs (namespaces, schedules, packingSchedulerName, nodePools; the backend and passphrase of make up)"
     ;;
   outputs)
-    "$py" -m kns_cli.layout outputs "$stack"
+    kns_py -m kns_cli.layout outputs "$stack"
     ;;
   preview)
-    "$py" -m kns_cli.fullrun preview --stack "$stack" ${verbose[@]+"${verbose[@]}"} -- --diff --non-interactive \
+    kns_py -m kns_cli.fullrun preview --stack "$stack" ${verbose[@]+"${verbose[@]}"} -- --diff --non-interactive \
       ${refresh[@]+"${refresh[@]}"} "${policy[@]}"
     ;;
   *)

@@ -7,6 +7,7 @@ reference: the same broken config must give it the same problem lines.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -23,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chrono import cron
-from config.errors import ConfigError
+from config.errors import ConfigError, closest
 from config.loader import parse_config, parse_stack_config
 from config.source import StackFile
 from kns_cli import cli, explain, runs, stack, timeline
@@ -141,6 +142,38 @@ def test_missing_stack_file_is_a_usage_error(tmp_path):
 def test_misspelt_stack_gets_a_suggestion(capsys):
     code, _, err = main(capsys, "validate", "--stack", "deb")
     assert code == 2 and "did you mean --stack dev?" in err
+
+
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    (commands,) = [a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(commands.choices)
+
+
+def test_every_command_takes_the_common_options(tmp_path):
+    """--stack and --project-dir mean the same to every command, the engine's included."""
+    found = subcommands()
+    assert {"validate", "explain", "queues", "usage", "timeline", "preview", "up", "changed", "applied", "recover",
+            "restack", "outputs"} <= set(found)
+    for name, command in found.items():
+        # A value for each positional the command needs.
+        needed = [a for a in command._actions if not a.option_strings and a.nargs not in ("?", "*")]
+        args = cli.build_parser().parse_args([name, *["x"] * len(needed), "--stack", "other",
+                                              "--project-dir", str(tmp_path)])
+        assert (args.command, args.stack, args.project_dir) == (name, "other", tmp_path), name
+
+
+def test_outputs_reads_the_stack_of_the_project_dir(tmp_path, capsys, monkeypatch):
+    root = project(tmp_path, dev_stack_config(), "other")
+    ran = []
+    monkeypatch.setattr(cli.subprocess, "run",
+                        lambda command, env: ran.append((command, env)) or subprocess.CompletedProcess(command, 0))
+    assert cli.main(["outputs", "--stack", "other", "--project-dir", str(root)]) == 0
+    ((command, env),) = ran
+    assert command[1:] == [str(ROOT / "scripts" / "up.sh"), "outputs"]
+    assert (env["KNS_STACK"], env["KNS_PROJECT_DIR"]) == ("other", str(root.resolve()))
+    # A stack the project has no file for is a usage error with its did-you-mean, as for every command.
+    code, _, err = main(capsys, "outputs", "--stack", "othr", "--project-dir", str(root))
+    assert code == 2 and "did you mean --stack other?" in err and len(ran) == 1
 
 
 def test_usage_errors_exit_2(capsys):
@@ -305,6 +338,23 @@ def test_explain_unknown_entry(capsys):
     code, out, err = main(capsys, "explain", "nightly-reprot")
     assert code == 2 and out == ""
     assert 'no entry named "nightly-reprot"; did you mean "nightly-report"?' in err
+
+
+@pytest.mark.parametrize("given, meant", [("TRAIN-RESNET", "train-resnet"), ("Nightly-Report", "nightly-report"),
+                                          ("weekly", "weekly-finetune"), ("backfill", "etl-nightly-backfill")])
+def test_explain_suggests_the_entry_a_name_in_other_case_or_a_part_of_one_means(capsys, given, meant):
+    """The did-you-mean every unknown name gets (config.errors.closest): case is ignored,
+    and a word that is part of one name only suggests it, however long the name."""
+    code, out, err = main(capsys, "explain", given)
+    assert code == 2 and out == ""
+    assert f'no entry named "{given}"; did you mean "{meant}"?' in err
+
+
+def test_a_part_of_several_names_or_a_short_one_suggests_none():
+    assert closest("nightly", ["nightly-report", "etl-nightly-backfill"]) == "nightly-report"  # the closer one
+    assert closest("ly", ["nightly-report", "weekly-finetune"]) is None
+    assert closest("tune", ["weekly-finetune", "daily-finetune"]) is None
+    assert closest("Dist", ["dist-train", "eval"]) == "dist-train"
 
 
 def test_explain_invalid_config_is_reported_like_validate(tmp_path, capsys):

@@ -166,6 +166,16 @@ def test_outputs_reads_the_stack_make_up_wrote_with_its_backend_and_passphrase(u
     assert not any(a[:2] == ["stack", "init"] for a in args)
 
 
+def test_outputs_of_another_project_read_its_stack_and_backend(up_sh):
+    """`./kns outputs --project-dir DIR` (KNS_PROJECT_DIR): up.sh, its toolchain and kns_cli
+    are this checkout's, the project and its default backend DIR's."""
+    other = up_sh / "elsewhere"
+    other.mkdir()
+    ran = calls(up_sh, "outputs", KNS_PROJECT_DIR=str(other))
+    assert ran["stack"]["PULUMI_BACKEND_URL"] == f"file://{other}/.pulumi-state"
+    assert (other / ".pulumi-state").is_dir() and not (up_sh / ".pulumi-state").exists()
+
+
 def test_kns_outputs_runs_make_outputs_for_its_stack():
     from kns_cli import cli
     command, env = cli.outputs_command("prod")

@@ -601,3 +601,26 @@ def test_a_sites_budget_counts_on_the_manager_which_admits(tmp_path):
     mine = [r for r in run.kubernetes if r.metadata.get("labels", {}).get("kns.io/budget") == "research-q"]
     assert {r.type.rsplit(":", 1)[1] for r in mine} >= {"Namespace", "CronJob", "ClusterRole", "ServiceAccount"}
     assert {r.provider.split("::")[3] for r in mine} == {"site-kubernetes"}
+
+
+def test_a_prescaled_start_on_a_draining_workers_pool_is_not_guaranteed():
+    """./kns explain: the manager dispatches nothing to a draining worker, so a run's Job
+    on one of its pools waits; the verdict says so instead of "guaranteed"."""
+    from datetime import datetime, timezone
+
+    from kns_cli.explain import explain, render_text
+    config = site()
+    config["queues"][0]["quota"]["west-cpu"] = {"cpu": "4", "memory": "8Gi"}
+    config["queues"][0]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    config["schedules"] = [{"name": "report", "image": "busybox:1.36", "cpu": "1", "memory": "1Gi",
+                            "queue": "research", "pool": "west-cpu", "schedule": "30 2 * * *", "warmUpMinutes": 10}]
+    now = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    assert explain(plan_checked(checked(config)), ["report"], now)["entries"][0]["start"]["guaranteed"] is True
+    config["workers"][1]["drain"] = True
+    document = explain(plan_checked(checked(config)), ["report"], now)
+    start = document["entries"][0]["start"]
+    assert start["guaranteed"] is False
+    assert start["reasons"] == ["pool west-cpu is on worker west, which is draining (kns:workers[west].drain): its "
+                                "Jobs wait on the manager until the drain ends"]
+    (line,) = [line for line in render_text(document).splitlines() if line.startswith("  start:")]
+    assert line.startswith("  start:          best effort: pool west-cpu is on worker west, which is draining")

@@ -297,3 +297,61 @@ def test_the_worked_example_of_docs_queueing_says_what_explain_says(tmp_path, ca
         assert cli.main(["explain", "--stack", "case", "--project-dir", str(root), "report"]) == 0
         lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("  priority:", "  start:"))]
         assert len(lines) == 2 and all(line in section for line in lines), lines
+
+
+def two_pools() -> dict[str, Any]:
+    """CONFIG with a second pool, cpu2, in queue research's quota."""
+    config = copy.deepcopy(CONFIG)
+    config["nodePools"].append({"name": "cpu2", "role": "compute", "nodes": ["d1"]})
+    config["queues"][0]["quota"]["cpu2"] = {"cpu": 16, "memory": "64Gi"}
+    return config
+
+
+def unpinned(entry: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k != "pool"}
+
+
+def test_a_schedule_that_names_no_pool_may_take_the_pools_quota_first():
+    """Kueue may admit an entry without a pool on any pool of its queue, this one first:
+    two such reports of the same priority overlapping report's warm-up crowd pool cpu."""
+    config = two_pools()
+    config["schedules"] += [unpinned(schedule("anywhere", "30 2 * * *")),
+                            unpinned(schedule("anywhere-b", "30 2 * * *"))]
+    found = verdicts(config)["report"]
+    assert found["guaranteed"] is False
+    (reason,) = found["reasons"]
+    assert reason.startswith("2 other schedules of the same or a higher priority (anywhere, anywhere-b) hold its "
+                             "queue at 2026-12-01 02:20 UTC, during its warm-up, on pool cpu: together they ask "
+                             'cpu 24, queue "research" holds 16'), reason
+    # Pinned to the other pool, they take none of cpu's quota.
+    for entry in config["schedules"][-2:]:
+        entry["pool"] = "cpu2"
+    assert verdicts(config)["report"]["guaranteed"] is True
+
+
+def test_a_job_that_names_no_pool_is_counted_on_each_pool_it_fits_and_only_there():
+    config = two_pools()
+    config["jobs"] = [job("pinned-elsewhere", pool="cpu2", priority="report")]
+    assert verdicts(config)["report"]["guaranteed"] is True
+    config["jobs"].append(unpinned(job("anywhere", priority="report")))
+    found = verdicts(config)["report"]
+    assert found["reasons"] == ['1 other entry of the same or a higher priority on queue "research" (anywhere) may '
+                                "hold its quota at any time, and none can be preempted for it"]
+    # One that fits only on cpu2 (more CPU than cpu's quota and borrowing) never holds cpu's.
+    config["queues"][0]["quota"]["cpu2"]["cpu"] = 32
+    config["jobs"][-1]["cpu"] = 24
+    assert verdicts(config)["report"]["guaranteed"] is True
+
+
+def test_a_held_queue_guarantees_no_start(tmp_path, capsys):
+    from kns_cli import cli
+    config = copy.deepcopy(CONFIG)
+    config["queues"][0]["hold"] = True
+    found = verdicts(config)["report"]
+    assert found["guaranteed"] is False
+    assert found["reasons"] == ['queue "research" is held (kns:queues[research].hold): it admits nothing new until '
+                                "the hold is lifted"]
+    root = write_project(tmp_path / "project", config)
+    assert cli.main(["explain", "--stack", "case", "--project-dir", str(root), "report"]) == 0
+    out = capsys.readouterr().out
+    assert '  start:          best effort: queue "research" is held' in out and "guaranteed" not in out

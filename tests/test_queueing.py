@@ -345,6 +345,9 @@ BAD = {
     "unknown queue on an entry": (
         lambda c: _entry("jobs", "etl")(c).update(queue="nightly"),
         ['kns:jobs[etl].queue: no queue named "nightly" (queues: adhoc, batch)']),
+    "a queue one letter off on an entry": (
+        lambda c: _entry("jobs", "etl")(c).update(queue="btach"),
+        ['kns:jobs[etl].queue: no queue named "btach"; did you mean "batch"? (queues: adhoc, batch)']),
     "unknown queue in a profile": (
         lambda c: c["profiles"]["@ml"].update(queue="gpu"),
         ['kns:profiles[@ml].queue: no queue named "gpu" (queues: adhoc, batch)']),

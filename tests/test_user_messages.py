@@ -29,6 +29,9 @@ CASES = {
     "a pool one letter off": (
         lambda c: c["jobs"][0].update(pool="a10"),
         ['kns:jobs[train].pool: no node pool named "a10"; did you mean "a100"? (pools: a100, cpu)']),
+    "a pool in capitals": (
+        lambda c: c["jobs"][0].update(pool="CPU"),
+        ['kns:jobs[train].pool: no node pool named "CPU"; did you mean "cpu"? (pools: a100, cpu)']),
     "a pool nothing like any": (
         lambda c: c["jobs"][0].update(pool="zz"),
         ['kns:jobs[train].pool: no node pool named "zz" (pools: a100, cpu)']),
