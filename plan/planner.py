@@ -2,8 +2,9 @@
 
 It builds each entry's objects (plan/manifests.py), applies `jsonOverrides`, holds each
 object as finally built to the pod rules and to what the program keeps (plan/final.py),
-then settles the LimitRange and quota from the pod as finally built and holds that pod
-to the profile's rules again (config/profile_rules.py). Last, the names every resource
+then settles the LimitRange and quota from the pod as finally built, writes into each of
+its containers what admission would fill in (whoever wrote the container), and holds that
+pod to the profile's rules again (config/profile_rules.py). Last, the names every resource
 is registered under must not collide (plan/inventory.py). What only this reveals (a
 pointer that does not fit, an override that drops the TTL, two resources with one name)
 is reported under the entry's config path, with every problem the checks found
