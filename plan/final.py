@@ -261,5 +261,8 @@ def describe_placement(pod_spec_entry: bool) -> str:
 
 
 def describe_tolerations(pool: Optional[str], pod_spec_entry: bool) -> str:
-    sources = ([f'pool "{pool}"'] if pool else []) + ["the entry's tolerations"] + (["its podSpec"] if pod_spec_entry else [])
-    return ", ".join(sources[:-1]) + " and " + sources[-1] if len(sources) > 1 else sources[0]
+    sources = [f'pool "{pool}"'] if pool else []
+    sources.append("the entry's tolerations")
+    if pod_spec_entry:
+        sources.append("its podSpec")
+    return " and ".join(filter(None, [", ".join(sources[:-1]), sources[-1]]))

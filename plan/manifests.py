@@ -108,7 +108,8 @@ def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
         metadata["annotations"] = annotations
     if entry.pod_spec is not None:
         # Used verbatim; our placement and scheduler apply where the spec is silent, and the
-        # pool's and entry's tolerations join its own (admission's defaults: the planner).
+        # pool's and the entry's tolerations join its own. The planner writes admission's
+        # defaults into its containers once overrides are applied.
         raw = copy.deepcopy(entry.pod_spec)
         raw.setdefault("restartPolicy", "Never")
         raw.setdefault("automountServiceAccountToken", False)
