@@ -12,6 +12,7 @@ and the program's own additions applied); the planner settles it once per entry
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Optional
@@ -19,6 +20,7 @@ from typing import Any, Optional
 from config import devices as device_rules
 from config.models import Profile, Schedule, Workload
 from config.names import gpu_resource_name
+from config.podspec import CONTAINER_LISTS
 from config.quantity import Kind, kind_for_resource, minimum, parse, render, scale
 from config.resolve import PlacementError, pod_spec_containers
 
@@ -131,6 +133,36 @@ def pod_usage(
         for resource, amount in values.items():
             total[side][resource] = max(total[side].get(resource, Decimal(0)), amount)
     return {side: {r: render(a, kind_for_resource(r)) for r, a in values.items()} for side, values in total.items()}
+
+
+def admitted(resources: dict[str, Any], limit_range_spec: dict[str, Any]) -> dict[str, Any]:
+    """A container's `resources` as the LimitRanger leaves them: a resource the LimitRange
+    has a default for and the container sets no limit for takes that default limit, and,
+    when the container requests none of it either, the default request (a limit without a
+    request is the request: the API server's own defaulting). What the container sets is
+    kept; `pod_usage` counts exactly this."""
+    out = copy.deepcopy(resources)
+    requests, limits = dict(out.get("requests") or {}), dict(out.get("limits") or {})
+    for resource, limit in limit_range_spec["default"].items():
+        if resource in limits:
+            continue
+        limits[resource] = limit
+        if resource not in requests and resource in limit_range_spec["defaultRequest"]:
+            requests[resource] = limit_range_spec["defaultRequest"][resource]
+    for side, values in (("requests", requests), ("limits", limits)):
+        if values:
+            out[side] = values
+    return out
+
+
+def admit_pod(pod_spec: dict[str, Any], limit_range_spec: dict[str, Any]) -> None:
+    """Write into every container and init container of a pod what admission would fill
+    in (`admitted`): whoever wrote the container (the program from an entry's fields, a
+    raw `podSpec`, an override), the pod the program submits carries the limits it will
+    run with, and the pod and quota stay what they were counted as."""
+    for key in CONTAINER_LISTS:
+        for container in pod_spec.get(key) or []:
+            container["resources"] = admitted(container.get("resources") or {}, limit_range_spec)
 
 
 def pods_per_entry(entry: Workload) -> int:

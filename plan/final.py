@@ -11,7 +11,8 @@ and to what the program guarantees about the objects it builds:
   `automountServiceAccountToken: false`, every node-selector pair of the pod's placement,
   the program's own labels, a queued Job's queue label and `suspend`, and the pod's
   `karpenter.sh/do-not-disrupt` stay as built; overrides add no toleration (the pod
-  tolerates no more than its pool and the entry's `tolerations`) and change no GPU
+  tolerates no more than its pool, the entry's `tolerations` and its `podSpec`'s) and
+  remove none of its pool's (the pod is placed there), and they change no GPU
   request (GPUs come from `gpus` or the `podSpec`, which place the pod and are held to
   `maxGpus`) and no device claim (`gpu`, docs/gpus.md: the quota and the queue count them).
 
@@ -24,7 +25,8 @@ from __future__ import annotations
 import copy
 from typing import Any, Mapping, Optional, Sequence
 
-from config import names, podspec, pointer, rules
+from config import names, podspec, pointer, resolve, rules
+from config.models import NodePool
 
 POD = ("spec", "template", "spec")
 _MISSING = object()
@@ -39,6 +41,11 @@ def job_view(manifest: dict[str, Any]) -> dict[str, Any]:
     template = manifest["spec"]["jobTemplate"]
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": template.get("metadata", {}),
             "spec": template.get("spec")}
+
+
+def pod_of(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The pod spec of a built Job or CronJob (the one its Jobs run)."""
+    return job_view(manifest)["spec"]["template"]["spec"]
 
 
 def _at(document: Any, loc: Sequence[Any]) -> Any:
@@ -119,7 +126,7 @@ def _worker_env_problems(before: Mapping[str, Any], after: Mapping[str, Any]) ->
 
 
 def _kept_problems(before: Mapping[str, Any], after: Mapping[str, Any], placement: str,
-                   tolerations_from: str) -> podspec.Found:
+                   tolerations_from: str, pool: Optional[NodePool]) -> podspec.Found:
     found: podspec.Found = _worker_env_problems(before, after)
     for loc, value, source in kept(before, placement):
         got = _at(after, loc)
@@ -130,7 +137,14 @@ def _kept_problems(before: Mapping[str, Any], after: Mapping[str, Any], placemen
     allowed = _at(before, POD + ("tolerations",))
     allowed = allowed if isinstance(allowed, list) else []
     tolerations = _at(after, POD + ("tolerations",))
-    for index, toleration in enumerate(tolerations if isinstance(tolerations, list) else []):
+    tolerations = tolerations if isinstance(tolerations, list) else []
+    for toleration in resolve.tolerations_for(pool) if pool is not None else []:
+        if toleration not in tolerations:
+            value = f"={toleration['value']}" if toleration["value"] else ""
+            taint = f"{toleration['key']}{value}:{toleration['effect']}"
+            found.append((POD + ("tolerations",), f'{taint} is a taint of pool "{pool.name}", which the pod is placed '
+                                                  "on; overrides may not remove its toleration"))
+    for index, toleration in enumerate(tolerations):
         if toleration not in allowed:
             found.append((POD + ("tolerations", index),
                           f"{podspec.show(toleration)} is not a toleration the pod has from {tolerations_from}; "
@@ -167,7 +181,8 @@ def _claim_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[
     return out
 
 
-def problems(before: Mapping[str, Any], after: Mapping[str, Any], placement: str, tolerations_from: str) -> podspec.Found:
+def problems(before: Mapping[str, Any], after: Mapping[str, Any], placement: str, tolerations_from: str,
+             pool: Optional[NodePool] = None) -> podspec.Found:
     """Everything wrong with the Job `after` (built, then overridden) given `before` (built)."""
     found = podspec.shape_problems(after, "@" + podspec.SHAPES["roots"]["Job"])
     pod = _at(after, POD)
@@ -176,7 +191,7 @@ def problems(before: Mapping[str, Any], after: Mapping[str, Any], placement: str
         found += [(POD + loc, message) for loc, message in podspec.pod_problems(pod)]
     if found:
         return found
-    return _kept_problems(before, after, placement, tolerations_from)
+    return _kept_problems(before, after, placement, tolerations_from, pool)
 
 
 def _related(path: str, loc: Sequence[Any]) -> bool:
@@ -224,11 +239,13 @@ def deadline_problems(after: Mapping[str, Any], lead_minutes: int,
 
 
 def check(manifest: dict[str, Any], before: Mapping[str, Any], overrides: Sequence[tuple[str, Any]],
-          placement: str, tolerations_from: str, lead_minutes: Optional[int] = None) -> list[tuple[str, str]]:
+          placement: str, tolerations_from: str, lead_minutes: Optional[int] = None,
+          pool: Optional[NodePool] = None) -> list[tuple[str, str]]:
     """The problems of one built object (a Job or a CronJob) after its overrides; for a
-    prescaled run (`lead_minutes`), its deadlines against the warm-up too."""
+    prescaled run (`lead_minutes`), its deadlines against the warm-up too. `pool`: the
+    pool the pod is placed on, whose tolerations it keeps."""
     after = job_view(manifest)
-    found = attribute(problems(before, after, placement, tolerations_from), overrides)
+    found = attribute(problems(before, after, placement, tolerations_from, pool), overrides)
     if lead_minutes is not None and not found:
         found += deadline_problems(after, lead_minutes, overrides)
     return found
@@ -244,6 +261,8 @@ def describe_placement(pod_spec_entry: bool) -> str:
 
 
 def describe_tolerations(pool: Optional[str], pod_spec_entry: bool) -> str:
+    sources = [f'pool "{pool}"'] if pool else []
+    sources.append("the entry's tolerations")
     if pod_spec_entry:
-        return "its podSpec or its pool" if pool else "its podSpec"
-    return f'pool "{pool}" and the entry\'s tolerations' if pool else "the entry's tolerations"
+        sources.append("its podSpec")
+    return " and ".join(filter(None, [", ".join(sources[:-1]), sources[-1]]))

@@ -70,34 +70,27 @@ def namespace_labels(plan: WorkloadPlan) -> dict[str, str]:
     return labels
 
 
-def admitted_resources(plan: WorkloadPlan) -> dict[str, dict[str, str]]:
-    """The container's resources as admission would leave them: a resource the entry sets
-    neither limit nor request for takes the entry's LimitRange default and default request
-    (what the LimitRanger writes in). Written out, the Job the program submits already has
-    the limits the policy pack requires (docs/policy.md), with the same pod and quota."""
-    resources = copy.deepcopy(plan.resources)
-    for key, limit in plan.limit_range["default"].items():
-        if key not in resources["limits"] and key not in resources["requests"]:
-            resources["limits"][key] = limit
-            if key in plan.limit_range["defaultRequest"]:
-                resources["requests"][key] = plan.limit_range["defaultRequest"][key]
-    return resources
+def pod_tolerations(plan: WorkloadPlan, own: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pod's tolerations: `own` (a raw pod spec's), then its pool's, which the pod
+    needs wherever the program places it (a GPU pool's taint included), then the entry's
+    `tolerations`, each once."""
+    tolerations = [copy.deepcopy(item) for item in own]
+    program = resolve.tolerations_for(plan.pool) if plan.pool is not None else []
+    for item in program + [toleration.manifest() for toleration in plan.entry.tolerations]:
+        if item not in tolerations:
+            tolerations.append(item)
+    return tolerations
 
 
 def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
     """The pod template shared by a Job and a CronJob's job template."""
     entry = plan.entry
     node_selector: dict[str, str] = {}
-    tolerations: list[dict[str, Any]] = []
     if plan.pool is not None:
         node_selector[names.LABEL_POOL] = plan.pool.name
-        tolerations.extend(resolve.tolerations_for(plan.pool))
     node_selector.update(entry.placement)
     node_selector.update(entry.node_selector)
-    for toleration in entry.tolerations:
-        item = toleration.manifest()
-        if item not in tolerations:
-            tolerations.append(item)
+    tolerations = pod_tolerations(plan, (entry.pod_spec or {}).get("tolerations") or [])
 
     labels = {**entry.labels, **resolve.dynamic_labels(entry, cfg.cluster.name, cfg.stack), **_pod_labels(plan)}
     metadata: dict[str, Any] = {"labels": labels}
@@ -114,7 +107,9 @@ def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
     if annotations:
         metadata["annotations"] = annotations
     if entry.pod_spec is not None:
-        # Used verbatim; our placement and scheduler apply where the spec is silent.
+        # Used verbatim; our placement and scheduler apply where the spec is silent, and the
+        # pool's and the entry's tolerations join its own. The planner writes admission's
+        # defaults into its containers once overrides are applied.
         raw = copy.deepcopy(entry.pod_spec)
         raw.setdefault("restartPolicy", "Never")
         raw.setdefault("automountServiceAccountToken", False)
@@ -123,7 +118,7 @@ def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
         if node_selector:
             raw.setdefault("nodeSelector", node_selector)
         if tolerations:
-            raw.setdefault("tolerations", tolerations)
+            raw["tolerations"] = tolerations
         if plan.credentials:
             raw.setdefault("volumes", []).append(_credentials_volume(plan))
             for container in raw["containers"]:
@@ -140,7 +135,7 @@ def pod_template(plan: WorkloadPlan, cfg: PlatformConfig) -> dict[str, Any]:
         container["args"] = list(entry.args)
     if entry.env:
         container["env"] = [_env(name, value) for name, value in entry.env.items()]
-    container["resources"] = admitted_resources(plan)
+    container["resources"] = copy.deepcopy(plan.resources)
     if entry.privileged:
         container["securityContext"] = {"privileged": True}
     if entry.volume_mounts:

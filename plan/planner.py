@@ -2,8 +2,9 @@
 
 It builds each entry's objects (plan/manifests.py), applies `jsonOverrides`, holds each
 object as finally built to the pod rules and to what the program keeps (plan/final.py),
-then settles the LimitRange and quota from the pod as finally built and holds that pod
-to the profile's rules again (config/profile_rules.py). Last, the names every resource
+then settles the LimitRange and quota from the pod as finally built, writes into each of
+its containers what admission would fill in (whoever wrote the container), and holds that
+pod to the profile's rules again (config/profile_rules.py). Last, the names every resource
 is registered under must not collide (plan/inventory.py). What only this reveals (a
 pointer that does not fit, an override that drops the TTL, two resources with one name)
 is reported under the entry's config path, with every problem the checks found
@@ -110,7 +111,7 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
             before = final.snapshot(manifest)
             failed = apply_overrides(manifest, overrides)
             problems += failed or final.check(manifest, before, overrides, placement, tolerations,
-                                              plan.primers.lead if plan.primers else None)
+                                              plan.primers.lead if plan.primers else None, pool)
         if problems:
             raise PlanError(sorted(set(problems)))
         _account(plan, profile, source, bool(overrides), devices.resource_of_class(cfg.node_pools))
@@ -120,36 +121,39 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
 def _account(plan: WorkloadPlan, profile: Profile, source: dict[str, str], overridden: bool,
              device_resources: dict[str, str]) -> None:
     """LimitRange and quota from the pod as finally built (overrides may add containers or
-    change resources), and that pod held to the profile's rules again when overrides
-    could have changed it."""
+    change resources), what admission fills in written into it, and that pod held to the
+    profile's rules again when overrides could have changed it."""
     entry = plan.entry
-    final = plan.pod_spec
+    pod = plan.pod_spec
     try:
-        containers, init_containers = accounting.pod_spec_containers(final)
+        containers, init_containers = accounting.pod_spec_containers(pod)
     except accounting.PlacementError as exc:
         raise PlanError([("jsonOverrides", str(exc).replace("containers[", "the final pod's containers[", 1))]) from None
-    own = [c for c, raw in zip(init_containers, final.get("initContainers") or []) if raw.get("name") != wait.NAME]
+    own = [c for c, raw in zip(init_containers, pod.get("initContainers") or []) if raw.get("name") != wait.NAME]
     limits = accounting.limit_range(entry, accounting.pod_spec_limits(containers + own))
     if plan.primers is not None:
         _fit_waits(plan, accounting.pod_usage(containers, own, limits)["requests"])
-        containers, init_containers = accounting.pod_spec_containers(final)
+        containers, init_containers = accounting.pod_spec_containers(pod)
     for item in containers + init_containers:
-        for resource in ("cpu", "memory"):
+        for resource in limits["default"]:
             # A request with no limit gets the default limit at admission: make room for it.
             request = item["requests"].get(resource)
-            if request and resource not in item["limits"] and resource in limits["default"]:
+            if request and resource not in item["limits"]:
                 kind = kind_for_resource(resource)
                 if parse(request, kind) > parse(limits["default"][resource], kind):
                     limits["default"][resource] = request
     plan.limit_range = limits
+    # Every container, whoever wrote it, is submitted as admission would leave it.
+    for manifest in plan.objects.values():
+        accounting.admit_pod(final.pod_of(manifest), limits)
     claims = {plan.claim["metadata"]["name"]: plan.claim} if plan.claim is not None else {}
-    plan.account = accounting.count_pod(final, limits, entry.pods_per_run, claims, device_resources)
+    plan.account = accounting.count_pod(pod, limits, entry.pods_per_run, claims, device_resources)
     plan.quota = accounting.quota(entry, {"requests": plan.account.requests, "limits": plan.account.limits},
                                   limits, plan.account)
     if not overridden:
         return
     usage = accounting.pod_usage(containers, own, limits)
-    facts = profile_rules.final_pod_facts(final, usage["limits"], wait.NAME)
+    facts = profile_rules.final_pod_facts(pod, usage["limits"], wait.NAME)
     problems = profile_rules.check(facts, profile, source)
     if problems:
         raise PlanError(problems)

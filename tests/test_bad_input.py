@@ -784,3 +784,170 @@ def test_validate_refuses_a_stack_named_like_an_entry_stack_as_the_program_does(
         "stack case.entries-2 is not an entry stack of this stack (case): its entry stacks are case.entries-0 to "
         "case.entries-1")
     assert problem_at(lines, f"kns:jobs[{FIRST}].cpu") == '"lots" is not a quantity'
+
+
+# ---- raw pod specs and override-added containers are planned like an image entry ----------
+#
+# What the program writes into an image entry's container it writes into every container
+# of a raw `podSpec` and every container an override adds: the limits the namespace's
+# LimitRange would default (a limit the user set is kept), and the tolerations of the pool
+# the program places the pod on. So the policy rules pass them for the same reasons.
+
+BARE = {"name": "side", "image": "busybox:1.37"}
+RAW_GPU = {"name": "main", "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+           "resources": {"limits": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "2"}}}
+OWN_TOLERATION = {"key": "example.com/spot", "operator": "Exists", "effect": "NoSchedule"}
+A100 = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
+MI300 = {"key": "amd.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
+
+
+def _entry(section: str, entry: dict) -> Callable[[dict], None]:
+    def change(config: dict) -> None:
+        config[section].append(entry)
+    return change
+
+
+def _overridden(name: str, *overrides: dict) -> Callable[[dict], None]:
+    def change(config: dict) -> None:
+        next(e for e in config["jobs"] if e["name"] == name)["jsonOverrides"] = list(overrides)
+    return change
+
+
+def _amd_pool_and(entry: dict) -> Callable[[dict], None]:
+    def change(config: dict) -> None:
+        config["nodePools"].append({"name": "mi300", "role": "gpu", "nodes": ["amd-node-1"],
+                                    "gpu": {"vendor": "amd", "perNode": 8}})
+        config["jobs"].append(entry)
+    return change
+
+
+def _own(spec: dict, *keys: str) -> dict[str, dict[str, dict]]:
+    """{container list: {container: the resources the spec gives it}}."""
+    return {key: {c["name"]: c.get("resources") or {} for c in spec.get(key) or []} for key in keys}
+
+
+BARE_SPEC = {"containers": [dict(BARE)]}
+INIT_SPEC = {"initContainers": [dict(BARE, name="setup"), dict(BARE, name="proxy", restartPolicy="Always")],
+             "containers": [dict(BARE, name="main", resources={"limits": {"cpu": "2", "memory": "2Gi"}})]}
+SOME_SPEC = {"containers": [dict(BARE, resources={"limits": {"memory": "3Gi"}}),
+                            dict(BARE, name="db", resources={"requests": {"cpu": "1500m"}})]}
+GPU_SPEC = {"containers": [RAW_GPU], "tolerations": [OWN_TOLERATION]}
+POOL_GPU_SPEC = {"containers": [dict(RAW_GPU, resources={"requests": {"nvidia.com/gpu": "1"},
+                                                         "limits": {"nvidia.com/gpu": "1"}})],
+                 "tolerations": [OWN_TOLERATION]}
+AMD_SPEC = {"containers": [dict(BARE, resources={"limits": {"amd.com/gpu": "1"}})], "tolerations": [OWN_TOLERATION]}
+REPLACED = {"requests": {"memory": "128Mi"}}
+
+FIRST_CLASS = {
+    "a raw podSpec without limits": (
+        _entry("jobs", {"name": "raw", "user": "bob", "podSpec": BARE_SPEC}),
+        "raw", _own(BARE_SPEC, "containers"), []),
+    "a raw podSpec's init containers without limits, one of them a native sidecar": (
+        _entry("jobs", {"name": "raw", "user": "bob", "podSpec": INIT_SPEC}),
+        "raw", _own(INIT_SPEC, "initContainers", "containers"), []),
+    "a raw podSpec with some of its limits": (
+        _entry("jobs", {"name": "raw", "user": "bob", "podSpec": SOME_SPEC}),
+        "raw", _own(SOME_SPEC, "containers"), []),
+    "a raw podSpec schedule without limits": (
+        _entry("schedules", {"name": "raw-nightly", "user": "bob", "schedule": "0 4 * * *", "podSpec": BARE_SPEC}),
+        "raw-nightly", _own(BARE_SPEC, "containers"), []),
+    "a prescaled raw podSpec schedule without limits": (
+        _entry("schedules", {"name": "raw-primed", "user": "bob", "schedule": "0 4 * * *", "warmUpMinutes": 5,
+                             "podSpec": BARE_SPEC}),
+        "raw-primed", _own(BARE_SPEC, "containers"), []),
+    "a raw podSpec asking nvidia.com/gpu with a toleration of its own": (
+        _entry("jobs", {"name": "raw", "user": "bob", "podSpec": GPU_SPEC}),
+        "raw", _own(GPU_SPEC, "containers"), [OWN_TOLERATION, A100]),
+    "a raw podSpec on its named GPU pool, its GPUs requested, with a toleration of its own": (
+        _entry("jobs", {"name": "raw", "user": "bob", "pool": "a100", "podSpec": POOL_GPU_SPEC}),
+        "raw", _own(POOL_GPU_SPEC, "containers"), [OWN_TOLERATION, A100]),
+    "a raw podSpec asking the amd pool's GPU resource with a toleration of its own": (
+        _amd_pool_and({"name": "raw", "user": "bob", "podSpec": AMD_SPEC}),
+        "raw", _own(AMD_SPEC, "containers"), [OWN_TOLERATION, MI300]),
+    "a sidecar added by an override": (
+        _overridden(FIRST, {"path": "/spec/template/spec/containers/-", "value": dict(BARE)}),
+        FIRST, {"containers": {"side": {}}}, [A100]),
+    "an init container added by an override": (
+        _overridden("etl-nightly-backfill", {"path": "/spec/template/spec/initContainers",
+                                             "value": [dict(BARE, name="fetch")]}),
+        "etl-nightly-backfill", {"initContainers": {"fetch": {}}}, []),
+    "a container whose resources an override replaces by a request": (
+        _overridden("vcluster-smoke", {"path": "/spec/template/spec/containers/0/resources", "value": REPLACED}),
+        "vcluster-smoke", {"containers": {"vcluster-smoke": REPLACED}}, None),
+}
+
+
+def _planned(root: Path, name: str) -> tuple[dict, dict, list[dict]]:
+    """The pod of the entry's Job (or first CronJob), its LimitRange item, and the pod
+    specs of all its workload objects, as the program registers them."""
+    config, secret = delivered(root)
+    done = run_program(config, secret_keys=secret, stack=STACK, project_dir=root)
+    pods = []
+    for resource in done.resources:
+        if resource.type in ("kubernetes:batch/v1:Job", "kubernetes:batch/v1:CronJob") and \
+                resource.inputs["metadata"]["namespace"] == f"kns-{name}":
+            spec = resource.inputs["spec"]
+            pods.append((spec["jobTemplate"]["spec"] if "jobTemplate" in spec else spec)["template"]["spec"])
+    limit_range = done.named("kubernetes:core/v1:LimitRange", f"{name}-defaults").inputs["spec"]["limits"][0]
+    return pods[0], limit_range, pods
+
+
+@pytest.mark.parametrize("change, name, checked, tolerations", list(FIRST_CLASS.values()), ids=list(FIRST_CLASS))
+def test_raw_pod_specs_and_added_containers_get_what_an_image_entry_gets(tmp_path, capsys, monkeypatch, change,
+                                                                          name, checked, tolerations):
+    """Accepted through both doors; in the registered pod each checked container keeps the
+    amounts it was given and has a cpu and memory limit, those it left unset at the
+    LimitRange's default (and default request), in the Job and in every primer CronJob;
+    the pod tolerates its pool's taints besides its own."""
+    monkeypatch.delenv("KNS_POLICY_CONFIG", raising=False)
+    root = project(tmp_path, stack_text(change))
+    assert both(capsys, root) == []
+    pod, limit_range, pods = _planned(root, name)
+    for key, containers in checked.items():
+        got = {c["name"]: c["resources"] for c in pod[key]}
+        for container, own in containers.items():
+            resources = got[container]
+            for side in ("requests", "limits"):
+                for resource, amount in (own.get(side) or {}).items():
+                    assert resources[side][resource] == amount, (container, side, resource)
+            for resource in ("cpu", "memory"):
+                if resource in (own.get("limits") or {}) or resource in (own.get("requests") or {}):
+                    assert resource in resources["limits"], (container, resources)
+                else:
+                    assert resources["limits"][resource] == limit_range["default"][resource], (container, resource)
+                    assert resources["requests"][resource] == limit_range["defaultRequest"][resource]
+    for other in pods[1:]:
+        assert {key: other[key] for key in checked} == {key: pod[key] for key in checked}
+    if tolerations is not None:
+        assert pod.get("tolerations", []) == tolerations
+
+
+def test_a_request_above_the_default_limit_gets_a_limit_that_holds_it(tmp_path, capsys, monkeypatch):
+    """The default limit is raised to a lone request (admission would refuse a request over
+    its limit), and the written limit is that amount."""
+    monkeypatch.delenv("KNS_POLICY_CONFIG", raising=False)
+    root = project(tmp_path, stack_text(FIRST_CLASS["a raw podSpec with some of its limits"][0]))
+    assert both(capsys, root) == []
+    pod, limit_range, _ = _planned(root, "raw")
+    side, db = pod["containers"]
+    assert side["resources"] == {"limits": {"memory": "3Gi", "cpu": "1500m"}, "requests": {"cpu": "200m"}}
+    assert db["resources"] == {"requests": {"cpu": "1500m", "memory": "256Mi"},
+                               "limits": {"cpu": "1500m", "memory": "1Gi"}}
+    assert limit_range["default"] == {"cpu": "1500m", "memory": "1Gi"}
+
+
+def test_overrides_cannot_take_away_the_pools_tolerations(tmp_path, capsys, monkeypatch):
+    """The pool's tolerations are the program's, like its selector: an override that drops
+    them is refused, whether the pool is a GPU pool or not."""
+    monkeypatch.delenv("KNS_POLICY_CONFIG", raising=False)
+
+    def change(config: dict) -> None:
+        _overridden("vcluster-smoke", {"path": "/spec/template/spec/tolerations", "value": []})(config)
+        _overridden("train-resnet", {"path": "/spec/template/spec/tolerations", "value": []})(config)
+    lines = both(capsys, project(tmp_path, stack_text(change)))
+    assert problem_at(lines, "kns:jobs[train-resnet].jsonOverrides[0]") == (
+        '/spec/template/spec/tolerations: nvidia.com/gpu=present:NoSchedule is a taint of pool "a100", which the '
+        "pod is placed on; overrides may not remove its toleration")
+    assert problem_at(lines, "kns:jobs[vcluster-smoke].jsonOverrides[0]") == (
+        "/spec/template/spec/tolerations: node-role.jarvice.io/jarvice-vcluster=true:NoSchedule is a taint of pool "
+        '"vcluster", which the pod is placed on; overrides may not remove its toleration')

@@ -55,22 +55,6 @@ CASES = {
             "nodeClassRef": KWOK_CLASS, "limits": {"amd.com/gpu": 8}}}),
         ["kns:nodePools[burst]: a amd.com/gpu pool's nodes must carry the 'amd.com/gpu' NoSchedule taint, "
          f"or pods that need no GPU fill them {WHY['gpu-pools-are-tainted']}"]),
-    "a podSpec container without limits": (
-        lambda c: c["jobs"][1]["podSpec"]["containers"][0].pop("resources"),
-        [f"kns:jobs[raw]: containers[0] 'c' has no cpu or memory limit {WHY['containers-have-limits']}"]),
-    "a podSpec init container without a memory limit": (
-        lambda c: c["jobs"][1]["podSpec"].update(initContainers=[
-            {"name": "init", "image": "busybox:1.37", "resources": {"limits": {"cpu": 1}}}]),
-        [f"kns:jobs[raw]: initContainers[0] 'init' has no memory limit {WHY['containers-have-limits']}"]),
-    "an override that drops the limits": (
-        lambda c: c["jobs"][0].update(jsonOverrides=[
-            {"path": "/spec/template/spec/containers/0/resources", "value": {"requests": {"cpu": 1}}}]),
-        [f"kns:jobs[plain]: containers[0] 'plain' has no cpu or memory limit {WHY['containers-have-limits']}"]),
-    "a GPU podSpec without the GPU toleration": (
-        lambda c: c["jobs"][1]["podSpec"]["containers"][0]["resources"]["limits"].update({"nvidia.com/gpu": 1})
-        or c["jobs"][1]["podSpec"].update(tolerations=[{"key": "example.com/x", "operator": "Exists"}]),
-        ["kns:jobs[raw]: requests nvidia.com/gpu but does not tolerate the 'nvidia.com/gpu' NoSchedule taint of "
-         f"the GPU pools {WHY['gpu-pods-tolerate-gpu-taint']}"]),
     "an image from a registry the pack does not allow": (
         lambda c: c["jobs"][0].update(image="registry.example.com/tools/debug:1"),
         ["kns:jobs[plain]: containers[0] 'plain' image 'registry.example.com/tools/debug:1' "
@@ -101,6 +85,32 @@ def test_the_accepted_config_passes_the_packs_own_rules_on_what_the_program_regi
     """The control: the rules did run (CASES), and what both doors accept the pack accepts."""
     monkeypatch.delenv("KNS_POLICY_CONFIG", raising=False)
     assert pack_violations(CONFIG) == []
+
+
+# What the program writes into an image entry's container (the LimitRange defaults, its
+# pool's tolerations) it writes into a raw podSpec's and an override's containers too.
+PLANNED_LIKE_AN_IMAGE = {
+    "a podSpec container without limits": lambda c: c["jobs"][1]["podSpec"]["containers"][0].pop("resources"),
+    "a podSpec init container without a memory limit": lambda c: c["jobs"][1]["podSpec"].update(initContainers=[
+        {"name": "init", "image": "busybox:1.37", "resources": {"limits": {"cpu": 1}}}]),
+    "an override that leaves a request only": lambda c: c["jobs"][0].update(jsonOverrides=[
+        {"path": "/spec/template/spec/containers/0/resources", "value": {"requests": {"cpu": 1}}}]),
+    "an override that adds a sidecar without resources": lambda c: c["jobs"][0].update(jsonOverrides=[
+        {"path": "/spec/template/spec/containers/-", "value": {"name": "side", "image": "busybox:1.37"}}]),
+    "a GPU podSpec with a toleration of its own": lambda c: (
+        c["jobs"][1]["podSpec"]["containers"][0]["resources"]["limits"].update({"nvidia.com/gpu": 1}),
+        c["jobs"][1]["podSpec"].update(tolerations=[{"key": "example.com/x", "operator": "Exists"}])),
+}
+
+
+@pytest.mark.parametrize("change", list(PLANNED_LIKE_AN_IMAGE.values()), ids=list(PLANNED_LIKE_AN_IMAGE))
+def test_raw_and_overridden_containers_pass_the_pack_as_an_image_entry_does(tmp_path, capsys, monkeypatch, change):
+    monkeypatch.delenv("KNS_POLICY_CONFIG", raising=False)
+    config = with_change(change)
+    root = write_project(tmp_path / "project", config)
+    assert cli.main(["validate", "--stack", "case", "--project-dir", str(root)]) == 0
+    capsys.readouterr()
+    assert pack_violations(config) == []
 
 
 def test_an_entry_without_resources_gets_the_limitrange_defaults_written_into_its_container(monkeypatch):

@@ -251,7 +251,10 @@ def test_pod_spec_is_used_verbatim_with_our_placement_where_it_is_silent(limits_
     result = run([{"name": "j", "user": "u", "pool": "a100", "podSpec": spec, "labels": {"team": "x"}}])
     job = result.named(JOB, "j").inputs
     template = job["spec"]["template"]
-    assert template["spec"]["containers"] == spec["containers"]
+    # verbatim, but for the limits admission would give db: the LimitRange defaults, written in
+    db = dict(spec["containers"][1], resources={"requests": {"cpu": "500m", "memory": "512Mi"},
+                                                "limits": {"cpu": "1", "memory": "1Gi"}})
+    assert template["spec"]["containers"] == [spec["containers"][0], db]
     assert template["spec"]["schedulerName"] == "my-scheduler"  # the spec's own wins
     assert template["spec"]["nodeSelector"] == {"kns.io/pool": "a100"}
     assert template["spec"]["tolerations"][0]["key"] == "nvidia.com/gpu"
