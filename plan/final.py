@@ -120,25 +120,24 @@ def _worker_env_problems(before: Mapping[str, Any], after: Mapping[str, Any]) ->
 
 def _kept_problems(before: Mapping[str, Any], after: Mapping[str, Any], placement: str,
                    tolerations_from: str) -> podspec.Found:
+    """What the program keeps, against the Job after overrides. A message shows what the
+    program set, never what an override wrote: that may be a secret pasted in the wrong place."""
     found: podspec.Found = _worker_env_problems(before, after)
     for loc, value, source in kept(before, placement):
         got = _at(after, loc)
         if got != value:
-            change = "remove it" if got is _MISSING else f"make it {podspec.show(got)}"
-            found.append((loc, f"is {podspec.show(value)}, set by {source}; overrides may not change it "
-                               f"(they {change})"))
+            removed = " (they remove it)" if got is _MISSING else ""
+            found.append((loc, f"is {podspec.show(value)}, set by {source}; overrides may not change it{removed}"))
     allowed = _at(before, POD + ("tolerations",))
     allowed = allowed if isinstance(allowed, list) else []
     tolerations = _at(after, POD + ("tolerations",))
     for index, toleration in enumerate(tolerations if isinstance(tolerations, list) else []):
         if toleration not in allowed:
             found.append((POD + ("tolerations", index),
-                          f"{podspec.show(toleration)} is not a toleration the pod has from {tolerations_from}; "
-                          "overrides may not add tolerations"))
+                          f"is not a toleration the pod has from {tolerations_from}; overrides may not add tolerations"))
     for loc, was, now in _claim_changes(before, after):
         found.append((loc, f"is {podspec.show(was)}, the pod's GPU device claim (gpu or gpus, docs/gpus.md), which "
-                           f"the quota and the queue count; overrides may not change it (they make it "
-                           f"{podspec.show(now)})"))
+                           "the quota and the queue count; overrides may not change it"))
     gpus_before, gpus_after = podspec.gpu_totals(_at(before, POD)), podspec.gpu_totals(_at(after, POD))
     if gpus_before != gpus_after:
         def listed(totals: Mapping[str, Any]) -> str:

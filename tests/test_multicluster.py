@@ -108,8 +108,8 @@ def test_every_problem_of_a_site_is_reported_at_once_at_its_place():
     found = problems(config, secret=("credentials",))
     assert found == {
         "kns:workers[north]": "a worker needs context or kubeconfig (how Pulumi reaches it): exactly one",
-        "kns:workers[south].apiServer": '"http://10.3.0.1" is not the URL the manager\'s Kueue dials to reach the '
-                                        "worker: https://<host>[:port]",
+        "kns:workers[south].apiServer": "is not the URL the manager's Kueue dials to reach the worker: "
+                                        "https://<host>[:port]",
         "kns:workers[east].nodePools[east-cpu].name": '"east-cpu" names a pool of another cluster too '
                                                       "(kns:nodePools[east-cpu]); pool names are unique across the site",
         "kns:workers[east].kubeconfig": "a worker's kubeconfig text is a credential: store it as a secret (`pulumi "
