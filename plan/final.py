@@ -172,10 +172,20 @@ def problems(before: Mapping[str, Any], after: Mapping[str, Any], placement: str
     pod = _at(after, POD)
     if isinstance(pod, dict) and not any(loc[:len(POD)] == POD[:len(loc)] for loc, _ in found):
         # the pod's own shape is right: its rules can read it
-        found += [(POD + loc, message) for loc, message in podspec.pod_problems(pod)]
+        found += [(POD + loc, _value_left_out(message, _at(pod, loc))) for loc, message in podspec.pod_problems(pod)]
     if found:
         return found
     return _kept_problems(before, after, placement, tolerations_from)
+
+
+def _value_left_out(message: str, value: Any) -> str:
+    """A pod rule's `message` without the value at its place it starts with (`"x" is not
+    an image reference`): what the program built passed the rules, so an override wrote
+    it, and what an override writes may be a secret."""
+    for shown in (podspec.show(value), f'"{value}"' if isinstance(value, str) else repr(value)):
+        if message.startswith(shown + " "):
+            return message[len(shown) + 1:]
+    return message
 
 
 def _related(path: str, loc: Sequence[Any]) -> bool:

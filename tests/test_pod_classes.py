@@ -240,7 +240,9 @@ IMAGE_PLACES = {
 @pytest.mark.parametrize("image", BAD_IMAGES)
 def test_every_image_is_an_image_reference(place, image):
     build, path = IMAGE_PLACES[place]
-    assert checked(build(image)) == [f'{path}: "{image}" {IMAGE_RULE}']
+    # what an override wrote is not repeated (it may be a secret in the wrong place)
+    shown = "" if place == "override" else f'"{image}" '
+    assert checked(build(image)) == [f'{path}: {shown}{IMAGE_RULE}']
 
 
 def test_images_stop_the_program_and_validate(tmp_path, capsys):
@@ -389,7 +391,7 @@ def test_overrides_cannot_drop_what_the_program_guarantees(tmp_path, capsys):
         "(the pod gets no service-account token); overrides may not change it (they remove it)",
         "kns:jobs[a].jsonOverrides[0]: /spec/ttlSecondsAfterFinished: is 3600, set by ttlHours; overrides may not "
         "change it (they remove it)",
-        'kns:jobs[b].jsonOverrides[0]: /spec/template/spec/restartPolicy: "Always" cannot run as a Job (Never or '
+        'kns:jobs[b].jsonOverrides[0]: /spec/template/spec/restartPolicy: cannot run as a Job (Never or '
         "OnFailure)",
         "kns:jobs[b].jsonOverrides[1]: /spec/template/spec/containers: needs at least one container",
         'kns:jobs[c].jsonOverrides[0]: /metadata/labels/app.kubernetes.io~1managed-by: is "pulumi", set by the '
@@ -618,7 +620,7 @@ def test_the_real_kns_command_agrees_with_the_program(tmp_path):
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.rstrip("\n") == program_text(config) == expected_text([
         "kns:jobs[a].podSpec.containers: must be a list of Container mappings, not a string",
-        'kns:jobs[j].jsonOverrides[0]: /spec/template/spec/restartPolicy: "Always" cannot run as a Job (Never or '
+        'kns:jobs[j].jsonOverrides[0]: /spec/template/spec/restartPolicy: cannot run as a Job (Never or '
         "OnFailure)",
     ])
 
