@@ -153,6 +153,26 @@ def test_a_kubeconfig_kueue_could_not_use_as_a_server_is_refused_without_showing
     assert message.startswith("inline kubeconfig ") and TOKEN not in message
 
 
+@pytest.mark.parametrize("url, secret", [("https://ops:pa55w0rd-XYZ@10.2.0.1:6443", "pa55w0rd-XYZ"),
+                                         (f"https://{TOKEN}@10.2.0.1:6443", TOKEN),
+                                         (f"https://:{TOKEN}@10.2.0.1", TOKEN),
+                                         (f"https://10.2.0.1:6443?access_token={TOKEN}", TOKEN)])
+def test_a_server_url_with_credentials_is_refused_without_repeating_them(url, secret):
+    """The server reaches the plan and the state in plain text: credentials in it are
+    refused, with the secret-based way, whether written as apiServer or found as the server
+    of the worker's kubeconfig."""
+    config = site()
+    config["workers"][1]["apiServer"] = url
+    config["workers"][0]["kubeconfig"] = EAST_KUBECONFIG.replace("https://10.1.0.1:6443", url)
+    result = checked(config)
+    found = {p.path: p.message for p in result.problems.items}
+    assert found["kns:workers[west].apiServer"].startswith("may hold a credential")
+    assert "pulumi config set --secret --path 'kns:workers[<index>].kubeconfig'" in found["kns:workers[west].apiServer"]
+    assert found["kns:workers[east]"].startswith("the server of its kubeconfig's current context cannot be the one the "
+                                                 "manager dials (may hold a credential")
+    assert not [m for m in found.values() if secret in m]
+
+
 def test_a_context_the_kubeconfig_does_not_hold_needs_an_api_server(tmp_path):
     kubeconfig = tmp_path / "config"
     kubeconfig.write_text(EAST_KUBECONFIG.replace("east-admin", "kns-west"))
