@@ -187,11 +187,58 @@ def join_path(base: str, loc: Iterable[Any]) -> str:
     return out
 
 
+class Unrepeated:
+    """Field metadata (`Annotated[..., UNREPEATED]`): what the user writes there may be a
+    secret (an env value, a command line, an override), and problem lines reach CI logs, so
+    a message about the field or anything in it names the place and the shape expected,
+    never the value."""
+
+
+UNREPEATED = Unrepeated()
+
+
 def describe(model: type[BaseModel], error: dict[str, Any]) -> str:
     kind, msg, value = error["type"], error["msg"], error.get("input")
     if not getattr(model, "REPEATS_VALUES", True):
         return _without_value(_describe(model, error, quiet=True), value)
-    return _describe(model, error)
+    return _describe(model, error, quiet=unrepeated(model, error["loc"]))
+
+
+def unrepeated(model: type[BaseModel], loc: tuple[Any, ...]) -> bool:
+    """Whether `loc` inside `model` is a field marked UNREPEATED, or inside one; or the
+    whole object (a string where an entry belongs may hold anything)."""
+    if not loc:
+        return True
+    current: type[BaseModel] | None = model
+    for step in loc:
+        if current is None:
+            return False
+        if isinstance(step, int):
+            continue
+        field_info = next((f for name, f in current.model_fields.items() if step in (name, f.alias)), None)
+        if field_info is None:
+            continue
+        if any(isinstance(m, Unrepeated) for m in field_info.metadata):
+            return True
+        current = _model_in(field_info.annotation)
+    return False
+
+
+def kind_of(value: Any) -> str:
+    """What a value is, for a message that must not repeat it ("a mapping", "a number")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return f"a {type(value).__name__}"
 
 
 SECRET_LENGTH = 8
@@ -243,12 +290,14 @@ def _describe(model: type[BaseModel], error: dict[str, Any], quiet: bool = False
     if kind == "value_error":
         return msg.removeprefix("Value error, ")
     if kind == "model_type" or kind == "dict_type":
-        return f"must be a mapping, not {'a ' + type(value).__name__ if quiet else _show(value)}"
+        return f"must be a mapping, not {kind_of(value) if quiet else _show(value)}"
     if kind == "list_type":
-        return f"must be a list, not {'a ' + type(value).__name__ if quiet else _show(value)}"
+        return f"must be a list, not {kind_of(value) if quiet else _show(value)}"
     if kind == "string_type" and isinstance(value, (int, float)) and not isinstance(value, bool):
         return "is a number; quote it if you mean the text" if quiet else \
             f'{value} is a number; quote it ("{value}") if you mean the text'
+    if kind == "string_type" and quiet:
+        return f"must be a string, not {kind_of(value)}"
     return f"{'the value' if quiet else _show(value)} is invalid: {msg[0].lower()}{msg[1:]}"
 
 

@@ -27,7 +27,8 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from chrono import cron
-from . import karpenter, multikueue, names, podspec, queues, rules
+from . import karpenter, multikueue, names, podspec, pointer, queues, rules
+from .errors import UNREPEATED
 from .quantity import MIB, Kind, QuantityError, kind_for_resource, normalise, parse
 
 
@@ -131,6 +132,15 @@ def _check(problem_of):
         return value
 
     return AfterValidator(check)
+
+
+def _without_credentials(way_out: rules.Rule) -> AfterValidator:
+    """A URL with no credential in it (config/names.py), else the secret-based `way_out`."""
+    def problem(url: str) -> Optional[str]:
+        found = names.url_credentials_problem(url)
+        return f"{found}; {way_out.message}" if found else None
+
+    return _check(problem)
 
 
 def _labels(value: dict[str, str]) -> dict[str, str]:
@@ -468,7 +478,7 @@ class ContainerResources(Model):
 
 
 class Keycloak(Model):
-    url: str
+    url: Annotated[str, _without_credentials(rules.KEYCLOAK_URL_CREDENTIALS)]
     realm: str
     client_id: str
 
@@ -627,10 +637,7 @@ class GpuCounts(Model):
 
 
 class JsonOverride(Model):
-    path: Annotated[
-        str,
-        _check(lambda p: None if p == "" or p.startswith("/") else f'"{p}" is {rules.JSON_POINTER.message}'),
-    ]
+    path: Annotated[str, _check(pointer.syntax_problem)]
     value: Any
 
 
@@ -656,7 +663,7 @@ class Profile(Model):
     cpu_request_ratio: Optional[Ratio] = None
     memory_request_ratio: Optional[Ratio] = None
     allow_privileged: Optional[bool] = None
-    json_overrides: Optional[list[JsonOverride]] = None
+    json_overrides: Annotated[Optional[list[JsonOverride]], UNREPEATED] = None
     queue: Optional[DnsLabel] = None
     # For the queued entries it covers (kns:priorities; docs/queueing.md).
     priority: Optional[DnsLabel] = None
@@ -761,9 +768,10 @@ class Workload(Model):
     type: Literal["pod", "namespace"] = "pod"
     image: Optional[ImageRef] = None
     image_pull_policy: Optional[Literal["Always", "IfNotPresent", "Never"]] = None
-    command: Optional[list[str]] = None
-    args: Optional[list[str]] = None
-    env: Annotated[dict[str, EnvValue], AfterValidator(_env_names)] = Field(default_factory=dict)
+    # What a container is given may be a secret: a problem never repeats it (config/errors.py).
+    command: Annotated[Optional[list[str]], UNREPEATED] = None
+    args: Annotated[Optional[list[str]], UNREPEATED] = None
+    env: Annotated[dict[str, EnvValue], AfterValidator(_env_names), UNREPEATED] = Field(default_factory=dict)
     cpu: Optional[Cpu] = None
     memory: Optional[Bytes] = None
     storage: Optional[Bytes] = None
@@ -783,13 +791,14 @@ class Workload(Model):
     tolerations: list[Toleration] = Field(default_factory=list)
     scheduler_name: Optional[DnsLabel] = None
     privileged: bool = False
-    volumes: Annotated[list[dict[str, Any]], _fragment(["@Volume"])] = Field(default_factory=list)
+    volumes: Annotated[list[dict[str, Any]], _fragment(["@Volume"]), UNREPEATED] = Field(default_factory=list)
     volume_mounts: Annotated[list[dict[str, Any]], _fragment(["@VolumeMount"])] = Field(default_factory=list)
     labels: Labels = Field(default_factory=dict)
     annotations: Annotations = Field(default_factory=dict)
     dynamic_labels: dict[str, str] = Field(default_factory=dict)
-    pod_spec: Optional[Annotated[dict[str, Any], _fragment("@PodSpec", podspec.pod_problems)]] = None
-    json_overrides: list[JsonOverride] = Field(default_factory=list)
+    pod_spec: Annotated[Optional[Annotated[dict[str, Any], _fragment("@PodSpec", podspec.pod_problems)]],
+                        UNREPEATED] = None
+    json_overrides: Annotated[list[JsonOverride], UNREPEATED] = Field(default_factory=list)
     credentials: list[str] = Field(default_factory=list)
     credentials_mount_path: MountPath = "/credentials"
     ttl_hours: Hours = Field(default=24, ge=0, le=rules.INT32_MAX // 3600)  # ttlSecondsAfterFinished is int32

@@ -70,13 +70,18 @@ def server_problem(server: str) -> str | None:
 
 
 def api_server_problem(url: str) -> str | None:
-    """A worker's `apiServer`: an https URL whose host Kueue accepts (`server_problem`)."""
+    """A worker's `apiServer`: an https URL whose host Kueue accepts (`server_problem`),
+    without credentials (it reaches the plan and the state in plain text). The URL is
+    never repeated: it may be one a credential was pasted into."""
+    credentials = names.url_credentials_problem(url)
+    if credentials:
+        return f"{credentials}; {rules.SITE_API_SERVER_CREDENTIALS.message}"
     try:
         parts = urlsplit(url)
     except ValueError:
         parts = None
     if parts is None or parts.scheme != "https" or parts.path not in ("", "/") or parts.query or parts.fragment:
-        return f'"{url}" is not {rules.SITE_API_SERVER.message}'
+        return f"is not {rules.SITE_API_SERVER.message}"
     return server_problem(url)
 
 

@@ -139,6 +139,14 @@ def host_problem(value: str) -> str | None:
     return dns1123_subdomain_problem(value.removeprefix("*.")) if value else '"" is not a host name'
 
 
+def url_credentials_problem(url: str) -> Optional[str]:
+    """Why `url` may hold a credential (user information before its host, a query), or None."""
+    authority = re.split(r"[/?#]", url.split("://", 1)[-1], maxsplit=1)[0]
+    if "@" in authority or "?" in url.split("#", 1)[0]:
+        return rules.URL_CREDENTIALS.message
+    return None
+
+
 def env_name_problem(name: str) -> str | None:
     if not _ENV_NAME.match(name):
         return (f'"{name}" is not a valid environment variable name (letters, digits, "_", "-" and ".", '

@@ -34,7 +34,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 from pydantic_core import PydanticCustomError
 
 from . import names, rules
-from .errors import NESTED, REQUIRED, closest, without_a_value
+from .errors import NESTED, REQUIRED, closest, kind_of, without_a_value
 from .quantity import QuantityError, kind_for_resource, parse, render
 
 Loc = tuple[Union[str, int], ...]
@@ -89,12 +89,13 @@ def dotted(loc: Iterable[Union[str, int]]) -> str:
     return out
 
 
-def _wrong(expected: str, value: Any, loc: Loc = ()) -> str:
-    """`value` is not the `expected` kind of value; a null is said as a key (or item) given
-    without a value."""
+def _wrong(expected: str, value: Any, loc: Loc = (), then: str = "") -> str:
+    """`value` is not the `expected` kind of value, said by its kind, never repeated (it
+    may be a secret pasted in the wrong place); a null is said as a key (or item) given
+    without a value. `then`: what to write instead."""
     if value is None:
         return without_a_value(expected, item=bool(loc) and isinstance(loc[-1], int))
-    return f"must be {expected}, not {show(value)}"
+    return f"must be {expected}, not {kind_of(value)}{then}"
 
 
 def show(value: Any) -> str:
@@ -129,6 +130,8 @@ def tag_problem(value: Any) -> Optional[str]:
 
 # ---- shapes -----------------------------------------------------------------------------
 
+_PLURAL = {"string": "strings", "integer": "whole numbers", "number": "numbers", "boolean": "true or false values",
+           "quantity": "quantities", "int-or-string": "whole numbers or strings"}
 _WHAT = {
     "string": "a string", "integer": "a whole number", "number": "a number", "boolean": "true or false",
     "object": "a mapping", "quantity": 'a quantity (a number, or a string like "500m" or "4Gi")',
@@ -154,18 +157,22 @@ def _is(kind: str, value: Any) -> bool:
 
 def shape_problems(value: Any, shape: Any, loc: Loc = ()) -> Found:
     """Where `value` does not have `shape` (a type of config/k8s_shapes.json, or the name
-    of a definition with "@"): wrong types, unknown and missing fields, repeated keys."""
+    of a definition with "@"): wrong types, unknown and missing fields, repeated keys.
+
+    A message names the shape expected and what kind of value is there, never the value:
+    a fragment holds env values, command lines and volume options, any of which may be a
+    secret, and problem lines reach CI logs."""
     if isinstance(shape, list):
         if not isinstance(value, list):
-            return [(loc, _wrong("a list", value, loc))]
+            return [(loc, _wrong(expected(shape), value, loc, _as_items(value, shape)))]
         return [p for i, item in enumerate(value) for p in shape_problems(item, shape[0], loc + (i,))]
     if isinstance(shape, dict):
         if not isinstance(value, dict):
-            return [(loc, _wrong("a mapping", value, loc))]
+            return [(loc, _wrong(expected(shape), value, loc))]
         found: Found = []
         for key, item in value.items():
             if not isinstance(key, str):
-                found.append((loc + (str(key),), f"keys must be strings, not {show(key)}"))
+                found.append((loc + (str(key),), f"keys must be strings, not {kind_of(key)}"))
             else:
                 found += shape_problems(item, shape["*"], loc + (key,))
         return found
@@ -176,9 +183,41 @@ def shape_problems(value: Any, shape: Any, loc: Loc = ()) -> Found:
     return []
 
 
+def expected(shape: Any) -> str:
+    """What a value of `shape` is, in words: `a list of {name, value, valueFrom}`."""
+    if isinstance(shape, list):
+        item = shape[0]
+        if isinstance(item, str) and item.startswith("@"):
+            return f"a list of {_fields(item[1:]) or item[1:] + ' mappings'}"
+        if isinstance(item, str) and item in _PLURAL:
+            return f"a list of {_PLURAL[item]}"
+        return "a list"
+    if isinstance(shape, dict):
+        return "a mapping"
+    if shape.startswith("@"):
+        return f"a mapping ({_fields(shape[1:]) or 'a ' + shape[1:]})"
+    return _WHAT[shape]
+
+
+def _fields(name: str) -> Optional[str]:
+    """A definition by its fields when it has few (`{name, value, valueFrom}`)."""
+    properties = list(DEFINITIONS[name]["properties"])
+    return "{" + ", ".join(properties) + "}" if len(properties) <= 6 else None
+
+
+def _as_items(value: Any, shape: list) -> str:
+    """The way out of the two usual slips: a list of strings written as one string (a
+    command line), a keyed list written as a mapping (env as {NAME: value})."""
+    if isinstance(value, str) and shape[0] == "string":
+        return '; write each word as an item (["sh", "-c", "..."])'
+    if isinstance(value, dict) and isinstance(shape[0], str) and shape[0].startswith("@"):
+        return "; write each of its entries as an item of its own"
+    return ""
+
+
 def _definition_problems(value: Any, name: str, loc: Loc) -> Found:
     if not isinstance(value, dict):
-        return [(loc, _wrong("a mapping", value, loc))]
+        return [(loc, _wrong(expected('@' + name), value, loc))]
     definition = DEFINITIONS[name]
     properties = definition["properties"]
     found: Found = []
@@ -200,9 +239,9 @@ def _definition_problems(value: Any, name: str, loc: Loc) -> Found:
         for index, item in enumerate(items):
             identity = tuple(_hashable(item.get(k)) for k in keys)
             if identity in first:
-                shown = ", ".join(f"{k} {show(item[k])}" for k in keys if k in item)
-                found.append((loc + (key, index), f"{shown} is taken by {dotted((key, first[identity]))}; "
-                                                  f"each item of {key} needs its own {' and '.join(keys)}"))
+                named = " and ".join(keys)
+                found.append((loc + (key, index), f"has the same {named} as {dotted((key, first[identity]))}; "
+                                                  f"each item of {key} needs its own {named}"))
             else:
                 first[identity] = index
     return found

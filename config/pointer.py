@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
+import re
+from typing import Any, Optional
 
 from . import rules
 
@@ -15,11 +16,18 @@ class PointerError(ValueError):
     """The pointer cannot be applied; the message is user-facing."""
 
 
+def syntax_problem(pointer: str) -> Optional[str]:
+    """Why `pointer` is no JSON pointer, or None. What does not start with "/" is not
+    repeated: it may be a value written in the place of the path."""
+    return None if re.match(rules.JSON_POINTER.pattern, pointer) else f"is {rules.JSON_POINTER.message}"
+
+
 def tokens(pointer: str) -> list[str]:
     if pointer == "":
         raise PointerError('"" points at the whole object; point inside it (for example "/spec/backoffLimit")')
-    if not pointer.startswith("/"):
-        raise PointerError(f'"{pointer}" is {rules.JSON_POINTER.message}')
+    problem = syntax_problem(pointer)
+    if problem:
+        raise PointerError(problem)
     return [t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/")]
 
 

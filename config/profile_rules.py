@@ -159,12 +159,15 @@ def final_pod_facts(pod_spec: Mapping[str, Any], limits: Mapping[str, str], adde
         got = limits.get(resource)
         if got is not None:
             facts.amounts[resource] = Seen(got, here, f"they raise the pod's {resource} limit to {got},")
+    # What an override wrote is not repeated (it may be a secret in the wrong place): the
+    # container and the selector key say where.
     for raw in (pod_spec.get("containers") or []) + (pod_spec.get("initContainers") or []):
         if raw.get("name") != added:
-            facts.images.append(Seen(raw.get("image"), here, f'they set image "{raw.get("image")}", which is'))
+            facts.images.append(Seen(raw.get("image"), here,
+                                     f'they set the image of container "{raw.get("name")}" to one that is'))
     for key, value in (pod_spec.get("nodeSelector") or {}).items():
         if key != names.LABEL_POOL:
-            facts.selectors.append(Seen((key, value), here, f'they set nodeSelector "{key}: {value}", which is'))
+            facts.selectors.append(Seen((key, value), here, f'they set nodeSelector "{key}" to a value that is'))
     return facts
 
 

@@ -47,6 +47,12 @@ ENV_VALUE = Rule("env values are strings or {valueFrom: {...}} (secretKeyRef, co
 CREDENTIAL_FILE = Rule('not a valid file name (letters, digits, "-", "_" and ".")',
                        pattern=r"^(?!\.\.?$)[-._a-zA-Z0-9]+$")
 JOB_FILE_KEYS = Rule("a job file has jobs: and schedules:")
+# A URL is written in plain text to the plan, the state and the outputs: what may be a
+# credential in it (user information before the host, a query) is refused, never repeated.
+URL_CREDENTIALS = Rule("may hold a credential (user:password@ or token@ before the host, or a query); a URL is "
+                       "kept in plain text in the plan and the state, so it is refused, and not repeated here")
+KEYCLOAK_URL_CREDENTIALS = Rule("the Keycloak client secret is kns:keycloakClientSecret, a secret "
+                                "(`pulumi config set --secret kns:keycloakClientSecret ...`)")
 
 # ---- keys that go together (model validators; `if`/`then` in the schema) ---------------
 
@@ -342,6 +348,9 @@ SITE_NAMESPACE_ENTRY = Rule("a namespace entry holds pods started by hand on the
 QUEUEING_OFF_SETTING = Rule("has no effect: queueing is off (kns:queueing.enabled is false); set enabled: true, or "
                             "remove it")
 SITE_API_SERVER = Rule("the URL the manager's Kueue dials to reach the worker: https://<host>[:port]")
+SITE_API_SERVER_CREDENTIALS = Rule("Kueue reaches the worker with a token the program issues, Pulumi with its "
+                                   "context or its kubeconfig stored as a secret "
+                                   "(`pulumi config set --secret --path 'kns:workers[<index>].kubeconfig' < file`)")
 SITE_ENTRY_NEEDS_QUEUE = Rule("on a site with kns:workers an entry's Jobs run on a worker, and only queued Jobs reach "
                               "one (MultiKueue dispatches them): give it a queue")
 SITE_POOL_IS_MANAGERS = Rule("is a pool of the manager (kns:nodePools), which runs no workload on a site with "

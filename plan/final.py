@@ -127,13 +127,14 @@ def _worker_env_problems(before: Mapping[str, Any], after: Mapping[str, Any]) ->
 
 def _kept_problems(before: Mapping[str, Any], after: Mapping[str, Any], placement: str,
                    tolerations_from: str, pool: Optional[NodePool]) -> podspec.Found:
+    """What the program keeps, against the Job after overrides. A message shows what the
+    program set, never what an override wrote: that may be a secret pasted in the wrong place."""
     found: podspec.Found = _worker_env_problems(before, after)
     for loc, value, source in kept(before, placement):
         got = _at(after, loc)
         if got != value:
-            change = "remove it" if got is _MISSING else f"make it {podspec.show(got)}"
-            found.append((loc, f"is {podspec.show(value)}, set by {source}; overrides may not change it "
-                               f"(they {change})"))
+            removed = " (they remove it)" if got is _MISSING else ""
+            found.append((loc, f"is {podspec.show(value)}, set by {source}; overrides may not change it{removed}"))
     allowed = _at(before, POD + ("tolerations",))
     allowed = allowed if isinstance(allowed, list) else []
     tolerations = _at(after, POD + ("tolerations",))
@@ -147,12 +148,10 @@ def _kept_problems(before: Mapping[str, Any], after: Mapping[str, Any], placemen
     for index, toleration in enumerate(tolerations):
         if toleration not in allowed:
             found.append((POD + ("tolerations", index),
-                          f"{podspec.show(toleration)} is not a toleration the pod has from {tolerations_from}; "
-                          "overrides may not add tolerations"))
+                          f"is not a toleration the pod has from {tolerations_from}; overrides may not add tolerations"))
     for loc, was, now in _claim_changes(before, after):
         found.append((loc, f"is {podspec.show(was)}, the pod's GPU device claim (gpu or gpus, docs/gpus.md), which "
-                           f"the quota and the queue count; overrides may not change it (they make it "
-                           f"{podspec.show(now)})"))
+                           "the quota and the queue count; overrides may not change it"))
     gpus_before, gpus_after = podspec.gpu_totals(_at(before, POD)), podspec.gpu_totals(_at(after, POD))
     if gpus_before != gpus_after:
         def listed(totals: Mapping[str, Any]) -> str:
@@ -188,10 +187,20 @@ def problems(before: Mapping[str, Any], after: Mapping[str, Any], placement: str
     pod = _at(after, POD)
     if isinstance(pod, dict) and not any(loc[:len(POD)] == POD[:len(loc)] for loc, _ in found):
         # the pod's own shape is right: its rules can read it
-        found += [(POD + loc, message) for loc, message in podspec.pod_problems(pod)]
+        found += [(POD + loc, _value_left_out(message, _at(pod, loc))) for loc, message in podspec.pod_problems(pod)]
     if found:
         return found
     return _kept_problems(before, after, placement, tolerations_from, pool)
+
+
+def _value_left_out(message: str, value: Any) -> str:
+    """A pod rule's `message` without the value at its place it starts with (`"x" is not
+    an image reference`): what the program built passed the rules, so an override wrote
+    it, and what an override writes may be a secret."""
+    for shown in (podspec.show(value), f'"{value}"' if isinstance(value, str) else repr(value)):
+        if message.startswith(shown + " "):
+            return message[len(shown) + 1:]
+    return message
 
 
 def _related(path: str, loc: Sequence[Any]) -> bool:

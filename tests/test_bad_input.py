@@ -951,3 +951,141 @@ def test_overrides_cannot_take_away_the_pools_tolerations(tmp_path, capsys, monk
     assert problem_at(lines, "kns:jobs[vcluster-smoke].jsonOverrides[0]") == (
         "/spec/template/spec/tolerations: node-role.jarvice.io/jarvice-vcluster=true:NoSchedule is a taint of pool "
         '"vcluster", which the pod is placed on; overrides may not remove its toleration')
+
+
+# ---- values that may be secrets: env, command, args, overrides, URLs ----------------------
+
+TOKEN = "s3cr3t-tok-XYZ"
+NUMBER = 8675309123
+POD = "/spec/template/spec/containers/0"
+
+
+def pod_spec(**container) -> Callable[[dict], None]:
+    """The first entry as a raw podSpec whose one container has `container`'s fields."""
+    def change(config):
+        first = config["jobs"][0]
+        config["jobs"][0] = {"name": first["name"], "user": first["user"], "podSpec": {
+            "containers": [{"name": "main", "image": "busybox:1.37", **container}]}}
+    return change
+
+
+def init_container(**fields) -> Callable[[dict], None]:
+    def change(config):
+        pod_spec()(config)
+        config["jobs"][0]["podSpec"]["initContainers"] = [{"name": "setup", "image": "busybox:1.37", **fields}]
+    return change
+
+
+def overrides(*items: dict) -> Callable[[dict], None]:
+    return entry_change("jsonOverrides", list(items))
+
+
+ENTRY = f"kns:jobs[{FIRST}]"
+# Where a user writes what may be a secret, written in a shape the product does not take:
+# (change, the path of the problem, what its message starts with).
+SECRET_PLACES = {
+    "podSpec env as a mapping": (pod_spec(env={"API_TOKEN": TOKEN}), f"{ENTRY}.podSpec.containers[0].env",
+                                 "must be a list of {name, value, valueFrom}, not a mapping"),
+    "podSpec command as one string": (pod_spec(command=f"train --token {TOKEN}"),
+                                      f"{ENTRY}.podSpec.containers[0].command", "must be a list of strings, not a string"),
+    "podSpec args as a mapping": (pod_spec(args={"--token": TOKEN}), f"{ENTRY}.podSpec.containers[0].args",
+                                  "must be a list of strings, not a mapping"),
+    "podSpec numeric env value": (pod_spec(env=[{"name": "API_TOKEN", "value": NUMBER}]),
+                                  f"{ENTRY}.podSpec.containers[0].env[0].value", "must be a string, not a number"),
+    "podSpec env item as NAME=value": (pod_spec(env=[f"API_TOKEN={TOKEN}"]), f"{ENTRY}.podSpec.containers[0].env[0]",
+                                       "must be a mapping ({name, value, valueFrom}), not a string"),
+    "podSpec env valueFrom as a string": (pod_spec(env=[{"name": "API_TOKEN", "valueFrom": TOKEN}]),
+                                          f"{ENTRY}.podSpec.containers[0].env[0].valueFrom", "must be a mapping"),
+    "podSpec command item a mapping": (pod_spec(command=["train", {"--token": TOKEN}]),
+                                       f"{ENTRY}.podSpec.containers[0].command[1]", "must be a string, not a mapping"),
+    "podSpec probe command as one string": (
+        pod_spec(livenessProbe={"exec": {"command": f"check --token {TOKEN}"}}),
+        f"{ENTRY}.podSpec.containers[0].livenessProbe.exec.command", "must be a list of strings, not a string"),
+    "initContainers command as one string": (init_container(command=f"fetch --token {TOKEN}"),
+                                             f"{ENTRY}.podSpec.initContainers[0].command",
+                                             "must be a list of strings, not a string"),
+    "initContainers env as a mapping": (init_container(env={"API_TOKEN": TOKEN}),
+                                        f"{ENTRY}.podSpec.initContainers[0].env", "must be a list of"),
+    "entry env as a list": (entry_change("env", [f"API_TOKEN={TOKEN}"]), f"{ENTRY}.env",
+                            "must be a mapping, not a list"),
+    "entry env valueFrom a string": (entry_change("env", {"API_TOKEN": {"valueFrom": TOKEN}}),
+                                     f"{ENTRY}.env.API_TOKEN.valueFrom", "must be a mapping"),
+    "entry command as one string": (entry_change("command", f"train --token {TOKEN}"), f"{ENTRY}.command",
+                                    "must be a list, not a string"),
+    "entry command item a number": (entry_change("command", ["train", NUMBER]), f"{ENTRY}.command[1]",
+                                    "is a number; quote it if you mean the text"),
+    "entry args as a mapping": (entry_change("args", {"--token": TOKEN}), f"{ENTRY}.args",
+                                "must be a list, not a mapping"),
+    "entry args item a mapping": (entry_change("args", [{"--token": TOKEN}]), f"{ENTRY}.args[0]",
+                                  "must be a string, not a mapping"),
+    "override env as a mapping": (overrides({"path": f"{POD}/env", "value": {"API_TOKEN": TOKEN}}),
+                                  f"{ENTRY}.jsonOverrides[0]", f"{POD}/env: must be a list of"),
+    "override numeric env value": (overrides({"path": f"{POD}/env/-", "value": {"name": "API_TOKEN", "value": NUMBER}}),
+                                   f"{ENTRY}.jsonOverrides[0]", f"{POD}/env/1/value: must be a string, not a number"),
+    "override command as one string": (overrides({"path": f"{POD}/command", "value": f"train --token {TOKEN}"}),
+                                       f"{ENTRY}.jsonOverrides[0]", f"{POD}/command: must be a list of strings"),
+    "override of a label the program keeps": (
+        overrides({"path": "/metadata/labels/kns.io~1owner", "value": TOKEN}), f"{ENTRY}.jsonOverrides[0]",
+        '/metadata/labels/kns.io~1owner: is "alice", set by the program (its own labels); overrides may not change it'),
+    "override of the image": (overrides({"path": f"{POD}/image", "value": f"registry/app:{TOKEN}!"}),
+                              f"{ENTRY}.jsonOverrides[0]", f"{POD}/image: is not an image reference"),
+    "override path a value": (overrides({"path": TOKEN, "value": "x"}), f"{ENTRY}.jsonOverrides[0].path",
+                              "is not a JSON pointer"),
+    "overrides as a mapping": (entry_change("jsonOverrides", {"path": f"{POD}/env", "value": TOKEN}),
+                               f"{ENTRY}.jsonOverrides", "must be a list, not a mapping"),
+    "override item a string": (overrides(f"{POD}/env={TOKEN}"), f"{ENTRY}.jsonOverrides[0]",
+                               "must be a mapping, not a string"),
+    "profile overrides as a mapping": (
+        lambda c: c["profiles"].update({"*": {"jsonOverrides": {"path": f"{POD}/env", "value": TOKEN}}}),
+        "kns:profiles[*].jsonOverrides", "must be a list, not a mapping"),
+    "volume option as a number": (
+        entry_change("volumes", [{"name": "v", "flexVolume": {"driver": "d", "options": {"password": NUMBER}}}]),
+        f"{ENTRY}.volumes[0].flexVolume.options.password", "must be a string, not a number"),
+    "an entry that is one string": (lambda c: c["jobs"].append(f"API_TOKEN={TOKEN}"),
+                                    f"kns:jobs[{len(dev_stack_config()['jobs'])}]", "must be a mapping, not a string"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SECRET_PLACES))
+def test_a_value_that_may_be_a_secret_is_never_repeated(tmp_path, capsys, case):
+    """Problem lines reach CI logs: a message about env, command, args or an override (a
+    raw podSpec's too) names the field and the shape it takes, never what was written."""
+    change, path, message = SECRET_PLACES[case]
+    lines = both(capsys, project(tmp_path, stack_text(change)))
+    assert problem_at(lines, path).startswith(message), lines
+    assert not [line for line in lines if TOKEN in line or str(NUMBER) in line], lines
+
+
+@pytest.mark.parametrize("text", [
+    f"jobs:\n  - name: file-env\n    user: bob\n    image: busybox:1.37\n    env: [API_TOKEN={TOKEN}]\n",
+    f"jobs:\n  - name: file-env\n    user: bob\n    podSpec:\n      containers:\n        - name: main\n"
+    f"          image: busybox:1.37\n          env: {{API_TOKEN: {TOKEN}}}\n          args: --token {TOKEN}\n",
+    f"jobs:\n  - API_TOKEN={TOKEN}\n",
+])
+def test_a_job_files_values_are_never_repeated_either(tmp_path, capsys, text):
+    lines = both(capsys, project(tmp_path, stack_text(with_job_files), job_file("values.yaml", text)))
+    assert [line for line in lines if line.startswith("jobs/values.yaml:")], lines
+    assert not [line for line in lines if TOKEN in line], lines
+
+
+@pytest.mark.parametrize("url, secret", [
+    ("https://admin:pa55w0rd-XYZ@10.2.0.1:6443", "pa55w0rd-XYZ"),
+    (f"https://{TOKEN}@10.2.0.1:6443", TOKEN),
+    (f"https://10.2.0.1:6443/?token={TOKEN}", TOKEN),
+])
+def test_a_url_with_credentials_is_refused_and_never_repeated(tmp_path, capsys, url, secret):
+    """A URL is kept in plain text (plan, state, outputs): credentials in one are refused,
+    pointing to the secret-based way, and the message does not repeat them."""
+    def site(config):
+        config["workers"] = [{"name": "west", "context": "kns-west", "apiServer": url}]
+    lines = both(capsys, project(tmp_path / "site", stack_text(site)))
+    message = problem_at(lines, "kns:workers[west].apiServer")
+    assert message.startswith("may hold a credential") and "--secret --path 'kns:workers[<index>].kubeconfig'" in message
+    assert not [line for line in lines if secret in line], lines
+
+    def keycloak(config):
+        config["knsScheduler"]["keycloak"] = {"url": url, "realm": "r", "clientId": "kns"}
+    lines = both(capsys, project(tmp_path / "keycloak", stack_text(keycloak)))
+    message = problem_at(lines, "kns:knsScheduler.keycloak.url")
+    assert message.startswith("may hold a credential") and "pulumi config set --secret kns:keycloakClientSecret" in message
+    assert not [line for line in lines if secret in line], lines

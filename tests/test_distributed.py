@@ -241,18 +241,17 @@ BAD = {
                                    f"({', '.join(rules.WORKER_ENV)})"]),
     "an override of completionMode": (
         entry(jsonOverrides=[{"path": "/spec/completionMode", "value": "NonIndexed"}]),
-        [f'{W}.jsonOverrides[0]: /spec/completionMode: is "Indexed", set by workers; overrides may not change it '
-         '(they make it "NonIndexed")']),
+        [f'{W}.jsonOverrides[0]: /spec/completionMode: is "Indexed", set by workers; overrides may not change it']),
     "an override of completions": (
         entry(jsonOverrides=[{"path": "/spec/completions", "value": 1}]),
-        [f"{W}.jsonOverrides[0]: /spec/completions: is 2, set by workers; overrides may not change it (they make it 1)"]),
+        [f"{W}.jsonOverrides[0]: /spec/completions: is 2, set by workers; overrides may not change it"]),
     "an override of parallelism": (
         entry(jsonOverrides=[{"path": "/spec/parallelism", "value": 3}]),
-        [f"{W}.jsonOverrides[0]: /spec/parallelism: is 2, set by workers; overrides may not change it (they make it 3)"]),
+        [f"{W}.jsonOverrides[0]: /spec/parallelism: is 2, set by workers; overrides may not change it"]),
     "an override of the subdomain": (
         entry(jsonOverrides=[{"path": "/spec/template/spec/subdomain", "value": "x"}]),
         [f'{W}.jsonOverrides[0]: /spec/template/spec/subdomain: is "w", set by workers (the Service that names the '
-         'workers); overrides may not change it (they make it "x")']),
+         'workers); overrides may not change it']),
     "an override of a worker variable": (
         entry(jsonOverrides=[{"path": "/spec/template/spec/containers/0/env/1/value", "value": "9"}]),
         [f"{W}.jsonOverrides[0]: /spec/template/spec/containers/0/env: KNS_WORKERS: set by workers for every worker; "

@@ -108,8 +108,8 @@ def test_every_problem_of_a_site_is_reported_at_once_at_its_place():
     found = problems(config, secret=("credentials",))
     assert found == {
         "kns:workers[north]": "a worker needs context or kubeconfig (how Pulumi reaches it): exactly one",
-        "kns:workers[south].apiServer": '"http://10.3.0.1" is not the URL the manager\'s Kueue dials to reach the '
-                                        "worker: https://<host>[:port]",
+        "kns:workers[south].apiServer": "is not the URL the manager's Kueue dials to reach the worker: "
+                                        "https://<host>[:port]",
         "kns:workers[east].nodePools[east-cpu].name": '"east-cpu" names a pool of another cluster too '
                                                       "(kns:nodePools[east-cpu]); pool names are unique across the site",
         "kns:workers[east].kubeconfig": "a worker's kubeconfig text is a credential: store it as a secret (`pulumi "
@@ -151,6 +151,26 @@ def test_a_kubeconfig_kueue_could_not_use_as_a_server_is_refused_without_showing
     unreadable["workers"][0]["kubeconfig"] = f"apiVersion: v1\nusers: [{{token: {TOKEN}\n"
     message = problems(unreadable)["kns:workers[east].kubeconfig"]
     assert message.startswith("inline kubeconfig ") and TOKEN not in message
+
+
+@pytest.mark.parametrize("url, secret", [("https://ops:pa55w0rd-XYZ@10.2.0.1:6443", "pa55w0rd-XYZ"),
+                                         (f"https://{TOKEN}@10.2.0.1:6443", TOKEN),
+                                         (f"https://:{TOKEN}@10.2.0.1", TOKEN),
+                                         (f"https://10.2.0.1:6443?access_token={TOKEN}", TOKEN)])
+def test_a_server_url_with_credentials_is_refused_without_repeating_them(url, secret):
+    """The server reaches the plan and the state in plain text: credentials in it are
+    refused, with the secret-based way, whether written as apiServer or found as the server
+    of the worker's kubeconfig."""
+    config = site()
+    config["workers"][1]["apiServer"] = url
+    config["workers"][0]["kubeconfig"] = EAST_KUBECONFIG.replace("https://10.1.0.1:6443", url)
+    result = checked(config)
+    found = {p.path: p.message for p in result.problems.items}
+    assert found["kns:workers[west].apiServer"].startswith("may hold a credential")
+    assert "pulumi config set --secret --path 'kns:workers[<index>].kubeconfig'" in found["kns:workers[west].apiServer"]
+    assert found["kns:workers[east]"].startswith("the server of its kubeconfig's current context cannot be the one the "
+                                                 "manager dials (may hold a credential")
+    assert not [m for m in found.values() if secret in m]
 
 
 def test_a_context_the_kubeconfig_does_not_hold_needs_an_api_server(tmp_path):

@@ -117,13 +117,19 @@ WHAT = {"string": "a string", "integer": "a whole number", "number": "a number",
         "int-or-string": "a whole number or a string"}
 
 
+KIND = {str: "a string", list: "a list"}
+WORDS = ' as an item (["sh", "-c", "..."])'
+
+
 def wrong_value(shape: Any) -> tuple[Any, str]:
-    """A value of the wrong type for `shape`, and the message the rule gives for it."""
+    """A value of the wrong type for `shape`, and the message the rule gives for it: what
+    is expected and what kind of value is there, never the value."""
     if isinstance(shape, list):
-        return "x", 'must be a list, not "x"'
+        hint = f"; write each word{WORDS}" if shape == ["string"] else ""
+        return "x", f"must be {podspec.expected(shape)}, not a string{hint}"
     if isinstance(shape, dict) or shape.startswith("@"):
-        return "x", 'must be a mapping, not "x"'
-    return WRONG[shape], f"must be {WHAT[shape]}, not {json.dumps(WRONG[shape])}"
+        return "x", f"must be {podspec.expected(shape)}, not a string"
+    return WRONG[shape], f"must be {WHAT[shape]}, not {KIND[type(WRONG[shape])]}"
 
 
 def shape_cases() -> list[tuple[str, tuple, Any, str]]:
@@ -137,11 +143,9 @@ def shape_cases() -> list[tuple[str, tuple, Any, str]]:
             cases.append((f"{key}[0].{field}", (key, 0, field), *wrong_value(shape)))
     for field, shape in defs["ResourceRequirements"]["properties"].items():
         cases.append((f"resources.{field}", ("containers", 0, "resources", field), *wrong_value(shape)))
-    cases.append(("containers[0]", ("containers", 0), None, "is given without a value: write a mapping, or remove the item"))
-    cases.append(("podSpec.restartPolicy null", ("restartPolicy",), None,
-                  "is given without a value: write a string, or remove the key"))
+    cases.append(("containers[0]", ("containers", 0), None, "must be a mapping (a Container), not null"))
     cases.append(("resources.limits.cpu", ("containers", 0, "resources", "limits", "cpu"), ["2"],
-                  'must be a quantity (a number, or a string like "500m" or "4Gi"), not ["2"]'))
+                  'must be a quantity (a number, or a string like "500m" or "4Gi"), not a list'))
     return cases
 
 
@@ -177,16 +181,16 @@ def test_bad_pod_spec_shapes_stop_the_program_and_validate(tmp_path, capsys):
         {"name": "k", "image": "i", "env": {"A": {"valueFrom": {"secretKeyRef": "x"}}}},
     ])
     refused(tmp_path, capsys, config, [
-        'kns:jobs[a].podSpec.containers: must be a list, not "x"',
-        'kns:jobs[b].podSpec.containers[0].resources.limits: must be a mapping, not ["x"]',
-        'kns:jobs[c].podSpec.initContainers: must be a list, not "x"',
-        "kns:jobs[d].podSpec.containers[0]: is given without a value: write a mapping, or remove the item",
+        "kns:jobs[a].podSpec.containers: must be a list of Container mappings, not a string",
+        "kns:jobs[b].podSpec.containers[0].resources.limits: must be a mapping, not a list",
+        "kns:jobs[c].podSpec.initContainers: must be a list of Container mappings, not a string",
+        "kns:jobs[d].podSpec.containers[0]: must be a mapping (a Container), not null",
         'kns:jobs[e].podSpec.contianers: unknown field; did you mean "containers"?',
-        "kns:jobs[f].podSpec.containers[0].ports[1]: containerPort 80 is taken by ports[0]; each item of ports "
-        "needs its own containerPort and protocol",
-        'kns:jobs[h].volumes[0].emptyDir: must be a mapping, not "x"',
+        "kns:jobs[f].podSpec.containers[0].ports[1]: has the same containerPort and protocol as ports[0]; each item "
+        "of ports needs its own containerPort and protocol",
+        "kns:jobs[h].volumes[0].emptyDir: must be a mapping ({medium, sizeLimit}), not a string",
         "kns:jobs[h].volumeMounts[0].mountPath: is required",
-        'kns:jobs[k].env.A.valueFrom.secretKeyRef: must be a mapping, not "x"',
+        "kns:jobs[k].env.A.valueFrom.secretKeyRef: must be a mapping ({key, name, optional}), not a string",
     ])
 
 
@@ -236,7 +240,9 @@ IMAGE_PLACES = {
 @pytest.mark.parametrize("image", BAD_IMAGES)
 def test_every_image_is_an_image_reference(place, image):
     build, path = IMAGE_PLACES[place]
-    assert checked(build(image)) == [f'{path}: "{image}" {IMAGE_RULE}']
+    # what an override wrote is not repeated (it may be a secret in the wrong place)
+    shown = "" if place == "override" else f'"{image}" '
+    assert checked(build(image)) == [f'{path}: {shown}{IMAGE_RULE}']
 
 
 def test_images_stop_the_program_and_validate(tmp_path, capsys):
@@ -385,7 +391,7 @@ def test_overrides_cannot_drop_what_the_program_guarantees(tmp_path, capsys):
         "(the pod gets no service-account token); overrides may not change it (they remove it)",
         "kns:jobs[a].jsonOverrides[0]: /spec/ttlSecondsAfterFinished: is 3600, set by ttlHours; overrides may not "
         "change it (they remove it)",
-        'kns:jobs[b].jsonOverrides[0]: /spec/template/spec/restartPolicy: "Always" cannot run as a Job (Never or '
+        'kns:jobs[b].jsonOverrides[0]: /spec/template/spec/restartPolicy: cannot run as a Job (Never or '
         "OnFailure)",
         "kns:jobs[b].jsonOverrides[1]: /spec/template/spec/containers: needs at least one container",
         'kns:jobs[c].jsonOverrides[0]: /metadata/labels/app.kubernetes.io~1managed-by: is "pulumi", set by the '
@@ -400,9 +406,8 @@ def test_overrides_cannot_drop_what_the_program_guarantees(tmp_path, capsys):
         "(they remove it)",
         'kns:jobs[c].jsonOverrides[0]: /metadata/namespace: is "kns-c", set by the entry\'s name; overrides may not '
         "change it (they remove it)",
-        'kns:jobs[d].jsonOverrides[0]: /spec/backoffLimit: must be a whole number, not "lots"',
-        "kns:jobs[d].jsonOverrides[1]: /spec/template/spec/nodeSelector: is given without a value: write a mapping, or "
-        "remove the key",
+        "kns:jobs[d].jsonOverrides[0]: /spec/backoffLimit: must be a whole number, not a string",
+        "kns:jobs[d].jsonOverrides[1]: /spec/template/spec/nodeSelector: must be a mapping, not null",
     ])
 
 
@@ -420,20 +425,19 @@ def test_overrides_keep_the_programs_placement_labels_and_gpus(tmp_path, capsys)
             {"path": "/spec/template/spec/tolerations", "value": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}]}],
     )
     refused(tmp_path, capsys, config, [
-        'kns:jobs[a].jsonOverrides[0]: /spec/template/spec/tolerations/1: {"operator": "Exists"} is not a toleration '
-        'the pod has from pool "a100" and the entry\'s tolerations; overrides may not add tolerations',
+        "kns:jobs[a].jsonOverrides[0]: /spec/template/spec/tolerations/1: is not a toleration the pod has from pool "
+        '"a100" and the entry\'s tolerations; overrides may not add tolerations',
         'kns:jobs[a].jsonOverrides[1]: /spec/template/spec/nodeSelector/kns.io~1pool: is "a100", set by pool; '
         "overrides may not change it (they remove it)",
         'kns:jobs[a].jsonOverrides[2]: /metadata/labels/kns.io~1owner: is "eve", set by the program (its own '
-        'labels); overrides may not change it (they make it "root")',
+        "labels); overrides may not change it",
         "kns:jobs[b].jsonOverrides[0]: /spec/template/spec/containers: they change the pod's GPUs from none to "
         "nvidia.com/gpu 4; GPUs come from gpus (or the podSpec), which place the pod on a GPU pool and are held "
         "to maxGpus",
         'kns:jobs[c].jsonOverrides[0]: /spec/template/metadata/labels/kns.io~1job: is "c", set by the program (its '
-        'own labels); overrides may not change it (they make it "other")',
-        'kns:schedules[s].jsonOverrides[0]: /spec/template/spec/tolerations/0: {"key": "nvidia.com/gpu", '
-        '"operator": "Exists"} is not a toleration the pod has from the entry\'s tolerations; overrides may not '
-        "add tolerations",
+        "own labels); overrides may not change it",
+        "kns:schedules[s].jsonOverrides[0]: /spec/template/spec/tolerations/0: is not a toleration the pod has from "
+        "the entry's tolerations; overrides may not add tolerations",
     ])
 
 
@@ -615,8 +619,8 @@ def test_the_real_kns_command_agrees_with_the_program(tmp_path):
                             cwd=tmp_path, capture_output=True, text=True, timeout=300, env=dict(os.environ))
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.rstrip("\n") == program_text(config) == expected_text([
-        'kns:jobs[a].podSpec.containers: must be a list, not "x"',
-        'kns:jobs[j].jsonOverrides[0]: /spec/template/spec/restartPolicy: "Always" cannot run as a Job (Never or '
+        "kns:jobs[a].podSpec.containers: must be a list of Container mappings, not a string",
+        'kns:jobs[j].jsonOverrides[0]: /spec/template/spec/restartPolicy: cannot run as a Job (Never or '
         "OnFailure)",
     ])
 

@@ -468,11 +468,11 @@ BAD = {
         lambda c: _entry("jobs", "etl")(c).update(jsonOverrides=[
             {"path": "/metadata/labels/kueue.x-k8s.io~1queue-name", "value": "other"}]),
         ['kns:jobs[etl].jsonOverrides[0]: /metadata/labels/kueue.x-k8s.io~1queue-name: is "kns", set by queue (the '
-         'Job waits in its queue); overrides may not change it (they make it "other")']),
+         'Job waits in its queue); overrides may not change it']),
     "an override starting a queued Job before its queue admits it": (
         lambda c: _entry("schedules", "warm")(c).update(jsonOverrides=[{"path": "/spec/suspend", "value": False}]),
         ["kns:schedules[warm].jsonOverrides[0]: /spec/suspend: is true, set by queue (Kueue starts the Job when its "
-         "queue admits it); overrides may not change it (they make it false)"]),
+         "queue admits it); overrides may not change it"]),
     "the queue label among an entry's labels": (
         lambda c: c["jobs"].append({"name": "sneaky", "user": "bob", "image": "busybox:1.37",
                                     "labels": {"kueue.x-k8s.io/queue-name": "kns"}}),
