@@ -714,7 +714,7 @@ NULLS = {
         "cpu: is given without a value: write a quantity, or remove the key"),
     "a volume source": (_set("jobs", 0, "volumes", value=[{"name": "scratch", "emptyDir": None}]),
                         f"kns:jobs[{FIRST}].volumes[0].emptyDir",
-                        "is given without a value: write a mapping, or remove the key"),
+                        "is given without a value: write a mapping ({medium, sizeLimit}), or remove the key"),
     "an env value": (_set("jobs", 0, "env", value={"MODE": None}), f"kns:jobs[{FIRST}].env.MODE",
                      "is given without a value: write a value (env values are strings or {valueFrom: {...}}"),
 }

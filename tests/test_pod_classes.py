@@ -143,7 +143,7 @@ def shape_cases() -> list[tuple[str, tuple, Any, str]]:
             cases.append((f"{key}[0].{field}", (key, 0, field), *wrong_value(shape)))
     for field, shape in defs["ResourceRequirements"]["properties"].items():
         cases.append((f"resources.{field}", ("containers", 0, "resources", field), *wrong_value(shape)))
-    cases.append(("containers[0]", ("containers", 0), None, "must be a mapping (a Container), not null"))
+    cases.append(("containers[0]", ("containers", 0), None, "is given without a value: write a mapping (a Container), or remove the item"))
     cases.append(("resources.limits.cpu", ("containers", 0, "resources", "limits", "cpu"), ["2"],
                   'must be a quantity (a number, or a string like "500m" or "4Gi"), not a list'))
     return cases
@@ -184,7 +184,7 @@ def test_bad_pod_spec_shapes_stop_the_program_and_validate(tmp_path, capsys):
         "kns:jobs[a].podSpec.containers: must be a list of Container mappings, not a string",
         "kns:jobs[b].podSpec.containers[0].resources.limits: must be a mapping, not a list",
         "kns:jobs[c].podSpec.initContainers: must be a list of Container mappings, not a string",
-        "kns:jobs[d].podSpec.containers[0]: must be a mapping (a Container), not null",
+        "kns:jobs[d].podSpec.containers[0]: is given without a value: write a mapping (a Container), or remove the item",
         'kns:jobs[e].podSpec.contianers: unknown field; did you mean "containers"?',
         "kns:jobs[f].podSpec.containers[0].ports[1]: has the same containerPort and protocol as ports[0]; each item "
         "of ports needs its own containerPort and protocol",
@@ -407,7 +407,8 @@ def test_overrides_cannot_drop_what_the_program_guarantees(tmp_path, capsys):
         'kns:jobs[c].jsonOverrides[0]: /metadata/namespace: is "kns-c", set by the entry\'s name; overrides may not '
         "change it (they remove it)",
         "kns:jobs[d].jsonOverrides[0]: /spec/backoffLimit: must be a whole number, not a string",
-        "kns:jobs[d].jsonOverrides[1]: /spec/template/spec/nodeSelector: must be a mapping, not null",
+        "kns:jobs[d].jsonOverrides[1]: /spec/template/spec/nodeSelector: is given without a value: write a mapping, "
+        "or remove the key",
     ])
 
 

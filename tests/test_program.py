@@ -415,7 +415,7 @@ BAD = {
                        'kns:schedules[s].schedule: "0 0 25 * * *" has 6 fields'),
     "warmUpMinutes and primerSchedule": (
         {"schedules": [{"name": "s", "image": "i", "schedule": "0 3 * * *", "warmUpMinutes": 5, "primerSchedule": "55 2 * * *"}]},
-        "kns:schedules[s]: set warmUpMinutes or primerSchedule, not both"),
+        "kns:schedules[s].primerSchedule: set warmUpMinutes or primerSchedule, not both"),
     "bad name": ({"jobs": [{"name": "Bad.Name", "image": "i"}]},
                  'kns:jobs[Bad.Name].name: "Bad.Name" is not a DNS-1123 label'),
     "too long name": ({"jobs": [{"name": "n" * 41, "image": "i"}]},
