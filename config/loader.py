@@ -179,8 +179,8 @@ def check_config(
         pool = problems.validate(NodePool, item, pool_path)
         if pool is not None:
             pools.append(pool)
-        elif isinstance(item, dict) and isinstance(item.get("name"), str):
-            broken_pools[item["name"]] = pool_path
+        elif isinstance(_item_name(item), str):
+            broken_pools[_item_name(item)] = pool_path
 
     manager_pools = list(pools)
     workers, pool_worker, worker_index = _workers(raw, pools, broken_pools, problems)
@@ -390,8 +390,8 @@ def _workers(raw: Mapping[str, Any], pools: list[NodePool], broken_pools: dict[s
             pool = problems.validate(NodePool, body, pool_path)
             if pool is not None:
                 own.append(pool)
-            elif isinstance(body, dict) and isinstance(body.get("name"), str):
-                broken_pools[body["name"]] = pool_path
+            elif isinstance(_item_name(body), str):
+                broken_pools[_item_name(body)] = pool_path
         if worker is None:
             for name in _listed_names(item):
                 broken_pools.setdefault(name, path)
@@ -406,8 +406,8 @@ def _workers(raw: Mapping[str, Any], pools: list[NodePool], broken_pools: dict[s
 
 def _listed_names(item: Mapping[str, Any]) -> list[str]:
     """The names of the mappings listed under any key of `item`."""
-    return [body["name"] for value in item.values() if isinstance(value, list)
-            for body in value if isinstance(body, dict) and isinstance(body.get("name"), str)]
+    return [name for value in item.values() if isinstance(value, list)
+            for name in map(_item_name, value) if isinstance(name, str)]
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -248,3 +248,13 @@ def test_the_pages_example_lines_are_the_programs(tmp_path, capsys):
         # the queue's pointer at the broken worker is shown once, for the first
         shown += [line for line in lines if not line.startswith("kns:queues") or i == 0]
     assert shown == documented
+
+
+def test_a_workers_pool_whose_name_is_misspelt_is_pointed_at_by_the_queue(tmp_path, capsys):
+    def change(config):
+        pool = config["workers"][1]["nodePools"][0]
+        pool["nmae"] = pool.pop("name")
+    lines = both(capsys, site_project(tmp_path, change))
+    assert problem_at(lines, "kns:workers[west].nodePools[west-gpu].nmae") == 'unknown key; did you mean "name"?'
+    assert problem_at(lines, "kns:queues[research].quota.west-gpu") == (
+        'node pool "west-gpu" is invalid (its problems are listed under kns:workers[west].nodePools[west-gpu])')
