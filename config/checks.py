@@ -406,7 +406,7 @@ def check_workloads(
 def _topology_problems(entry: Workload, pool: Optional[NodePool]) -> list[str]:
     """Why Kueue could not place the entry's workers by its `topology` (docs/distributed.md)."""
     assert entry.topology is not None
-    found = [rules.TOPOLOGY_NEEDS_QUEUE.message] if entry.queue is None else []
+    found = [] if entry.queued else [rules.TOPOLOGY_NEEDS_QUEUE.message]
     if pool is None or pool.topology is None:
         where = f' (pool "{pool.name}" declares none)' if pool is not None else ""
         found.append(rules.TOPOLOGY_NEEDS_POOL.message + where)

@@ -824,6 +824,12 @@ class Workload(Model):
         return self.workers >= 2
 
     @property
+    def queued(self) -> bool:
+        """Whether Kueue admits the entry's Jobs: through its own queue (a profile rule's
+        included, resolved into `queue`) or its reservation's LocalQueue (docs/reservations.md)."""
+        return self.queue is not None or self.reservation is not None
+
+    @property
     def pods_per_run(self) -> int:
         """The pods one Job of the entry runs at once: its workers, or parallelism (fewer
         completions)."""

@@ -121,6 +121,34 @@ def render(amount: Decimal, kind: Kind) -> str:
     return f"{int((amount * 1000).to_integral_value())}m"
 
 
+def human(amount: Decimal, kind: Kind) -> str:
+    """An amount as a person writes it, for what the CLI prints (never for manifests): whole
+    or decimal cores (`2`, `1.6`, `2046.4`; `500m` under one core), bytes in the largest
+    binary unit that is at least one, to two decimals (`16Ti`, `1.5Gi`, `256Mi`), counts
+    as numbers (`8`, `0.5`)."""
+    if kind is Kind.CPU:
+        if abs(amount) < 1 and amount != amount.to_integral_value():
+            return render(amount, kind)
+        return _decimal(amount)
+    if kind is Kind.BYTES:
+        for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+            unit = Decimal(_BINARY[suffix])
+            if abs(amount) >= unit:
+                return _decimal((amount / unit).quantize(Decimal("0.01"))) + suffix
+        return _decimal(amount.to_integral_value())
+    return _decimal(amount)
+
+
+def human_of(resource: str, amount: Decimal) -> str:
+    """`human` for an amount of a named resource (requests, limits and quota keys)."""
+    return human(amount, kind_for_resource(resource))
+
+
+def _decimal(amount: Decimal) -> str:
+    text = f"{amount:f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def kind_for_resource(resource: str) -> Kind:
     """The kind of a resource name as used in requests, limits and quotas."""
     base = resource.split(".", 1)[1] if resource.startswith(("requests.", "limits.")) else resource

@@ -232,13 +232,15 @@ def _summary(cfg, plans) -> str:
     # With queueing on, how many entries wait in a queue and how many queues there are.
     queued = queues = ""
     if cfg.queueing.enabled:
-        queued = f", {sum(1 for plan in plans if plan.entry.queue is not None)} queued"
+        queued = f", {sum(1 for plan in plans if plan.entry.queued)} queued"
         queues = f", {plural(len(cfg.queues), 'queue')}"
+    # The kinds a stack may leave out, counted when it has them.
+    others = "".join(f", {plural(len(items), noun)}" for items, noun in (
+        (cfg.reservations, "reservation"), (cfg.budgets, "budget"), (cfg.workers, "worker cluster")) if items)
     return (
         f"kns validate: stack {cfg.stack} is valid: {plural(len(plans), 'entry', 'entries')} "
         f"({plural(len(cfg.jobs), 'job')}, {plural(len(cfg.schedules), 'schedule')}, {primed} prescaled{queued}), "
-        f"{plural(len(cfg.node_pools), 'node pool')}{queues}"
-        f"{', ' + plural(len(cfg.workers), 'worker cluster') if cfg.workers else ''}, {objects} Jobs and CronJobs planned"
+        f"{plural(len(cfg.node_pools), 'node pool')}{queues}{others}, {objects} Jobs and CronJobs planned"
     )
 
 
@@ -253,9 +255,25 @@ def run_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_explained(planned, names: Sequence[str]) -> None:
+    """A usage error naming each name no kind of the stack has (entry, reservation, pool,
+    queue, priority, budget, worker), with the closest name of any kind."""
+    unknown = explain_module.unknown_names(planned, names)
+    if unknown:
+        known = explain_module.names_by_kind(planned)
+        every = [name for found in known.values() for name in found]
+        lines = []
+        for name in unknown:
+            close = closest(name, every)
+            lines.append(f'nothing named "{name}"' + (f'; did you mean "{close}"?' if close else ""))
+        listed = "; ".join(f"{explain_module.KEYS[kind]}: {', '.join(found)}" for kind, found in known.items() if found)
+        raise UsageError("; ".join(lines) + f" (names of stack {planned.config.stack}: {listed or 'none'})")
+
+
 def check_names(cfg, plans, names: Sequence[str]) -> None:
     """A usage error naming each unknown entry, with the closest known name."""
-    unknown = explain_module.unknown_names(plans, names)
+    known_names = {plan.entry.name for plan in plans}
+    unknown = [name for name in names if name not in known_names]
     if unknown:
         known = [plan.entry.name for plan in plans]
         lines = []
@@ -267,7 +285,7 @@ def check_names(cfg, plans, names: Sequence[str]) -> None:
 
 def run_explain(args: argparse.Namespace) -> int:
     planned = load_plan(args.project_dir, args.stack, now=args.now)
-    check_names(planned.config, planned.entries, args.entries)
+    check_explained(planned, args.entries)
     document = explain_module.explain(planned, args.entries, planned.now)
     if args.live and planned.budgets:
         with usage_module.cluster_of(planned.config, args.project_dir) as cluster:

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Optional
 
 from chrono import calendar
 from config import reservations, resolve, rules
-from config.quantity import kind_for_resource, scale
+from config.quantity import human_of, kind_for_resource, parse, scale
 from config.loader import PlatformConfig
 from plan import accounting, fits, manifests, queues, wait
 from plan.model import WorkloadPlan
@@ -63,7 +63,7 @@ def worker_facts(cfg: PlatformConfig, plan: WorkloadPlan,
     total = {side: {r: scale(a, entry.workers, kind_for_resource(r)) for r, a in amounts.items()}
              for side, amounts in (per_worker or {}).items()}
     warnings = []
-    if entry.queue is None:
+    if not entry.queued:
         warnings.append(f"{entry.workers} workers without a queue start as they fit, not together: set queue so "
                         "that Kueue admits all of them at once or none (docs/distributed.md)")
     return {
@@ -267,36 +267,140 @@ def entry_budgets(planned: StackPlan, plan: WorkloadPlan, now: datetime) -> list
     return out
 
 
+# ---- any named thing of the stack ---------------------------------------------------------
+
+# What `./kns explain NAME` may name, in the order a name used by several is shown.
+KINDS = ("entry", "reservation", "pool", "queue", "priority", "budget", "worker")
+# The document's key for the things of each kind.
+KEYS = {"entry": "entries", "reservation": "reservations", "pool": "pools", "queue": "queues",
+        "priority": "priorities", "budget": "budgets", "worker": "workers"}
+
+
+def names_by_kind(planned: StackPlan) -> dict[str, list[str]]:
+    """Every name of the stack, per kind (config order)."""
+    cfg = planned.config
+    return {"entry": [p.entry.name for p in planned.entries], "reservation": [r.name for r in cfg.reservations],
+            "pool": [p.name for p in cfg.node_pools], "queue": [q.name for q in cfg.queues],
+            "priority": [p.name for p in cfg.priorities], "budget": [b.name for b in cfg.budgets],
+            "worker": [w.name for w in cfg.workers]}
+
+
+def unknown_names(planned: StackPlan, names: Iterable[str]) -> list[str]:
+    known = {name for found in names_by_kind(planned).values() for name in found}
+    return [name for name in names if name not in known]
+
+
+def _entries_where(planned: StackPlan, keep) -> list[str]:
+    return [p.entry.name for p in planned.entries if keep(p)]
+
+
+def pool_facts(planned: StackPlan, name: str) -> dict[str, Any]:
+    """A node pool: its nodes or autoscaling, GPUs, where it is (a site's worker), and what
+    uses it: the queues with quota on it, its reservations, the entries placed on it."""
+    cfg = planned.config
+    pool = cfg.pool(name)
+    gpu = None
+    if pool.gpu is not None:
+        gpu = {"perNode": pool.gpu_per_node, "resource": pool.gpu_resource}
+    return {
+        "name": pool.name, "role": pool.role,
+        "nodes": list(pool.static_nodes) if pool.autoscale is None else None,
+        "autoscale": autoscale_summary(pool),
+        "gpu": gpu,
+        "worker": cfg.pool_worker.get(pool.name),
+        "queues": {q.name: dict(q.quota[pool.name]) for q in cfg.queues if pool.name in q.quota},
+        "reservations": [r.name for r in cfg.reservations if r.pool == pool.name],
+        "entries": _entries_where(planned, lambda p: p.pool is not None and p.pool.name == pool.name),
+    }
+
+
+def named_queue_facts(planned: StackPlan, name: str) -> dict[str, Any]:
+    """A queue: its quota per pool, cohort, preemption and hold, the entries it admits
+    (their own queue or their profile's), and the budgets that count it."""
+    cfg = planned.config
+    queue = next(q for q in cfg.queues if q.name == name)
+    return {
+        "name": queue.name, "cohort": queue.cohort,
+        "quota": {pool: dict(amounts) for pool, amounts in queue.quota.items()},
+        "borrowingLimit": {pool: dict(a) for pool, a in (queue.borrowing_limit or {}).items()},
+        "preemption": queue.preemption.model_dump(by_alias=True),
+        "hold": queue.hold,
+        "entries": _entries_where(planned, lambda p: p.entry.queue == queue.name),
+        "budgets": [b.name for b in cfg.budgets if queue.name in b.queues],
+    }
+
+
+def priority_facts(planned: StackPlan, name: str) -> dict[str, Any]:
+    """A priority: its value, whether it is the default, and the entries that have it."""
+    item = next(p for p in planned.config.priorities if p.name == name)
+    return {"name": item.name, "value": item.value, "default": item.default, "description": item.description,
+            "entries": _entries_where(planned, lambda p: p.entry.priority == item.name)}
+
+
+def budget_facts(planned: StackPlan, name: str, now: datetime) -> dict[str, Any]:
+    """A budget: its queues, limits, period (a reset schedule or a grant) and next reset,
+    what it does when spent, and the entries of its queues."""
+    budget = next(b for b in planned.config.budgets if b.name == name)
+    after = budget.periods().next_reset(now)
+    period = ({"reset": budget.reset, "timeZone": budget.time_zone} if budget.reset is not None
+              else {"start": budget.start.isoformat() if budget.start else None,
+                    "end": budget.end.isoformat() if budget.end else None})
+    return {"name": budget.name, "queues": list(budget.queues), "limits": dict(budget.limits), "period": period,
+            "nextReset": after.isoformat() if after else None, "atLimit": budget.at_limit,
+            "warnAt": list(budget.warn_at),
+            "entries": _entries_where(planned, lambda p: p.entry.queue in budget.queues)}
+
+
+def cluster_worker_facts(planned: StackPlan, name: str) -> dict[str, Any]:
+    """A worker cluster of a MultiKueue site: how it is reached, its pools, whether it
+    drains, and the queues with quota on its pools."""
+    cfg = planned.config
+    worker = next(w for w in cfg.workers if w.name == name)
+    pools = [p.name for p in cfg.pools_of(worker.name)]
+    return {"name": worker.name, "context": worker.context, "apiServer": cfg.worker_servers.get(worker.name),
+            "pools": pools, "drain": worker.drain,
+            "queues": [q.name for q in cfg.queues if any(pool in q.quota for pool in pools)]}
+
+
 def select(plans: list[WorkloadPlan], names: Iterable[str]) -> list[WorkloadPlan]:
-    """The plans of the named entries in the order asked (all of them when none is named)."""
+    """The plans of the named entries in the order asked (all of them when none is named);
+    names of other kinds are left to `explain`."""
     names = list(names)
     if not names:
         return list(plans)
     by_name = {plan.entry.name: plan for plan in plans}
-    return [by_name[name] for name in dict.fromkeys(names)]
-
-
-def unknown_names(plans: list[WorkloadPlan], names: Iterable[str]) -> list[str]:
-    known = {plan.entry.name for plan in plans}
-    return [name for name in names if name not in known]
+    return [by_name[name] for name in dict.fromkeys(names) if name in by_name]
 
 
 def explain(planned: StackPlan, names: Iterable[str] = (), now: Optional[datetime] = None) -> dict[str, Any]:
     """The JSON document of `kns explain --format json`, read from the stack's plan; `now`
-    (default: the plan's instant) is when the states and next runs are computed from."""
+    (default: the plan's instant) is when the states and next runs are computed from.
+    Without names: every entry and reservation; with names, each named thing of every kind
+    that has the name (an entry's reservation with it)."""
     cfg, plans = planned.config, planned.entries
+    names = list(dict.fromkeys(names))
     lines = queues.usage(cfg, plans)
     starts = check_starts(cfg, plans, now)
     chosen = select(plans, names)
-    wanted = {p.entry.reservation for p in chosen} if list(names) else {r.name for r in planned.reservations}
+    known = names_by_kind(planned)
+    named = {kind: [n for n in names if n in known[kind]] for kind in KINDS}
+    wanted = ({p.entry.reservation for p in chosen} | set(named["reservation"]) if names
+              else {r.name for r in planned.reservations})
     moment = now or planned.now
-    return {
+    document: dict[str, Any] = {
         "stack": cfg.stack,
         "now": now.isoformat() if now else None,
         "entries": [entry_facts(planned, plan, now, lines, starts) for plan in chosen],
         "reservations": [reservation_facts(planned, r, moment) for r in planned.reservations if r.name in wanted],
         "warnings": list(cfg.warnings),
     }
+    makers = {"pool": lambda n: pool_facts(planned, n), "queue": lambda n: named_queue_facts(planned, n),
+              "priority": lambda n: priority_facts(planned, n), "budget": lambda n: budget_facts(planned, n, moment),
+              "worker": lambda n: cluster_worker_facts(planned, n)}
+    for kind, make in makers.items():
+        if named[kind]:
+            document[KEYS[kind]] = [make(n) for n in named[kind]]
+    return document
 
 
 # ---- text -------------------------------------------------------------------------------
@@ -304,6 +408,11 @@ def explain(planned: StackPlan, names: Iterable[str] = (), now: Optional[datetim
 
 def _amounts(values: Optional[dict[str, str]]) -> str:
     return " ".join(f"{k}={v}" for k, v in (values or {}).items()) or "-"
+
+
+def _quota(amounts: Optional[dict[str, Any]]) -> str:
+    """Quantities by resource, as a person writes them (`config.quantity.human`)."""
+    return " ".join(f"{r}={human_of(r, parse(v, kind_for_resource(r)))}" for r, v in (amounts or {}).items()) or "-"
 
 
 def _toleration(item: dict[str, Any]) -> str:
@@ -330,7 +439,7 @@ def _pool(facts: dict[str, Any]) -> str:
     auto = facts["nodePoolAutoscale"]
     if auto is None:
         return f"{facts['nodePool']} (static)"
-    limits = _amounts(auto["limits"]) if auto["limits"] else "no limits"
+    limits = _quota(auto["limits"]) if auto["limits"] else "no limits"
     return f"{facts['nodePool']} (autoscaled: Karpenter NodePool {auto['nodePool']}, {limits})"
 
 
@@ -363,7 +472,7 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
         field_rows.append(["each Job", _job_text(facts["job"])])
     queue = facts["queue"]
     if queue is not None:
-        held = "; ".join(f"pool {pool}: {_amounts(amounts)}" for pool, amounts in queue["quota"].items())
+        held = "; ".join(f"pool {pool}: {_quota(amounts)}" for pool, amounts in queue["quota"].items())
         cohort = f", cohort {queue['cohort']}" if queue["cohort"] else ""
         field_rows.append(["queue", f"{queue['name']} (Kueue ClusterQueue{cohort}; {held or 'no quota on its pool'})"])
         if "workers" in queue:
@@ -371,7 +480,7 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
             field_rows.append(["runs on", f"the worker MultiKueue finds room on: {able or 'none'}; dispatched to "
                                           f"the workers of its queue: {', '.join(queue['workers'])}"])
         if queue["requests"]:
-            field_rows.append(["one Job asks", _amounts(queue["requests"])])
+            field_rows.append(["one Job asks", _quota(queue["requests"])])
     priority = facts["priority"]
     if priority is not None:
         value = f" ({priority['source']})" if priority["source"] else ""
@@ -416,14 +525,14 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
         rows = [["container", "requests", "limits"]]
         for c in facts["containers"]:
             label = c["name"] + (" (init, warm-up wait)" if c["wait"] else " (init)" if c["init"] else "")
-            rows.append([label, _amounts(c["requests"]), _amounts(c["limits"])])
+            rows.append([label, _quota(c["requests"]), _quota(c["limits"])])
         totals = facts["podTotals"] or {}
         if workers is not None:
-            rows.append(["each worker's pod", _amounts(totals.get("requests")), _amounts(totals.get("limits"))])
-            rows.append([f"all {workers['count']} workers", _amounts(workers["total"].get("requests")),
-                         _amounts(workers["total"].get("limits"))])
+            rows.append(["each worker's pod", _quota(totals.get("requests")), _quota(totals.get("limits"))])
+            rows.append([f"all {workers['count']} workers", _quota(workers["total"].get("requests")),
+                         _quota(workers["total"].get("limits"))])
         else:
-            rows.append(["pod total (quota)", _amounts(totals.get("requests")), _amounts(totals.get("limits"))])
+            rows.append(["pod total (quota)", _quota(totals.get("requests")), _quota(totals.get("limits"))])
         lines += table(rows)
     if workers is not None and workers.get("limits"):
         lines.append(f"  limits the gang meets (all {workers['count']} workers at once):")
@@ -432,14 +541,14 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
                           for item in workers["limits"]])
     limit_range = facts["limitRange"]
     lines.append("  LimitRange kns-defaults (per container):")
-    lines += table([[k, _amounts(limit_range.get(k))] for k in ("default", "defaultRequest", "max", "min")
+    lines += table([[k, _quota(limit_range.get(k))] for k in ("default", "defaultRequest", "max", "min")
                      if k in limit_range])
     lines.append("  ResourceQuota kns-quota:")
     quota = facts["quota"]
     sides = {side: {k.partition(".")[2]: v for k, v in quota.items() if k.startswith(side + ".")}
              for side in ("requests", "limits")}
     other = {k: v for k, v in quota.items() if not k.startswith(("requests.", "limits."))}
-    lines += table([[k, v] for k, v in other.items()] + [[side, _amounts(values)] for side, values in sides.items() if values])
+    lines += table([[k, v] for k, v in other.items()] + [[side, _quota(values)] for side, values in sides.items() if values])
     schedule = facts.get("schedule")
     if schedule:
         warm = (f"{schedule['warmUpMinutes']} min; primer {', '.join(schedule['primerSchedules'])}"
@@ -472,11 +581,87 @@ def render_reservation(facts: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _listed(names: list[str]) -> str:
+    return ", ".join(names) or "-"
+
+
+def render_pool(facts: dict[str, Any]) -> list[str]:
+    auto = facts["autoscale"]
+    if auto is None:
+        nodes = f"{len(facts['nodes'])} static: {', '.join(facts['nodes'])}"
+    else:
+        nodes = f"autoscaled by Karpenter (NodePool {auto['nodePool']}; limits {_quota(auto['limits'])})"
+    rows = [["role", facts["role"]], ["nodes", nodes]]
+    if facts["gpu"] is not None:
+        rows.append(["GPUs", f"{facts['gpu']['perNode']} per node ({facts['gpu']['resource']})"])
+    if facts["worker"]:
+        rows.append(["worker", facts["worker"]])
+    rows += [["queues", "; ".join(f"{q} ({_quota(a)})" for q, a in facts["queues"].items()) or "- (no quota on it)"],
+             ["reservations", _listed(facts["reservations"])], ["entries", _listed(facts["entries"])]]
+    return [f"pool {facts['name']}"] + table([[k + ":", v] for k, v in rows], "  ")
+
+
+def render_queue(facts: dict[str, Any]) -> list[str]:
+    preemption = facts["preemption"]
+    rows = [["quota", "; ".join(f"pool {pool}: {_quota(a)}" for pool, a in facts["quota"].items())],
+            ["cohort", facts["cohort"] or "- (borrows and lends nothing)"]]
+    if facts["borrowingLimit"]:
+        rows.append(["borrowing limit", "; ".join(f"pool {pool}: {_quota(a)}"
+                                                  for pool, a in facts["borrowingLimit"].items())])
+    rows += [["preemption", ", ".join(f"{k} {v}" for k, v in preemption.items())],
+             ["held", "yes: it admits nothing new" if facts["hold"] else "no"],
+             ["entries", _listed(facts["entries"])], ["budgets", _listed(facts["budgets"])]]
+    return [f"queue {facts['name']}  (Kueue ClusterQueue)"] + table([[k + ":", v] for k, v in rows], "  ")
+
+
+def render_priority(facts: dict[str, Any]) -> list[str]:
+    rows = [["value", str(facts["value"]) + (" (the default)" if facts["default"] else "")]]
+    if facts["description"]:
+        rows.append(["description", facts["description"]])
+    rows.append(["entries", _listed(facts["entries"])])
+    return [f"priority {facts['name']}  (Kueue WorkloadPriorityClass)"] + table([[k + ":", v] for k, v in rows], "  ")
+
+
+def render_budget(facts: dict[str, Any]) -> list[str]:
+    period = facts["period"]
+    when = (f"refilled {period['reset']} ({period['timeZone']})" if "reset" in period
+            else f"a grant from {period['start']} to {period['end']}")
+    rows = [["queues", _listed(facts["queues"])],
+            ["limits", ", ".join(f"{hours:g} h of {resource}" for resource, hours in facts["limits"].items())],
+            ["period", when + (f"; next reset {facts['nextReset']}" if facts["nextReset"] else "")],
+            ["when spent", f"{facts['atLimit']} (warnings at {', '.join(f'{p:g}%' for p in facts['warnAt'])})"],
+            ["entries", _listed(facts["entries"])]]
+    return [f"budget {facts['name']}"] + table([[k + ":", v] for k, v in rows], "  ")
+
+
+def render_worker(facts: dict[str, Any]) -> list[str]:
+    rows = [["reached by", f"context {facts['context']}" if facts["context"] else "its kubeconfig"],
+            ["API server", facts["apiServer"] or "-"], ["pools", _listed(facts["pools"])],
+            ["draining", "yes: MultiKueue sends it nothing new" if facts["drain"] else "no"],
+            ["queues", _listed(facts["queues"])]]
+    return [f"worker {facts['name']}  (MultiKueue worker cluster)"] + table([[k + ":", v] for k, v in rows], "  ")
+
+
+RENDERERS = {"reservations": render_reservation, "pools": render_pool, "queues": render_queue,
+             "priorities": render_priority, "budgets": render_budget, "workers": render_worker}
+
+
 def render_text(document: dict[str, Any]) -> str:
     blocks = ["\n".join(render_entry(facts)) for facts in document["entries"]]
-    blocks += ["\n".join(render_reservation(facts)) for facts in document.get("reservations", [])]
+    for key, render in RENDERERS.items():
+        blocks += ["\n".join(render(facts)) for facts in document.get(key, [])]
     blocks += [f"warning: {w}" for w in document.get("warnings", [])]
-    head = f"stack {document['stack']}: {len(document['entries'])} entr{'y' if len(document['entries']) == 1 else 'ies'}"
+    count = len(document["entries"])
+    shown = [f"{count} entr{'y' if count == 1 else 'ies'}"] if count or not any(
+        document.get(key) for key in RENDERERS) else []
+    for kind, key in KEYS.items():
+        if key in RENDERERS and key != "reservations" and document.get(key):
+            many = len(document[key])
+            shown.append(f"{many} {kind if many == 1 else key}")
+    if document.get("reservations") and not count:
+        many = len(document["reservations"])
+        shown.insert(0, f"{many} reservation{'' if many == 1 else 's'}")
+    head = f"stack {document['stack']}: {', '.join(shown)}"
     if document["now"]:
         head += f"; next runs after {datetime.fromisoformat(document['now']).replace(microsecond=0).isoformat()}"
     return "\n\n".join([head, *blocks]) + "\n"

@@ -45,7 +45,7 @@ from typing import Any, Optional
 from config import devices as device_rules, queues as queue_rules, rules
 from config.errors import Problem
 from config.loader import PlatformConfig
-from config.quantity import Kind, kind_for_resource, parse, render
+from config.quantity import Kind, human_of, kind_for_resource, parse, render
 
 from . import accounting, multikueue, queues
 from .model import WorkloadPlan
@@ -346,7 +346,8 @@ def fit_problems(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> list[Problem
 
 
 def describe(limit: Limit) -> dict[str, Any]:
-    """One limit as `./kns explain` shows it: needed, held and headroom."""
-    return {"limit": limit.limit, "resource": limit.resource, "needed": _show(limit.resource, limit.needed),
-            "held": _show(limit.resource, limit.held), "headroom": _show(limit.resource, limit.headroom),
+    """One limit as `./kns explain` shows it: needed, held and headroom, as a person writes
+    them (`config.quantity.human`)."""
+    return {"limit": limit.limit, "resource": limit.resource, "needed": human_of(limit.resource, limit.needed),
+            "held": human_of(limit.resource, limit.held), "headroom": human_of(limit.resource, limit.headroom),
             "detail": limit.detail}
