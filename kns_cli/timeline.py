@@ -86,9 +86,10 @@ class Row:
 
 def rows(plans: list[WorkloadPlan], start: datetime, end: datetime,
          starts: Optional[dict[str, StartCheck]] = None) -> list[Row]:
-    """Every schedule entry with its runs in [start, end)."""
-    return [Row(plan, runs_between(plan, start, end), (starts or {}).get(plan.entry.name))
-            for plan in plans if plan.is_schedule]
+    """Every schedule entry with its runs in [start, end), and every other entry that runs
+    in a reservation's windows (no runs of its own: its row shows the windows)."""
+    return [Row(plan, runs_between(plan, start, end) if plan.is_schedule else [], (starts or {}).get(plan.entry.name))
+            for plan in plans if plan.is_schedule or (plan.entry.reservation is not None and plan.pod_spec is not None)]
 
 
 def number(value: float) -> str:
@@ -106,6 +107,8 @@ def _local(moment: datetime, zone: str) -> str:
 
 def _describe(plan: WorkloadPlan) -> str:
     entry = plan.entry
+    if not plan.is_schedule:
+        return f"runs in the windows of reservation {entry.reservation}"
     text = f"cron {entry.schedule} in {entry.time_zone}"
     if plan.primers is not None:
         text += f" \u00b7 warm-up {plan.primers.lead} min"
@@ -214,7 +217,7 @@ def draw(cfg: PlatformConfig, plans: list[WorkloadPlan], start: datetime, hours:
                 by_reservation.setdefault(band.reservation, []).append(band)
         for index, row in enumerate(table, start=len(reserved)):
             _row(drawing, index, row, by_reservation.get(row.plan.entry.reservation or "", []))
-        _legend(drawing, height, bool(reserved))
+        _legend(drawing, height)
     return drawing
 
 
@@ -266,7 +269,7 @@ def _band_row(drawing: Drawing, index: int, pool: str, found: list[Band]) -> Non
 
 def _row(drawing: Drawing, index: int, row: Row, windows: Sequence[Band] = ()) -> None:
     plan, ax = row.plan, drawing.ax
-    name, zone = plan.entry.name, plan.entry.time_zone
+    name = plan.entry.name
     if index % 2 == 0:
         _backdrop(drawing, index, "#f5f7fa")
     for i, band in enumerate(windows):  # its reservation's windows under its runs
@@ -282,6 +285,7 @@ def _row(drawing: Drawing, index: int, row: Row, windows: Sequence[Band] = ()) -
                 and (not xs or xs[-1] < PLOT_WIDTH - 50))
     bar, mark = BAR_HEIGHT / ROW_HEIGHT, MARK_HEIGHT / ROW_HEIGHT / 2
     for i, run in enumerate(row.runs):
+        zone = plan.entry.time_zone
         x = drawing.hours(run.start)
         if run.primer is not None:
             # On an autoscaled pool Karpenter adds a node for the primed pod and keeps it to the start.
@@ -339,10 +343,11 @@ def _axis(drawing: Drawing, hours: float) -> None:
                         "UTC hour", ha="right", fontsize=10, fontweight="bold")
 
 
-def _legend(drawing: Drawing, height: float, reservations: bool) -> None:
+def _legend(drawing: Drawing, height: float) -> None:
+    """What each kind of mark drawn means: only the kinds the drawing has."""
+    drawn = set(drawing.kinds.values())
     handles = []
-    for kind in ("run", "warmup", "warm-capacity", "guaranteed", "best-effort") + (
-            ("window", "window-warmup") if reservations else ()):
+    for kind in [kind for kind in LEGEND if kind in drawn]:
         face, edge = COLORS[kind]
         if kind in ("run", "guaranteed", "best-effort"):
             handles.append(Line2D([], [], color=edge, linewidth=2.5, marker="o", markersize=7, markerfacecolor=face,
