@@ -662,6 +662,6 @@ def render_text(document: dict[str, Any]) -> str:
         many = len(document["reservations"])
         shown.insert(0, f"{many} reservation{'' if many == 1 else 's'}")
     head = f"stack {document['stack']}: {', '.join(shown)}"
-    if document["now"]:
+    if document["now"] and count:
         head += f"; next runs after {datetime.fromisoformat(document['now']).replace(microsecond=0).isoformat()}"
     return "\n\n".join([head, *blocks]) + "\n"
