@@ -337,7 +337,7 @@ def test_explain_shows_an_autoscaled_pool_as_such(capsys):
 def test_explain_unknown_entry(capsys):
     code, out, err = main(capsys, "explain", "nightly-reprot")
     assert code == 2 and out == ""
-    assert 'no entry named "nightly-reprot"; did you mean "nightly-report"?' in err
+    assert 'nothing named "nightly-reprot"; did you mean "nightly-report"?' in err
 
 
 @pytest.mark.parametrize("given, meant", [("TRAIN-RESNET", "train-resnet"), ("Nightly-Report", "nightly-report"),
@@ -347,7 +347,7 @@ def test_explain_suggests_the_entry_a_name_in_other_case_or_a_part_of_one_means(
     and a word that is part of one name only suggests it, however long the name."""
     code, out, err = main(capsys, "explain", given)
     assert code == 2 and out == ""
-    assert f'no entry named "{given}"; did you mean "{meant}"?' in err
+    assert f'nothing named "{given}"; did you mean "{meant}"?' in err
 
 
 def test_a_part_of_several_names_or_a_short_one_suggests_none():
