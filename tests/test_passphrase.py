@@ -52,6 +52,13 @@ def test_make_on_another_stack_without_a_passphrase_stops_before_anything_runs(u
     assert pulumi_calls(up_sh) == [] and not (up_sh / ".pulumi-state").exists()
 
 
+def test_the_documented_session_is_what_make_prints(up_sh):
+    """README, "Passphrases": the message of `KNS_STACK=site make up` without a passphrase."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    shown = readme.split("$ KNS_STACK=site make up\n", 1)[1].splitlines()[0].strip()
+    assert run_up_sh(up_sh, "up", KNS_STACK="site").stderr.strip() == shown
+
+
 @pytest.mark.parametrize("given", [{PASSPHRASE: "theirs"}, {PASSPHRASE_FILE: "FILE"}])
 def test_another_stack_runs_with_the_passphrase_it_is_given(up_sh, given):
     secret = up_sh / "passphrase"
