@@ -26,7 +26,9 @@ test: venv system-deps
 up: venv
 	$(if $(ENTRIES),./kns up --stack $(or $(KNS_STACK),dev) $(ENTRIES),bash scripts/up.sh up)
 
-## make outputs: the stack outputs of the last `make up` (its backend and passphrase).
+## make outputs: the stack outputs of the last `make up` (its backend and passphrase), saying which stack.
+## Every target runs the dev stack unless KNS_STACK names another, which needs PULUMI_CONFIG_PASSPHRASE or
+## PULUMI_CONFIG_PASSPHRASE_FILE (README, "Passphrases"; checked before anything runs).
 outputs: venv
 	@bash scripts/up.sh outputs
 

@@ -68,7 +68,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                     "HEAD once everything applied. Exit 1 when the backend cannot be read or written. "
                     "See docs/ci.md.")
     applied.add_argument("--record", metavar="REV", help="record this commit (e.g. HEAD) as applied")
-    applied.set_defaults(run=run)
+    applied.set_defaults(run=run, engine=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -28,6 +28,7 @@ from plan.targeting import entry_urns
 from . import applied as applied_module
 from . import changed as changed_module
 from . import explain as explain_module
+from . import passphrase as passphrase_module
 from . import layout as layout_module
 from . import preview as preview_module
 from . import queues as queues_module
@@ -171,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     preview.add_argument("--format", choices=("text", "markdown", "json"), default="text",
                          help="text: one aligned row per changed object (default); markdown: the per-entry "
                               "summary CI posts; json: the preview JSON both are made from")
-    preview.set_defaults(run=run_preview)
+    preview.set_defaults(run=run_preview, engine=True)
 
     up = commands.add_parser(
         "up", help="apply the named entries only (added, changed or removed ones)",
@@ -185,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "fails, 2 for a name neither the config nor the state has, 3 when refused. See docs/cli.md.")
     up.add_argument("entries", nargs="+", metavar="ENTRY", help="entry names (at least one)")
     up.add_argument("--verbose", action="store_true", help="show the engine's output on the terminal too (as VERBOSE=1)")
-    up.set_defaults(run=run_up)
+    up.set_defaults(run=run_up, engine=True)
 
     changed_module.add_parser(commands)
     applied_module.add_parser(commands)
@@ -200,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     recover.add_argument("--force", action="store_true",
                          help="also release a lock taken on another host (a cancelled CI runner) or on a backend "
                               "other than a file backend: only once that run is known to be over")
-    recover.set_defaults(run=run_recover)
+    recover.set_defaults(run=run_recover, engine=True)
 
     restack = commands.add_parser(
         "restack", help="move entries to the entry stacks kns:state.entryStacks says (state only)",
@@ -211,14 +212,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "while an entry is in another stack. Exit 1 when the config is invalid or a move fails. "
                     "See docs/entry-stacks.md.")
     restack.add_argument("--dry-run", action="store_true", help="say what would move, and move nothing")
-    restack.set_defaults(run=run_restack)
+    restack.set_defaults(run=run_restack, engine=True)
 
     outputs = commands.add_parser(
         "outputs", help="the stack outputs of the last `make up`, as JSON",
         description="`pulumi stack output --json` of the stack, with the backend and passphrase `make up` uses "
                     "(scripts/up.sh outputs; PULUMI_BACKEND_URL and PULUMI_CONFIG_PASSPHRASE override them "
                     "as there). Exit 1 when the stack has not been brought up.")
-    outputs.set_defaults(run=run_outputs)
+    outputs.set_defaults(run=run_outputs, engine=True)
     return parser
 
 
@@ -384,7 +385,7 @@ def run_preview(args: argparse.Namespace) -> int:
             return 1
     preview, status = preview_module.combine(parts)
     owners = {(r.type, r.name): r.owner for r in registrations(planned)}
-    missing = preview_module.missing_dependency(preview, owners)
+    missing = preview_module.missing_dependency(preview, args.stack, owners)
     if missing:
         print(missing, file=sys.stderr)
         return 1
@@ -457,10 +458,15 @@ def outputs_command(stack: str, project_dir: Path = ROOT) -> tuple[list[str], di
 
 
 def run_outputs(args: argparse.Namespace) -> int:
-    # A misspelt stack or project is a usage error with its did-you-mean, as for every command.
-    stack_path(Path(args.project_dir), args.stack)
     command, env = outputs_command(args.stack, args.project_dir)
     return 0 if subprocess.run(command, env=env).returncode == 0 else 1
+
+
+def engine_door(args: argparse.Namespace) -> None:
+    """What a command that runs the engine checks before anything else: the stack's file
+    (a misspelt name gets its did-you-mean), then its passphrase (kns_cli/passphrase.py)."""
+    stack_path(Path(args.project_dir), args.stack)
+    passphrase_module.passphrase_environment(Path(args.project_dir).resolve(), args.stack, os.environ)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -470,6 +476,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
+        if getattr(args, "engine", False):
+            engine_door(args)
         return args.run(args)
     except UsageError as exc:
         print(f"kns {args.command}: {exc}", file=sys.stderr)

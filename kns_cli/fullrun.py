@@ -198,17 +198,17 @@ def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] 
          cwd: Optional[Path] = None) -> int:
     """A SIGINT (Ctrl-C, a CI cancel) reaches the engines too, which stop; it starts no
     further stack and ends in a message, never a traceback."""
+    args, pulumi_args = parse(argv)
     with engine_run.interruptible() as interrupted:
-        status = _main(argv, env, cwd, interrupted)
+        status = _main(args, pulumi_args, env, cwd, interrupted)
     if interrupted:
-        print("Interrupted: stacks not yet started were not run; `./kns recover` makes state, cluster and config "
-              "agree (docs/operations.md)", file=sys.stderr)
+        print(f"Interrupted: stacks not yet started were not run; `{stacks.kns_command('recover', args.stack)}` "
+              "makes state, cluster and config agree (docs/operations.md)", file=sys.stderr)
         status = status or 130
     return status
 
 
-def _main(argv: Optional[Sequence[str]], env: Optional[Mapping[str, str]], cwd: Optional[Path],
-          interrupted: Sequence[int]) -> int:
+def parse(argv: Optional[Sequence[str]]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(prog="python -m kns_cli.fullrun", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=("up", "preview"))
     parser.add_argument("--stack", required=True)
@@ -216,8 +216,11 @@ def _main(argv: Optional[Sequence[str]], env: Optional[Mapping[str, str]], cwd: 
     parser.add_argument("--log-dir", type=Path, default=Path("build/logs"))
     given = list(sys.argv[1:] if argv is None else argv)
     split = given.index("--") if "--" in given else len(given)
-    args = parser.parse_args(given[:split])
-    pulumi_args = given[split + 1:]
+    return parser.parse_args(given[:split]), given[split + 1:]
+
+
+def _main(args: argparse.Namespace, pulumi_args: list[str], env: Optional[Mapping[str, str]], cwd: Optional[Path],
+          interrupted: Sequence[int]) -> int:
     env = dict(os.environ if env is None else env)
     cwd = Path.cwd() if cwd is None else cwd
     base = args.stack

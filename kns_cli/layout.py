@@ -141,7 +141,7 @@ def problem(moves: Sequence[Move], base: str, entry_stacks: Optional[int]) -> Op
         return (f"kns: {len(back)} {'entry lives' if len(back) == 1 else 'entries live'} in entry stacks of {base} "
                 f"({shown}), but its config sets no kns:state.entryStacks: kns:state {ENTRY_STACKS_UNSPLIT.message}. "
                 f"Nothing was run.")
-    command = "./kns restack" + ("" if base == preview_module.DEV_STACK else f" --stack {base}")
+    command = stacks.kns_command("restack", base)
     return (f"kns: kns:state.entryStacks is {entry_stacks}, and {len(moves)} "
             f"{'entry is' if len(moves) == 1 else 'entries are'} in another stack: {shown}. Run `{command}` "
             f"(it moves them in the state; nothing on the cluster changes), then this again. Nothing was run.")
@@ -214,6 +214,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
         if args.action == "outputs":
             print(json.dumps(stack_outputs(project_dir, args.stack, os.environ), indent=2, sort_keys=True))
+            # Which stack these are, where the JSON stays the outputs alone (`| jq`).
+            print(f"Outputs of stack {args.stack} (another: --stack NAME, or KNS_STACK=NAME make outputs)",
+                  file=sys.stderr)
             return 0
         if entry_stacks is None and state_section(project_dir, args.stack) is not None:
             return 0  # a kns:state the program refuses: its run says so, and applies nothing

@@ -40,10 +40,9 @@ from plan.targeting import ONLY_ENTRIES
 
 from . import summary
 from .engine import engine_settings
+from .passphrase import passphrase_environment, secrets_provider
 from .stack import ROOT, UsageError
 
-DEV_STACK = "dev"
-DEV_PASSPHRASE = "kns-dev-local"  # the dev stack's committed encryptionsalt belongs to it (scripts/up.sh)
 TOOLCHAIN_SCRIPT = ROOT / "scripts" / "toolchain.sh"
 # What the engine says when a targeted resource needs one that is not in the stack yet
 # (pulumi 3.259 writes "which was was not specified"; either is read).
@@ -76,11 +75,12 @@ def toolchain() -> str:
 def engine_environment(project_dir: Path, stack: str, names: Sequence[str], bin_dir: str,
                        environ: Mapping[str, str], token: Optional[str] = None,
                        narrowed: Optional[bool] = None) -> dict[str, str]:
-    """The environment of scripts/up.sh (with the engine settings of scripts/lib/engine.sh),
-    plus the entries the program is to register, if any are named (or `narrowed`: `./kns up`
+    """The environment of scripts/up.sh (with the engine settings of scripts/lib/engine.sh,
+    and the passphrase rule of kns_cli/passphrase.py: PassphraseMissing for a stack that
+    needs one that is not set), plus the entries the program is to register, if any are named (or `narrowed`: `./kns up`
     of removed entries only names none), with the run's `token` (which the pulumi
     command's `--message` must carry: `preview_arguments`)."""
-    env = {**environ, **engine_settings(environ)}
+    env = {**environ, **engine_settings(environ), **passphrase_environment(project_dir, stack, environ)}
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     env["PULUMI_SKIP_UPDATE_CHECK"] = "true"
     env["PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION"] = "true"
@@ -88,8 +88,6 @@ def engine_environment(project_dir: Path, stack: str, names: Sequence[str], bin_
         state = project_dir / ".pulumi-state"
         state.mkdir(exist_ok=True)
         env["PULUMI_BACKEND_URL"] = f"file://{state}"
-    if stacks.role(stack).base == DEV_STACK and not env.get("PULUMI_CONFIG_PASSPHRASE") and not env.get("PULUMI_CONFIG_PASSPHRASE_FILE"):
-        env["PULUMI_CONFIG_PASSPHRASE"] = DEV_PASSPHRASE
     env["PULUMI_DEBUG_COMMANDS"] = "true"  # what makes `pulumi preview --event-log` available
     if names if narrowed is None else narrowed:
         if not token:
@@ -121,7 +119,8 @@ def select_stack(project_dir: Path, stack: str, env: Mapping[str, str], create: 
     if not create or NO_SUCH_STACK not in done.stderr:
         raise PreviewFailed(f"cannot select stack {stack} on {env['PULUMI_BACKEND_URL']}: {done.stderr.strip()}"
                             + ("" if NO_SUCH_STACK in done.stderr else
-                               " (after an interrupted run: ./kns recover, docs/operations.md)"))
+                               f" (after an interrupted run: {stacks.kns_command('recover', stack)}, "
+                               "docs/operations.md)"))
     this = stacks.role(stack)
     print(f"kns: creating {'stack' if this.index is None else 'entry stack'} {stack} on {env['PULUMI_BACKEND_URL']}",
           file=sys.stderr)
@@ -134,16 +133,6 @@ def select_stack(project_dir: Path, stack: str, env: Mapping[str, str], create: 
         own.unlink(missing_ok=True)
     if made.returncode != 0:
         raise PreviewFailed(f"cannot create stack {stack} on {env['PULUMI_BACKEND_URL']}: {made.stderr.strip()}")
-
-
-def secrets_provider(project_dir: Path, base: str) -> Optional[str]:
-    """The stack's `secretsprovider` (a cloud KMS, say); None for the passphrase's."""
-    try:
-        document = yaml.safe_load((project_dir / f"Pulumi.{base}.yaml").read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
-        return None
-    value = document.get("secretsprovider") if isinstance(document, dict) else None
-    return str(value) if value and value != "passphrase" else None
 
 
 def policy_pack(project_dir: Path) -> Path:
@@ -220,10 +209,12 @@ def render_summary(preview: dict[str, Any], stack: str, names: Sequence[str], ot
                                     platform=ps.Section(ps.PLATFORM)))
     text = text.partition(f"\n### {ps.PLATFORM}:")[0].rstrip("\n")
     return (f"{text}\n\n**Not previewed** (`--target`): the platform ({platform} resources) and the {others} "
-            f"other entries stay as the stack has them; `make preview` previews the whole stack.\n")
+            f"other entries stay as the stack has them; `{stacks.make_command('preview', stack)}` previews the whole "
+            f"stack.\n")
 
 
-def missing_dependency(preview: Mapping[str, Any], owners: Mapping[tuple[str, str], str] = {}) -> Optional[str]:
+def missing_dependency(preview: Mapping[str, Any], stack: str,
+                       owners: Mapping[tuple[str, str], str] = {}) -> Optional[str]:
     """When the engine refused the targets because something they need is not in the stack
     yet (a new queue, a stack never applied): one message naming the first such resource by
     its kind and the config it comes from (`owners`: (type, logical name) -> config path,
@@ -239,5 +230,6 @@ def missing_dependency(preview: Mapping[str, Any], owners: Mapping[tuple[str, st
         what = f"the {ps.kind_of(needed.type)} of {owner}" if owner else f"{ps.kind_of(needed.type)} {needed.name}"
         return (f"kns preview: the named entries depend on {what}, which the stack does not have yet "
                 f"(a new queue, pool or cluster, or a stack never applied): preview the whole stack with "
-                f"`make preview`, and apply it with `make up` before previewing entries one by one")
+                f"`{stacks.make_command('preview', stack)}`, and apply it with `{stacks.make_command('up', stack)}` "
+                f"before previewing entries one by one")
     return None

@@ -150,11 +150,13 @@ def release_lock(project_dir: Path, project: str, stack: str, env: Mapping[str, 
     live = [lock for lock in locks if running_here(lock)]
     if live:
         raise RecoverFailed(f"an update of stack {stack} is still running ({'; '.join(l.describe() for l in live)}): "
-                            "let it finish, or stop it (kill -INT <pid>) and run `./kns recover` again")
+                            f"let it finish, or stop it (kill -INT <pid>) and run "
+                            f"`{stacks.kns_command('recover', stack)}` again")
     elsewhere = [lock for lock in locks if lock.hostname != socket.gethostname()]
     if elsewhere and not force:
         raise RecoverFailed(f"stack {stack} is locked from another host ({'; '.join(l.describe() for l in elsewhere)}): "
-                            "once that run is over (a cancelled CI job), run `./kns recover --force`")
+                            f"once that run is over (a cancelled CI job), run "
+                            f"`{stacks.kns_command('recover --force', stack)}`")
     say(f"step 1/5: removing {len(locks)} stale lock(s) ({'; '.join(l.describe() for l in locks)})")
     pulumi(["cancel", "--yes", stack], project_dir, env, "step 1/5 (cancel)")
 
@@ -377,7 +379,7 @@ def switch_problems(cfg: PlatformConfig, live: Mapping[str, Optional[Mapping[str
         where = f"reservation {item.name}: CronJob {namespace_name(cfg, item.name)}/switch"
         cron = live.get(item.name)
         if cron is None:
-            found.append(f"{where} is missing: nothing switches its windows (`make up` creates it)")
+            found.append(f"{where} is missing: nothing switches its windows (`{stacks.make_command('up', cfg.stack)}` creates it)")
             continue
         spec = cron.get("spec") or {}
         schedule, suspended = spec.get("schedule"), bool(spec.get("suspend"))

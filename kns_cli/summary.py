@@ -29,6 +29,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterable, Optional, Sequence
 
+from plan import stacks
+
 SUMMARY_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "preview-summary.py"
 # The widest line printed; longer lists of objects end with "and N more".
 WIDTH = 200
@@ -363,5 +365,5 @@ def render_text(stack: str, steps: Sequence[dict[str, Any]], names: Iterable[str
     if unchanged:
         out.append(f"Unchanged: {', '.join(unchanged)}")
     out.append(f"Not previewed: the platform and the {others} other {'entry' if others == 1 else 'entries'} stay as "
-               f"the stack has them (make preview previews the whole stack)")
+               f"the stack has them ({stacks.make_command('preview', stack)} previews the whole stack)")
     return "\n".join(out) + "\n"

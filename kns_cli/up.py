@@ -99,8 +99,8 @@ def refusal(stack: str, changed: Sequence[str], recorded: Any) -> str:
         shown = [f"{name} (the program's files)" if name == fingerprint.PROGRAM else name for name in changed]
         why = (f"shared {'section' if len(shown) == 1 else 'sections'} changed since the last full `up`: "
                f"{', '.join(shown)}; every entry depends on {'it' if len(shown) == 1 else 'them'}")
-    command = "make up" if stack == preview_module.DEV_STACK else f"KNS_STACK={stack} make up"
-    return (f"kns up: refused, nothing was applied: {why}. Apply the whole stack with `{command}` "
+    return (f"kns up: refused, nothing was applied: {why}. Apply the whole stack with "
+            f"`{stacks.make_command('up', stack)}` "
             f"(then `./kns up ENTRY...` applies single entries again)")
 
 
@@ -161,6 +161,6 @@ def run_up(project_dir: Path, planned: StackPlan, stack: str, names: Sequence[st
             break
     others = len({plan.entry.name for plan in plans} | set(held.entries)) - len(set(present) | set(removed))
     out.write(f"Not applied (--target): the platform and the {others} other "
-              f"{'entry' if others == 1 else 'entries'} stay as the stack has them; `make up` applies the whole "
-              f"stack.\n")
+              f"{'entry' if others == 1 else 'entries'} stay as the stack has them; "
+              f"`{stacks.make_command('up', stack)}` applies the whole stack.\n")
     return status

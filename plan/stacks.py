@@ -22,6 +22,8 @@ from config.loader import Checked
 from config.rules import ENTRY_STACK_SUFFIX, ENTRY_STACK_UNKNOWN
 
 _SUFFIX = re.compile(ENTRY_STACK_SUFFIX)
+# The stack `make` and `./kns` run when none is named: the one with a committed passphrase.
+DEV = "dev"
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,19 @@ def stacks(base: str, entry_stacks: Optional[int]) -> list[str]:
 def holds(this: Role, name: str, entry_stacks: Optional[int]) -> bool:
     """Whether the stack of role `this` holds entry `name`."""
     return holder(this.base, name, entry_stacks) == this.name
+
+
+def make_command(target: str, stack: str) -> str:
+    """`make TARGET` for the stack, as a hint prints it: one copied for a stack other than
+    dev must run on that stack, not on the Makefile's default."""
+    base = role(stack).base
+    return f"make {target}" if base == DEV else f"KNS_STACK={base} make {target}"
+
+
+def kns_command(command: str, stack: str) -> str:
+    """`./kns COMMAND` for the stack, as a hint prints it (`make_command`'s reason)."""
+    base = role(stack).base
+    return f"./kns {command}" if base == DEV else f"./kns {command} --stack {base}"
 
 
 def config_arguments(stack: str) -> list[str]:

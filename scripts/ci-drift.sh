@@ -12,6 +12,11 @@ set -euo pipefail
 stack=${1:?usage: scripts/ci-drift.sh STACK}
 root=$(cd "$(dirname "$0")/.." && pwd)
 py=${KNS_PYTHON:-$root/.venv/bin/python}
+# The passphrase rule of every door (kns_cli/passphrase.py), before anything runs.
+dev_passphrase=$(PYTHONPATH=$root "$py" -m kns_cli.passphrase "$stack" --as ci-drift) || exit 2
+if [ -n "$dev_passphrase" ]; then
+  export PULUMI_CONFIG_PASSPHRASE=$dev_passphrase
+fi
 out=build/drift-$stack
 rm -rf "$out"
 mkdir -p "$out"

@@ -21,9 +21,14 @@ set -uo pipefail
 
 stack=${1:?usage: scripts/ci-preview.sh STACK BASE}
 base=${2:?usage: scripts/ci-preview.sh STACK BASE}
-: "${PULUMI_BACKEND_URL:?the shared backend, read only}" "${PULUMI_CONFIG_PASSPHRASE:?the stacks passphrase}"
+: "${PULUMI_BACKEND_URL:?the shared backend, read only}"
 kns=${KNS:-./kns}
 python=${PYTHON:-python}
+# The passphrase rule of every door (kns_cli/passphrase.py), before anything runs.
+dev_passphrase=$("$python" -m kns_cli.passphrase "$stack" --as ci-preview) || exit 2
+if [ -n "$dev_passphrase" ]; then
+  export PULUMI_CONFIG_PASSPHRASE=$dev_passphrase
+fi
 here=$(dirname "$0")
 
 log=build/preview-$stack.log

@@ -16,7 +16,8 @@
 # by hand show as drift (preview) and are restored (up) (docs/operations.md).
 # The engine runs with the settings of scripts/lib/engine.sh (each one overridable).
 # Overridable: KNS_STACK, PULUMI_BACKEND_URL (default: a file:// backend in .pulumi-state),
-# PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE (default: the dev passphrase),
+# PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE (the dev passphrase for the dev
+# stack only; any other stack stops, before anything runs, until one is set: kns_cli/passphrase.py),
 # KNS_PROJECT_DIR (default: this checkout): the Pulumi project run, its Pulumi.yaml, stack
 # files and default backend (./kns outputs --project-dir); the scripts and kns_cli are this checkout's.
 set -euo pipefail
@@ -33,6 +34,15 @@ if [ "${VERBOSE:-}" = 1 ] || [ "${2:-}" = --diff ]; then
   verbose=(--verbose)
 fi
 
+# The passphrase rule first: a stack that needs one stops here, before the toolchain is built
+# or a stack created.
+dev_passphrase=$(kns_py -m kns_cli.passphrase "$stack" --as up) || exit 2
+if [ -n "$dev_passphrase" ]; then
+  export PULUMI_CONFIG_PASSPHRASE=$dev_passphrase
+fi
+# Hints name the stack unless it is dev (`KNS_STACK=site make outputs`).
+hint() { kns_py -m kns_cli.hint "$stack" "$@"; }
+
 export PULUMI_SKIP_UPDATE_CHECK=true
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
 bin=$(bash "$root/scripts/toolchain.sh")
@@ -44,10 +54,6 @@ if [ -z "${PULUMI_BACKEND_URL:-}" ]; then
   mkdir -p .pulumi-state
   export PULUMI_BACKEND_URL="file://$PWD/.pulumi-state"
 fi
-if [ -z "${PULUMI_CONFIG_PASSPHRASE:-}" ] && [ -z "${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ]; then
-  # Only for the local dev stack: real teams set their own (see README, "Shared backends").
-  export PULUMI_CONFIG_PASSPHRASE=kns-dev-local
-fi
 
 # A new stack is created; any other failure to select (a backend a killed run left
 # unreadable) is shown as it is, with the command that repairs it, never answered with an
@@ -55,7 +61,7 @@ fi
 if ! selected=$(pulumi stack select "$stack" --non-interactive 2>&1 >/dev/null); then
   if [[ $selected != *"no stack named"* ]] || [ "$action" = outputs ]; then
     echo "$selected" >&2
-    echo "up: cannot select stack $stack on $PULUMI_BACKEND_URL (after an interrupted run: make recover, docs/operations.md)" >&2
+    echo "up: cannot select stack $stack on $PULUMI_BACKEND_URL (after an interrupted run: $(hint make recover), docs/operations.md)" >&2
     exit 1
   fi
   echo "up: creating stack $stack on $PULUMI_BACKEND_URL" >&2
@@ -83,7 +89,7 @@ case "$action" in
     else
       echo "Stack $stack applied to its cluster."
     fi
-    echo "Outputs: make outputs (namespaces, schedules, packingSchedulerName, nodePools; the backend and passphrase of make up)"
+    echo "Outputs: $(hint make outputs) (namespaces, schedules, packingSchedulerName, nodePools; the backend and passphrase of make up)"
     ;;
   outputs)
     kns_py -m kns_cli.layout outputs "$stack"

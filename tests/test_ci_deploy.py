@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kns_cli.preview import DEV_PASSPHRASE
+from kns_cli.passphrase import DEV_PASSPHRASE
 from kns_testing.program import PROJECT_FILES, ROOT, built_toolchain, ci_checkout
 from tests.test_changed import GIT_ENV, git
 

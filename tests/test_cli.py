@@ -164,6 +164,7 @@ def test_every_command_takes_the_common_options(tmp_path):
 
 def test_outputs_reads_the_stack_of_the_project_dir(tmp_path, capsys, monkeypatch):
     root = project(tmp_path, dev_stack_config(), "other")
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "theirs")  # a stack other than dev needs its own
     ran = []
     monkeypatch.setattr(cli.subprocess, "run",
                         lambda command, env: ran.append((command, env)) or subprocess.CompletedProcess(command, 0))

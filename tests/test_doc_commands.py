@@ -35,6 +35,9 @@ SET_ASIDE = {
     "docs/queueing.md: ./kns queues": (
         "a worked example on its own config (the dev stack's a100 pool and a compute pool), not the dev stack",
         "tests/test_queueing.py::test_the_documented_queues_session_is_what_kns_prints"),
+    "README.md: KNS_STACK=site make up": (
+        "runs make on a stack other than dev, in an environment without a passphrase",
+        "tests/test_passphrase.py::test_the_documented_session_is_what_make_prints"),
     "docs/entry-stacks.md: make up": (
         "needs a stack applied in one Pulumi stack, then split (the states stand in for the engine's)",
         "tests/test_entry_stacks.py::test_the_documented_restack_session_is_what_kns_prints"),

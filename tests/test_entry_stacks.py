@@ -27,6 +27,7 @@ from config.source import read_stack_file
 from kns_cli import cli, layout
 from kns_cli import preview as preview_module
 from kns_cli import up as up_module
+from kns_cli.passphrase import DEV_PASSPHRASE
 from kns_cli.stack import UsageError, load_stack
 from kns_cli.state import StackState
 from kns_testing.program import ROOT, RecordingMocks, built_toolchain, dev_stack_config, run_program
@@ -305,7 +306,7 @@ def test_kns_up_applies_each_entry_in_the_entry_stack_that_holds_it(monkeypatch,
     for stack, command, env in runs:
         assert command[command.index("--stack") + 1] == stack
         assert command[command.index("--config-file") + 1] == "Pulumi.dev.yaml"
-        assert env[TARGETED_RUN] and env["PULUMI_CONFIG_PASSPHRASE"] == preview_module.DEV_PASSPHRASE
+        assert env[TARGETED_RUN] and env["PULUMI_CONFIG_PASSPHRASE"] == DEV_PASSPHRASE
     (_, first, env0), (_, second, env1) = runs
     targets = [first[i + 1] for i, a in enumerate(first) if a == "--target"]
     assert targets == applied + ["urn:old", "urn:old-child"]
