@@ -8,6 +8,7 @@ problem. What a single object can check itself is in config/models.py.
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Optional
@@ -521,14 +522,16 @@ def check_dynamic_labels(
 
 
 def derive_primers(
-    schedules: list[Schedule], paths: Mapping[str, str], problems: Problems
+    schedules: list[Schedule], paths: Mapping[str, str], problems: Problems, now: Optional[datetime] = None
 ) -> dict[str, prescale.Primers]:
     """Each prescaled schedule's primer CronJob schedules, or why there are none
-    (`prescale.primers_for`: the shift, the period, daylight-saving changes)."""
+    (`prescale.primers_for`: the shift, the period, daylight-saving changes: the next
+    crossed night from `now` is the one cited)."""
     out: dict[str, prescale.Primers] = {}
     for entry in schedules:
         try:
-            primers = prescale.primers_for(entry.schedule, entry.time_zone, entry.warm_up_minutes, entry.primer_schedule)
+            primers = prescale.primers_for(entry.schedule, entry.time_zone, entry.warm_up_minutes, entry.primer_schedule,
+                                           now=now)
         except prescale.PrimerError as exc:
             problems.add(f"{paths[entry.name]}.{exc.key}", str(exc))
             continue
