@@ -17,7 +17,7 @@ from typing import Annotated, Literal, Mapping, Optional, Sequence
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from chrono import calendar
+from chrono import calendar, moments
 from . import devices, podspec, rules
 from .errors import UNREPEATED, Problems, closest
 from .models import (CronExpr, DnsLabel, Model, NodePool, Queue, Queueing, TimeZone, Workload, _quantities,
@@ -101,7 +101,7 @@ class Reservation(Model):
                 elif value.second or value.microsecond:
                     found.append(((key,), rules.RESERVATION_WHOLE_MINUTE.message))
             if self.start and self.end and self.start.tzinfo and self.end.tzinfo and self.start >= self.end:
-                found.append((("end",), f"{self.end.isoformat()} is not after start {self.start.isoformat()}"))
+                found.append((("end",), f"{moments.shown(self.end)} is not after start {moments.shown(self.start)}"))
         podspec.raise_if_any(found)
         return self
 
