@@ -227,8 +227,10 @@ def check_queues(queueing: Queueing, given: bool, queues: list[Queue], pools: li
     # With Kueue installed by the program, its Configuration is the program's; a Kueue of
     # the site's own (install: false) may have admission fair sharing on without it.
     admission = not queueing.install or (queueing.fair_sharing is not None and queueing.fair_sharing.admission is not None)
+    drivers = {p.gpu.driver for p in pools if devices.is_dra(p) and p.gpu is not None and p.gpu.driver is not None}
     for queue in queues:
         path = f"kns:queues[{queue.name}]"
+        queue_offers = [r for pool in queue.quota if pool in by_name for r in devices.offered(by_name[pool])]
         if queue.admission_mode is not None and not admission:
             problems.add(path + ".admissionMode", rules.USAGE_BASED_NEEDS_ADMISSION.message)
         if queue.name in seen:
@@ -243,6 +245,11 @@ def check_queues(queueing: Queueing, given: bool, queues: list[Queue], pools: li
                 problems.add(f"{path}.quota.{pool}", f'pool "{pool}" has {taints} '
                              f"taints (its role's included); a Kueue ResourceFlavor tolerates at most "
                              f"{rules.MAX_FLAVOR_TOLERATIONS}")
+            if pool in by_name:
+                for resource in queue.quota[pool]:
+                    problem = devices.quota_problem(resource, by_name[pool], drivers, queue_offers)
+                    if problem:
+                        problems.add(f"{path}.quota.{pool}.{resource}", problem)
 
 
 def check_queue_references(workloads: list[Workload], profiles: list[tuple[str, Profile]], queueing: Queueing,
