@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
-from . import kcron
+from . import kcron, moments
 
 HORIZON = timedelta(days=366)
 # A duration as users write it: hours and minutes ("3h", "90m", "1h30m"), more than 0. The
@@ -239,18 +239,12 @@ def next_windows(calendar: Calendar, now: datetime, count: int = 3) -> list[Wind
 
 def describe(window: Window, zone: Optional[str] = None) -> str:
     """A window as the checks and `./kns explain` show it, in the reservation's zone (a
-    one-off window: in the offset its start was written with)."""
-    tz = kcron.zone(zone) if zone else window.start.tzinfo
-    start, end = window.start.astimezone(tz), window.end.astimezone(tz)
-    return f"{start.isoformat(timespec='minutes')} to {end.isoformat(timespec='minutes')}"
+    one-off window: in the offset its start was written with; chrono/moments.py)."""
+    return f"{moments.shown(window.start, zone)} to {moments.shown(window.end, zone, window.start)}"
 
 
 def moment(at: datetime, zone: Optional[str], like: datetime) -> str:
     """One instant as `describe` shows a window's edges (`like`: a one-off window's start,
     whose offset it takes)."""
-    tz = kcron.zone(zone) if zone else like.tzinfo
-    return at.astimezone(tz).isoformat(timespec="minutes")
+    return moments.shown(at, zone, like)
 
-
-def utc(moments: Iterable[datetime]) -> list[str]:
-    return [m.astimezone(timezone.utc).isoformat() for m in moments]

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Optional
 from zoneinfo import ZoneInfo
 
-from . import kcron
+from . import kcron, moments
 
 CronError = kcron.CronError
 
@@ -111,4 +111,4 @@ def next_runs(expression: str, zone_name: str, count: int = 3, now: Optional[dat
     (`kcron.next_fire`). A time in a spring-forward gap does not fire that day, one in the
     repeated autumn hour fires twice (once per offset); fewer than `count` when the
     schedule stops firing within the controller's 5-year horizon."""
-    return [t.isoformat() for t in kcron.next_runs(expression, zone_name, count, now)]
+    return [moments.shown(t, zone_name) for t in kcron.next_runs(expression, zone_name, count, now)]

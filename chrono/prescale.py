@@ -715,7 +715,7 @@ _ALONE = 5 * 86400  # seconds to the zone's nearest other change for a change to
 
 @functools.lru_cache(maxsize=1024)
 def dst_problem(expression: str, primers: tuple[str, ...], lead: int, zone: str,
-                start_year: Optional[int] = None) -> Optional[str]:
+                start_year: Optional[int] = None, after: Optional[datetime] = None) -> Optional[str]:
     """Why the primers of `expression` in `zone` do not start every run with the same real
     lead of `lead` minutes, or None. Around every offset change of the zone in the
     horizon it replays the controller (kcron.next_fire: a primer or run in a skipped hour
@@ -727,8 +727,14 @@ def dst_problem(expression: str, primers: tuple[str, ...], lead: int, zone: str,
     of the local days its window covers (the margin and the lead on either side) the
     schedule and each primer fire on: a change that matches an earlier one in all of
     these, with no other change within days, has the earlier one's outcome, so each kind
-    of night is replayed once."""
+    of night is replayed once.
+
+    The night the message cites is the first crossed one from `after` on (default: now),
+    the one a reader can still act on; the horizon starts on January 1st, so a night
+    crossed earlier this year is cited only when none is ahead in it."""
     start_year = start_year or datetime.now().year
+    ahead = int((after or datetime.now(timezone.utc)).timestamp())
+    past: Optional[str] = None
     tz = kcron.zone(zone)
     run_fields = kcron.parse(expression)
     primer_fields = [kcron.parse(p) for p in primers]
@@ -737,16 +743,16 @@ def dst_problem(expression: str, primers: tuple[str, ...], lead: int, zone: str,
     days = [_fires(expression, start_year)[1]] + [_fires(p, start_year)[1] for p in primers]
     changes = transitions(zone, start_year)
     passed: set[tuple] = set()
-    for index, (when, before, after) in enumerate(changes):
+    for index, (when, before, later) in enumerate(changes):
         # the local days the replay's fire times can fall on (primers from `seconds` before
         # the margin, runs to `seconds` after it, in either offset)
-        low = (when - _MARGIN - seconds + min(before, after)) // 86400 + _EPOCH - cal.first.toordinal()
-        high = (when + _MARGIN + seconds + max(before, after)) // 86400 + _EPOCH - cal.first.toordinal()
+        low = (when - _MARGIN - seconds + min(before, later)) // 86400 + _EPOCH - cal.first.toordinal()
+        high = (when + _MARGIN + seconds + max(before, later)) // 86400 + _EPOCH - cal.first.toordinal()
         alone = all(abs(other[0] - when) > _ALONE for other in changes[max(index - 1, 0):index + 2] if other[0] != when)
         key = None
         if alone and 0 <= low and cal.clip >> high & 1:
             span = (1 << (high - low + 1)) - 1
-            key = (before, after, (when + before) % 86400, (when + before) // 86400 - low,
+            key = (before, later, (when + before) % 86400, (when + before) // 86400 - low,
                    tuple(d >> low & span for d in days))
             if key in passed:
                 continue
@@ -755,16 +761,19 @@ def dst_problem(expression: str, primers: tuple[str, ...], lead: int, zone: str,
             if key is not None:
                 passed.add(key)
             continue
-        start = datetime.fromtimestamp(when + min(before, after), timezone.utc).replace(tzinfo=None)
-        stop = start + timedelta(seconds=abs(after - before))
+        start = datetime.fromtimestamp(when + min(before, later), timezone.utc).replace(tzinfo=None)
+        stop = start + timedelta(seconds=abs(later - before))
         hours = f"{start:%H:%M}-{stop:%H:%M}"
-        kind = "does not exist" if after > before else "happens twice"
-        return (
+        kind = "does not exist" if later > before else "happens twice"
+        problem = (
             f"in {zone} the clocks change at {start:%H:%M} on some nights ({start:%Y-%m-%d}: {hours} {kind}); "
             f"runs at {run:%H:%M} with a {lead}-minute warm-up would cross it: move the run or the warm-up "
             f"outside {hours}, or use timeZone Etc/UTC"
         )
-    return None
+        if when >= ahead:
+            return problem
+        past = past or problem
+    return past
 
 
 def clear_caches(per_process: bool = False) -> None:
@@ -781,7 +790,8 @@ def clear_caches(per_process: bool = False) -> None:
 
 
 def primers_for(expression: str, zone: str, warm_up_minutes: Optional[int] = None,
-                primer_schedule: Optional[str] = None, start_year: Optional[int] = None) -> Optional[Primers]:
+                primer_schedule: Optional[str] = None, start_year: Optional[int] = None,
+                now: Optional[datetime] = None) -> Optional[Primers]:
     """The primers of a schedule (None when it is not prescaled), or `PrimerError` (with
     the config key at fault) when no warm-up can start every run on time: the shift is
     inexpressible in cron, the explicit primer is not a constant lead, the lead is not
@@ -805,7 +815,7 @@ def primers_for(expression: str, zone: str, warm_up_minutes: Optional[int] = Non
         schedules = (primer_schedule,)
     else:
         return None
-    problem = dst_problem(expression, schedules, lead, zone, start_year)
+    problem = dst_problem(expression, schedules, lead, zone, start_year, now)
     if problem:
         raise PrimerError(problem, key)
     return Primers(lead, schedules)

@@ -12,7 +12,7 @@ from typing import Annotated, Literal, Optional, Sequence
 
 from pydantic import Field, model_validator
 
-from chrono import periods
+from chrono import moments, periods
 from . import podspec, rules
 from .errors import Problems, closest
 from .models import CronExpr, DnsLabel, Model, Queue, QueueResourceName, Queueing, TimeZone
@@ -50,7 +50,7 @@ class Budget(Model):
                 elif value.tzinfo is None:
                     found.append(((key,), rules.RESERVATION_OFFSET.message))
             if self.start and self.end and self.start.tzinfo and self.end.tzinfo and self.start >= self.end:
-                found.append((("end",), f"{self.end.isoformat()} is not after start {self.start.isoformat()}"))
+                found.append((("end",), f"{moments.shown(self.end)} is not after start {moments.shown(self.start)}"))
             if "time_zone" in self.model_fields_set and self.reset is None:
                 found.append((("timeZone",), rules.BUDGET_GRANT_ZONE.message))
         if len(set(self.warn_at)) != len(self.warn_at):
@@ -60,6 +60,10 @@ class Budget(Model):
             found.append((("queues",), f"lists {', '.join(twice)} twice"))
         podspec.raise_if_any(found)
         return self
+
+    def zone(self) -> Optional[str]:
+        """The zone its periods are shown in (a grant: its start's own offset)."""
+        return self.time_zone if self.reset is not None else None
 
     def periods(self) -> periods.Periods:
         if self.reset is not None:

@@ -8,6 +8,7 @@ problem. What a single object can check itself is in config/models.py.
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Optional
@@ -226,8 +227,10 @@ def check_queues(queueing: Queueing, given: bool, queues: list[Queue], pools: li
     # With Kueue installed by the program, its Configuration is the program's; a Kueue of
     # the site's own (install: false) may have admission fair sharing on without it.
     admission = not queueing.install or (queueing.fair_sharing is not None and queueing.fair_sharing.admission is not None)
+    drivers = {p.gpu.driver for p in pools if devices.is_dra(p) and p.gpu is not None and p.gpu.driver is not None}
     for queue in queues:
         path = f"kns:queues[{queue.name}]"
+        queue_offers = [r for pool in queue.quota if pool in by_name for r in devices.offered(by_name[pool])]
         if queue.admission_mode is not None and not admission:
             problems.add(path + ".admissionMode", rules.USAGE_BASED_NEEDS_ADMISSION.message)
         if queue.name in seen:
@@ -242,6 +245,11 @@ def check_queues(queueing: Queueing, given: bool, queues: list[Queue], pools: li
                 problems.add(f"{path}.quota.{pool}", f'pool "{pool}" has {taints} '
                              f"taints (its role's included); a Kueue ResourceFlavor tolerates at most "
                              f"{rules.MAX_FLAVOR_TOLERATIONS}")
+            if pool in by_name:
+                for resource in queue.quota[pool]:
+                    problem = devices.quota_problem(resource, by_name[pool], drivers, queue_offers)
+                    if problem:
+                        problems.add(f"{path}.quota.{pool}.{resource}", problem)
 
 
 def check_queue_references(workloads: list[Workload], profiles: list[tuple[str, Profile]], queueing: Queueing,
@@ -521,14 +529,16 @@ def check_dynamic_labels(
 
 
 def derive_primers(
-    schedules: list[Schedule], paths: Mapping[str, str], problems: Problems
+    schedules: list[Schedule], paths: Mapping[str, str], problems: Problems, now: Optional[datetime] = None
 ) -> dict[str, prescale.Primers]:
     """Each prescaled schedule's primer CronJob schedules, or why there are none
-    (`prescale.primers_for`: the shift, the period, daylight-saving changes)."""
+    (`prescale.primers_for`: the shift, the period, daylight-saving changes: the next
+    crossed night from `now` is the one cited)."""
     out: dict[str, prescale.Primers] = {}
     for entry in schedules:
         try:
-            primers = prescale.primers_for(entry.schedule, entry.time_zone, entry.warm_up_minutes, entry.primer_schedule)
+            primers = prescale.primers_for(entry.schedule, entry.time_zone, entry.warm_up_minutes, entry.primer_schedule,
+                                           now=now)
         except prescale.PrimerError as exc:
             problems.add(f"{paths[entry.name]}.{exc.key}", str(exc))
             continue

@@ -11,9 +11,10 @@ flavors, so the quota stays per pool).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from . import rules
+from .errors import closest
 
 if TYPE_CHECKING:
     from .models import NodePool, Workload
@@ -146,6 +147,30 @@ def entry_problems(entry: "Workload", pool: Optional["NodePool"], extended_gpus:
     if ask.shared and entry.queue is not None:
         found.append(("gpu.shared", rules.SHARED_NOT_QUEUED.message))
     return found
+
+
+def offered(pool: "NodePool") -> list[str]:
+    """The device resources a queue's quota may name on `pool` (none off a DRA pool)."""
+    if not is_dra(pool):
+        return []
+    assert pool.gpu is not None and pool.gpu.driver is not None
+    return [kueue_resource(pool.gpu.driver, kind) for kind in kinds(pool)]
+
+
+def quota_problem(resource: str, pool: "NodePool", drivers: Iterable[str], queue_offers: Iterable[str]) -> Optional[str]:
+    """Why a queue's quota on `pool` may not name `resource`, or None: a resource in a DRA
+    driver's domain (`drivers`: those of the stack's DRA pools) is a device resource, and
+    one the pool does not offer (another profile, a misspelt one) is a quota Kueue would
+    count and nothing would ask. The closest of the device resources the queue's pools
+    offer (`queue_offers`) is suggested."""
+    if resource.partition("/")[0] not in set(drivers) or resource in offered(pool):
+        return None
+    # One another pool of the queue offers is no misspelling: it is on the wrong pool.
+    close = None if resource in queue_offers else closest(resource, offered(pool)) or closest(resource, queue_offers)
+    hint = f'; did you mean "{close}"?' if close else ""
+    has = ", ".join(offered(pool)) or "none: its GPUs are not allocated as devices (allocation: dra)"
+    return (f'"{resource}" is no device resource pool "{pool.name}" offers, so Kueue would count a quota nothing '
+            f"asks{hint} (its device resources: {has})")
 
 
 def mapping_problems(pools: list["NodePool"], where: dict[str, str]) -> list[tuple[str, str]]:

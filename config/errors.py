@@ -198,9 +198,6 @@ UNREPEATED = Unrepeated()
 
 
 def describe(model: type[BaseModel], error: dict[str, Any]) -> str:
-    kind, msg, value = error["type"], error["msg"], error.get("input")
-    if not getattr(model, "REPEATS_VALUES", True):
-        return _without_value(_describe(model, error, quiet=True), value)
     return _describe(model, error, quiet=unrepeated(model, error["loc"]))
 
 
@@ -239,29 +236,6 @@ def kind_of(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "a list"
     return f"a {type(value).__name__}"
-
-
-SECRET_LENGTH = 8
-
-
-def _without_value(text: str, value: Any) -> str:
-    """`text` with the value written left out (and the keys and items in it): in a section
-    whose values may be pasted in the wrong place (a token as a start time), a message
-    names the place, not the value."""
-    for part in sorted(_strings(value), key=len, reverse=True):
-        text = text.replace(f'"{part}"', "the value").replace(part, "the value")
-    return text
-
-
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        # Short words ("cpu", "2") are no secret, and would be cut out of the message itself.
-        return [value] if len(value.strip()) >= SECRET_LENGTH else []
-    if isinstance(value, dict):
-        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
-    if isinstance(value, (list, tuple)):
-        return [s for item in value for s in _strings(item)]
-    return []
 
 
 # pydantic's error types for a value that is not the number a field takes.

@@ -314,7 +314,7 @@ def check_config(
                                 names.KUEUE_INSTALL_NAMESPACES if installs_kueue else frozenset())
         checks.check_dynamic_labels(jobs + schedules, cluster.name, stack, paths, problems)
 
-    primers = checks.derive_primers(schedules, paths, problems)
+    primers = checks.derive_primers(schedules, paths, problems, now)
     broken_entries = {path.rpartition("[")[2][:-1]: path for path, _ in unchecked}
     warnings = check_reservations(reservations, {p.name: p for p in pools}, queueing, queues, jobs + schedules,
                                   [p.name for p in priorities], pool_worker, problems, now,

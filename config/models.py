@@ -134,6 +134,20 @@ def _check(problem_of):
     return AfterValidator(check)
 
 
+def duration_text(rule: rules.Rule) -> BeforeValidator:
+    """A number where a duration belongs (`duration: 3`, `consolidateAfter: 0`): quoting it
+    would not make it one, so the message says what the field's duration is (its `rule`)."""
+    shape = rule.message.removeprefix("is ").removeprefix("not ")
+
+    def check(value: object) -> object:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            raise ValueError(f"{value} is a number, not {shape}")
+        return value
+
+    check.only_refuses = True  # type: ignore[attr-defined]  # tools/schema.py: the field's own schema stands
+    return BeforeValidator(check)
+
+
 def _without_credentials(way_out: rules.Rule) -> AfterValidator:
     """A URL with no credential in it (config/names.py), else the secret-based `way_out`."""
     def problem(url: str) -> Optional[str]:
@@ -307,7 +321,7 @@ def _limits(value: object) -> object:
 
 
 Limits = Annotated[dict[str, str], BeforeValidator(_limits)]
-DurationOrNever = Annotated[str, _check(karpenter.duration_or_never_problem)]
+DurationOrNever = Annotated[str, _check(karpenter.duration_or_never_problem), duration_text(rules.DURATION_OR_NEVER)]
 NonEmpty = Annotated[str, Field(min_length=1)]
 
 
@@ -1014,9 +1028,11 @@ class MultiKueueSettings(Model):
     installs (docs/multicluster.md, "MultiKueue's settings"); unset, Kueue's defaults."""
 
     # How long a Job's admission stays Ready on a worker the manager lost (default 15m).
-    worker_lost_timeout: Optional[Annotated[str, _check(karpenter.worker_lost_timeout_problem)]] = None
+    worker_lost_timeout: Optional[Annotated[str, duration_text(rules.WORKER_LOST_TIMEOUT),
+                                            _check(karpenter.worker_lost_timeout_problem)]] = None
     # Between two garbage collections of the workers' orphaned copies (default 1m; 0s: off).
-    gc_interval: Optional[Annotated[str, _check(karpenter.gc_interval_problem)]] = None
+    gc_interval: Optional[Annotated[str, duration_text(rules.GC_INTERVAL),
+                                    _check(karpenter.gc_interval_problem)]] = None
 
 
 class AdmissionFairSharing(Model):
@@ -1024,10 +1040,12 @@ class AdmissionFairSharing(Model):
     entries (LocalQueues) of a queue whose `admissionMode` is `usageBased` by their decayed
     past usage (docs/queueing.md, "Fair share")."""
 
-    usage_half_life: Annotated[str, _check(lambda v: karpenter.positive_duration_problem(v, rules.USAGE_HALF_LIFE))] \
+    usage_half_life: Annotated[str, duration_text(rules.USAGE_HALF_LIFE),
+                               _check(lambda v: karpenter.positive_duration_problem(v, rules.USAGE_HALF_LIFE))] \
         = rules.USAGE_HALF_LIFE_DEFAULT
     sampling_interval: Optional[Annotated[
-        str, _check(lambda v: karpenter.positive_duration_problem(v, rules.USAGE_SAMPLING_INTERVAL))]] = None
+        str, duration_text(rules.USAGE_SAMPLING_INTERVAL),
+        _check(lambda v: karpenter.positive_duration_problem(v, rules.USAGE_SAMPLING_INTERVAL))]] = None
     resource_weights: dict[QueueResourceName, Annotated[float, Field(ge=0, le=rules.FAIR_SHARING_WEIGHT_MAX,
                                                                 allow_inf_nan=False)]] = Field(default_factory=dict)
 
@@ -1047,7 +1065,8 @@ class Queueing(Model):
     enabled: bool = False
     install: bool = True
     # Kueue's waitForPodsReady timeout (docs/distributed.md): unset, off.
-    wait_for_pods_ready: Optional[Annotated[str, _check(karpenter.wait_for_pods_ready_problem)]] = None
+    wait_for_pods_ready: Optional[Annotated[str, duration_text(rules.WAIT_FOR_PODS_READY),
+                                            _check(karpenter.wait_for_pods_ready_problem)]] = None
     multi_kueue: Optional[MultiKueueSettings] = None
     # Kueue's fair sharing (docs/queueing.md, "Fair share"): unset, off.
     fair_sharing: Optional[FairSharing] = None

@@ -13,14 +13,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from types import MappingProxyType
-from typing import Annotated, ClassVar, Literal, Mapping, Optional, Sequence
+from typing import Annotated, Literal, Mapping, Optional, Sequence
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from chrono import calendar
+from chrono import calendar, moments
 from . import devices, podspec, rules
-from .errors import Problems
-from .models import CronExpr, DnsLabel, Model, NodePool, Queue, Queueing, TimeZone, Workload, _quantities
+from .errors import UNREPEATED, Problems, closest
+from .models import (CronExpr, DnsLabel, Model, NodePool, Queue, Queueing, TimeZone, Workload, _quantities,
+                     duration_text)
 from .quantity import kind_for_resource, parse, render
 from .queues import resource_name_problem
 
@@ -48,14 +49,13 @@ def _moment(value: object) -> object:
         raise ValueError("is not an RFC 3339 date and time (e.g. 2026-12-01T09:00:00+01:00)") from None
 
 
-Moment = Annotated[Optional[datetime], BeforeValidator(_moment)]
+# A token pasted as a start is never repeated; a zone, a schedule, a duration are no secret
+# and are repeated like a schedule's (config/errors.py UNREPEATED).
+Moment = Annotated[Optional[datetime], BeforeValidator(_moment), UNREPEATED]
 
 
 class Reservation(Model):
     """One `kns:reservations` entry: capacity of one pool held for windows on the calendar."""
-
-    # Its problems name the place, never the value written (config/errors.py describe).
-    REPEATS_VALUES: ClassVar[bool] = False
 
     name: DnsLabel
     pool: str
@@ -63,7 +63,7 @@ class Reservation(Model):
     resources: Optional[HeldResources] = None
     schedule: Optional[CronExpr] = None
     time_zone: TimeZone = "Etc/UTC"
-    duration: Optional[str] = None
+    duration: Annotated[Optional[str], duration_text(rules.RESERVATION_DURATION)] = None
     start: Moment = None
     end: Moment = None
     warm_up_minutes: int = Field(default=0, ge=0, le=24 * 60)
@@ -101,7 +101,7 @@ class Reservation(Model):
                 elif value.second or value.microsecond:
                     found.append(((key,), rules.RESERVATION_WHOLE_MINUTE.message))
             if self.start and self.end and self.start.tzinfo and self.end.tzinfo and self.start >= self.end:
-                found.append((("end",), f"{self.end.isoformat()} is not after start {self.start.isoformat()}"))
+                found.append((("end",), f"{moments.shown(self.end)} is not after start {moments.shown(self.start)}"))
         podspec.raise_if_any(found)
         return self
 
@@ -227,7 +227,9 @@ def check_reservations(reservations: Sequence[Reservation], pools: Mapping[str, 
                 problems.add(f"{path}.entries[{i}]", "names no entry of kns:jobs, kns:schedules or the job files")
         pool = pools.get(item.pool)
         if pool is None:
-            problems.add(f"{path}.pool", f'names no node pool (pools: {", ".join(sorted(pools)) or "none"})')
+            close = closest(item.pool, pools)
+            hint = f'; did you mean "{close}"?' if close else ""
+            problems.add(f"{path}.pool", f'names no node pool{hint} (pools: {", ".join(sorted(pools)) or "none"})')
         elif pool_worker:
             problems.add(path, "a site with kns:workers (MultiKueue) cannot hold reservations yet: a reservation "
                                "holds a pool of the one cluster whose Kueue admits its entries")
@@ -357,4 +359,7 @@ def check_entry_references(entries: Sequence[Workload], profiles: Sequence[tuple
 
 
 def _unknown(name: str, by_name: Mapping[str, Reservation]) -> str:
-    return f'names no reservation (reservations: {", ".join(sorted(by_name)) or "none are defined"})'
+    """An unknown reservation: the closest name when one is close, and every reservation."""
+    close = closest(name, by_name)
+    hint = f'; did you mean "{close}"?' if close else ""
+    return f'names no reservation{hint} (reservations: {", ".join(sorted(by_name)) or "none are defined"})'

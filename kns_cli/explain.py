@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Iterable, Optional
 
-from chrono import calendar
+from chrono import calendar, moments
 from config import reservations, resolve, rules
 from config.quantity import human_of, kind_for_resource, parse, scale
 from config.loader import PlatformConfig
@@ -123,7 +123,7 @@ def start_facts(check: Optional[StartCheck]) -> Optional[dict[str, Any]]:
         return None
     return {"guaranteed": check.guaranteed, "priority": check.priority, "value": check.value,
             "prioritySource": check.source, "preempts": check.preempts, "reasons": check.why(),
-            "lateRuns": sorted(start.isoformat() for start in check.late), "reservation": check.reservation}
+            "lateRuns": [moments.shown(start, check.zone) for start in sorted(check.late)], "reservation": check.reservation}
 
 
 def entry_facts(planned: StackPlan, plan: WorkloadPlan, now: Optional[datetime] = None,
@@ -202,7 +202,8 @@ def entry_facts(planned: StackPlan, plan: WorkloadPlan, now: Optional[datetime] 
             "warmUpMinutes": plan.primers.lead if plan.primers else None,
             "primerSchedules": list(plan.primers.schedules) if plan.primers else [],
             "nextRuns": [
-                {"start": run.start.isoformat(), "primer": run.primer.isoformat() if run.primer else None}
+                {"start": moments.shown(run.start, schedule.time_zone),
+                 "primer": moments.shown(run.primer, schedule.time_zone) if run.primer else None}
                 for run in runs_module.next_runs(plan, NEXT_RUNS, now)
             ],
         }
@@ -223,7 +224,7 @@ def reservation_facts(planned: StackPlan, reserved: ReservationPlan, now: dateti
         "who": {"users": list(item.users), "groups": list(item.groups), "entries": list(item.entries),
                 "using": [e.entry for e in reserved.entries]},
         "when": ({"schedule": item.schedule, "timeZone": item.time_zone, "duration": item.duration}
-                 if item.recurring else {"start": item.start.isoformat(), "end": item.end.isoformat()}),
+                 if item.recurring else {"start": moments.shown(item.start), "end": moments.shown(item.end)}),
         "warmUpMinutes": item.warm_up_minutes,
         "atEnd": item.at_end,
         "stateNow": phase,
@@ -262,7 +263,7 @@ def entry_budgets(planned: StackPlan, plan: WorkloadPlan, now: datetime) -> list
             continue
         after = budget.periods().next_reset(now)
         out.append({"name": budget.name, "limits": dict(budget.limits), "atLimit": budget.at_limit,
-                    "nextReset": after.isoformat() if after else None,
+                    "nextReset": moments.shown(after, budget.zone()) if after else None,
                     "reservationCharged": plan.entry.reservation is not None, "admitsNow": None, "why": None})
     return out
 
@@ -389,7 +390,7 @@ def explain(planned: StackPlan, names: Iterable[str] = (), now: Optional[datetim
     moment = now or planned.now
     document: dict[str, Any] = {
         "stack": cfg.stack,
-        "now": now.isoformat() if now else None,
+        "now": moments.shown(now) if now else None,
         "entries": [entry_facts(planned, plan, now, lines, starts) for plan in chosen],
         "reservations": [reservation_facts(planned, r, moment) for r in planned.reservations if r.name in wanted],
         "warnings": list(cfg.warnings),

@@ -49,7 +49,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
-from chrono import calendar
+from chrono import calendar, moments
 from config import kubeconfig as kubeconfig_rules
 from config.loader import PlatformConfig
 from config.names import LABEL_CLUSTER
@@ -390,7 +390,7 @@ def switch_problems(cfg: PlatformConfig, live: Mapping[str, Optional[Mapping[str
                 found.append(f"{where} is not suspended, though its last window is over")
             continue
         if suspended:
-            found.append(f"{where} is suspended, though its next edge is {upcoming.isoformat()}: the window is not "
+            found.append(f"{where} is suspended, though its next edge is {moments.shown(upcoming, item.zone(), item.start)}: the window is not "
                          "switched")
             continue
         if schedule in (BOOTSTRAP, edge_schedule(upcoming)):
@@ -398,7 +398,7 @@ def switch_problems(cfg: PlatformConfig, live: Mapping[str, Optional[Mapping[str
         recent = calendar.next_edge(cal, now - SWITCH_GRACE, starts=False)
         if recent is not None and recent <= now and schedule == edge_schedule(recent):
             continue  # the run at that edge is under way
-        found.append(f'{where} fires at "{schedule}" (UTC), not at its next edge {upcoming.isoformat()} '
+        found.append(f'{where} fires at "{schedule}" (UTC), not at its next edge {moments.shown(upcoming, item.zone(), item.start)} '
                      f'("{edge_schedule(upcoming)}"): its last run failed or never ran, and the window\'s state may be '
                      f"wrong; run it now: kubectl create job --from=cronjob/switch -n "
                      f"{namespace_name(cfg, item.name)} switch-now")

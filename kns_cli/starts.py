@@ -26,6 +26,7 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Optional
 
+from chrono import moments
 from config import queues as queue_rules
 from config.loader import PlatformConfig
 from config.models import Queue, Schedule, Workload
@@ -68,6 +69,8 @@ class StartCheck:
     late: dict[datetime, str] = field(default_factory=dict)
     # A schedule on a reservation: what admits its Jobs is the reservation, in its holds.
     reservation: Optional[str] = None
+    # The schedule's timeZone: the times its reasons name are shown in it (chrono/moments.py).
+    zone: str = "Etc/UTC"
 
     @property
     def guaranteed(self) -> bool:
@@ -119,7 +122,7 @@ def _reserved_starts(cfg: PlatformConfig, plan: WorkloadPlan, plans: list[Worklo
         return None
     value = values[entry.name]
     check = StartCheck(entry.name, reservations.cluster_queue_name(item.name), item.pool, entry.priority, value,
-                       cfg.priority_sources.get(entry.name), True, reservation=item.name)
+                       cfg.priority_sources.get(entry.name), True, reservation=item.name, zone=entry.time_zone)
     timed = {p.entry.name: p for p in plans if prescaled_on_reservation(p) and p.entry.reservation == item.name
              and p.entry.name != entry.name and values[p.entry.name] >= value}
     rivals = [other.name for other in cfg.workloads if other.name != entry.name and other.reservation == item.name
@@ -135,7 +138,7 @@ def _reserved_starts(cfg: PlatformConfig, plan: WorkloadPlan, plans: list[Worklo
     asks = {name: queues.workload_requests(other) for name, other in timed.items()}
     for window in _windows(plan, begin, end):
         if not any(hold.start <= window.begin and window.start < hold.end for hold in holds):
-            check.late[window.start] = (f"its warm-up from {_utc(window.begin)} is not inside a hold of reservation "
+            check.late[window.start] = (f"its warm-up from {moments.shown(window.begin, check.zone)} is not inside a hold of reservation "
                                         f'"{item.name}" (each window from its warm-up to its end): its Job waits '
                                         "for the next")
             continue
@@ -145,7 +148,7 @@ def _reserved_starts(cfg: PlatformConfig, plan: WorkloadPlan, plans: list[Worklo
                                                           Decimal(0))
             if total > amount:
                 check.late[window.start] = (f"with {', '.join(meeting)} it asks more of reservation \"{item.name}\" "
-                                            f"than it holds at {_utc(window.begin)}")
+                                            f"than it holds at {moments.shown(window.begin, check.zone)}")
                 break
     return check
 
@@ -181,10 +184,6 @@ def _windows(plan: WorkloadPlan, begin: datetime, end: datetime) -> list[Window]
     runs = runs_between(plan, begin, end + timedelta(minutes=plan.primers.lead))
     return [Window(entry.name, run.primer, run.start + hold, run.start) for run in runs
             if run.primer is not None and run.primer < end]
-
-
-def _utc(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _counted(queue: Queue, requests: dict[str, Decimal]) -> list[str]:
@@ -231,7 +230,7 @@ def check_starts(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[d
         value = values[entry.name]
         preempts = queue.preemption.within_cluster_queue in PREEMPTS
         check = StartCheck(entry.name, queue.name, pool or "", entry.priority, value,
-                           cfg.priority_sources.get(entry.name), preempts)
+                           cfg.priority_sources.get(entry.name), preempts, zone=entry.time_zone)
         out[entry.name] = check
         if queue.hold:
             check.reasons.append(f'queue "{queue.name}" is held (kns:queues[{queue.name}].hold): it admits nothing '
@@ -307,7 +306,7 @@ def _over(check: StartCheck, queue: Queue, pool: str, requests: dict[str, Decima
         if total > held:
             names = sorted({w.entry for w in active})
             return (f'{len(names)} other schedule{"s" if len(names) > 1 else ""} of the same or a higher priority '
-                    f"({', '.join(names)}) hold{'' if len(names) > 1 else 's'} its queue at {_utc(moment)}, during "
+                    f"({', '.join(names)}) hold{'' if len(names) > 1 else 's'} its queue at {moments.shown(moment, check.zone)}, during "
                     f"its warm-up, on pool {pool}: together they ask {r} {queues.show(r, total)}, "
                     f'queue "{queue.name}" holds {queues.show(r, held)}')
     return None

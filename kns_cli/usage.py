@@ -19,6 +19,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+from chrono import moments
 from config import kubeconfig
 from config.loader import PlatformConfig
 from plan import budget_count, budget_counter
@@ -99,7 +100,7 @@ def budget_usage(plan: BudgetPlan, found: Found, now: datetime, samples: int = 0
     budget = plan.budget
     after = budget.periods().next_reset(now)
     item: dict[str, Any] = {"name": budget.name, "queues": list(budget.queues), "atLimit": budget.at_limit,
-                            "period": None, "nextReset": after.isoformat() if after else None, "resources": {}}
+                            "period": None, "nextReset": moments.shown(after, budget.zone()) if after else None, "resources": {}}
     held = [json.loads(found.annotations.get(q, {}).get(budget_counter.ANNOTATION + budget.name) or "{}")
             for q in budget.queues]
     item["counterSays"] = next((h for h in held if h), None)
@@ -115,7 +116,9 @@ def budget_usage(plan: BudgetPlan, found: Found, now: datetime, samples: int = 0
         for resource, amount in admission.resources.items():
             rate[resource] = rate.get(resource, Decimal(0)) + amount
     left = Decimal(str(max(0.0, (period.end - now).total_seconds()) / 3600)) if period.end else Decimal(0)
-    item["period"] = {"start": period.start.isoformat(), "end": period.end.isoformat() if period.end else None}
+    zone = budget.zone()
+    item["period"] = {"start": moments.shown(period.start, zone, budget.start),
+                      "end": moments.shown(period.end, zone, budget.start) if period.end else None}
     item["countedAt"] = ledger.counted_at
     for resource, limit in budget.limits.items():
         used = counted.used.get(resource, Decimal(0))
@@ -126,7 +129,7 @@ def budget_usage(plan: BudgetPlan, found: Found, now: datetime, samples: int = 0
     if samples:
         step = (now - period.start) / samples
         instants = [period.start + step * i for i in range(samples + 1)]
-        item["usedOverTime"] = [{"at": t.isoformat(), "hours": {r: _number(h) for r, h in budget_count.used_until(
+        item["usedOverTime"] = [{"at": moments.shown(t, zone, budget.start), "hours": {r: _number(h) for r, h in budget_count.used_until(
             counted.ledger, live, period.start, t).items()}} for t in instants]
     spent = budget_count.spent(counted.used, budget.limits)
     item["state"] = "spent" if spent else "open"
@@ -135,7 +138,7 @@ def budget_usage(plan: BudgetPlan, found: Found, now: datetime, samples: int = 0
 
 def report(cfg: PlatformConfig, planned: list[BudgetPlan], found: Found, now: datetime,
            samples: int = 0) -> dict[str, Any]:
-    return {"stack": cfg.stack, "at": now.isoformat(),
+    return {"stack": cfg.stack, "at": moments.shown(now),
             "budgets": [budget_usage(p, found, now, samples) for p in planned]}
 
 

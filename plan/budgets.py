@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from chrono import moments
 from config import names
 from config.budgets import Budget
 from config.loader import PlatformConfig
@@ -84,7 +85,7 @@ def period_spec(budget: Budget) -> dict[str, Any]:
     if budget.reset is not None:
         return {"reset": budget.reset, "zone": budget.time_zone}
     assert budget.start is not None and budget.end is not None
-    return {"start": budget.start.isoformat(), "end": budget.end.isoformat()}
+    return {"start": moments.shown(budget.start), "end": moments.shown(budget.end)}
 
 
 def counter_spec(plan: BudgetPlan) -> dict[str, Any]:

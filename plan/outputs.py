@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from chrono import calendar, cron
+from chrono import calendar, cron, moments
 from config import resolve
 from config.quantity import kind_for_resource, render
 from config.reservations import holdings
@@ -90,8 +90,8 @@ def queues_output(cfg: PlatformConfig) -> dict[str, Any]:
 
 
 def reservations_output(cfg: PlatformConfig, now: Optional[datetime] = None) -> dict[str, Any]:
-    """`reservations.<name>`: its pool, what it holds, and its next windows (UTC), the one
-    open now first."""
+    """`reservations.<name>`: its pool, what it holds, and its next windows (in its own zone,
+    chrono/moments.py), the one open now first."""
     now = now or datetime.now(timezone.utc)
     out = {}
     for item in cfg.reservations:
@@ -99,23 +99,23 @@ def reservations_output(cfg: PlatformConfig, now: Optional[datetime] = None) -> 
         out[item.name] = {
             "pool": item.pool,
             "holds": {r: render(a, kind_for_resource(r)) for r, a in holdings(item, pool).items()},
-            "nextWindows": [{"start": w.start.astimezone(timezone.utc).isoformat(),
-                             "end": w.end.astimezone(timezone.utc).isoformat()}
+            "nextWindows": [{"start": moments.shown(w.start, item.zone()),
+                             "end": moments.shown(w.end, item.zone(), w.start)}
                             for w in calendar.next_windows(item.calendar(), now)],
         }
     return out
 
 
 def budgets_output(cfg: PlatformConfig, now: Optional[datetime] = None) -> dict[str, Any]:
-    """`budgets.<name>`: its queues, limits (hours), period and next reset (UTC; None for a
-    grant, which is not refilled)."""
+    """`budgets.<name>`: its queues, limits (hours), period and next reset (in its zone,
+    chrono/moments.py; None for a grant, which is not refilled)."""
     now = now or datetime.now(timezone.utc)
     out = {}
     for budget in cfg.budgets:
         after = budget.periods().next_reset(now)
         out[budget.name] = {"queues": list(budget.queues), "limits": dict(budget.limits),
                             "period": period_spec(budget),
-                            "nextReset": after.isoformat() if after is not None else None}
+                            "nextReset": moments.shown(after, budget.zone()) if after is not None else None}
     return out
 
 

@@ -769,6 +769,43 @@ def test_number_like_text_in_an_integer_field_of_the_stack_file_says_to_write_de
     assert lines == [f"kns:packingScheduler.replicas: {expected}"]
 
 
+def _burst_autoscale(config: dict) -> dict:
+    return next(p for p in config["nodePools"] if p["name"] == "burst")["autoscale"]
+
+
+def _fair_admission(config: dict) -> dict:
+    return config["queueing"].setdefault("fairSharing", {}).setdefault("admission", {})
+
+
+@pytest.mark.parametrize("path, place, rule", [
+    ("kns:nodePools[burst].autoscale.consolidateAfter", lambda c: (_burst_autoscale(c), "consolidateAfter"),
+     rules.DURATION_OR_NEVER),
+    ("kns:nodePools[burst].autoscale.expireAfter", lambda c: (_burst_autoscale(c), "expireAfter"),
+     rules.DURATION_OR_NEVER),
+    ("kns:queueing.waitForPodsReady", lambda c: (c["queueing"], "waitForPodsReady"), rules.WAIT_FOR_PODS_READY),
+    ("kns:queueing.multiKueue.workerLostTimeout", lambda c: (c["queueing"].setdefault("multiKueue", {}),
+                                                             "workerLostTimeout"), rules.WORKER_LOST_TIMEOUT),
+    ("kns:queueing.multiKueue.gcInterval", lambda c: (c["queueing"].setdefault("multiKueue", {}), "gcInterval"),
+     rules.GC_INTERVAL),
+    ("kns:queueing.fairSharing.admission.usageHalfLife", lambda c: (_fair_admission(c), "usageHalfLife"),
+     rules.USAGE_HALF_LIFE),
+    ("kns:queueing.fairSharing.admission.samplingInterval", lambda c: (_fair_admission(c), "samplingInterval"),
+     rules.USAGE_SAMPLING_INTERVAL),
+])
+@pytest.mark.parametrize("number", [0, 3])
+def test_a_number_where_a_duration_belongs_says_what_a_duration_is(tmp_path, capsys, path, place, rule, number):
+    """`0` or `3` is no duration, quoted or not: the message says what the field takes, not
+    to quote it."""
+    def change(config: dict) -> None:
+        where, key = place(config)
+        where[key] = number
+
+    lines = both(capsys, project(tmp_path, stack_text(change)))
+    message = problem_at(lines, path)
+    assert message.startswith(f"{number} is a number, not ") and "quote" not in message, lines
+    assert rule.message.removeprefix("is ").removeprefix("not ") in message
+
+
 def test_validate_refuses_a_stack_named_like_an_entry_stack_as_the_program_does(tmp_path, capsys):
     """`<stack>.entries-<n>` is entry stack n of <stack> to the program, which refuses one
     the config does not have; validate says the same, with every other problem."""

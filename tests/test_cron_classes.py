@@ -18,6 +18,7 @@ import copy
 import shutil
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Optional
 from zoneinfo import ZoneInfo
 
 import pulumi
@@ -48,23 +49,42 @@ PERIOD = ("each primer would fire before the previous run, while its Job still h
           "shortest gap between two consecutive runs")
 
 
-# The checks' horizon starts on 1 January of the current year (chrono/prescale.py), so
-# the dates in the messages are this year's.
+# The checks' horizon starts on 1 January of the current year (chrono/prescale.py); the
+# night a message cites is the next one crossed from now, this year's or next year's.
 YEAR = datetime.now().year
 
 
-def change_day(zone: str, month: int) -> str:
-    """The local date of `zone`'s clock change in `month` of this year, found independently
-    of the program (zoneinfo, in steps of a quarter of an hour, when changes happen)."""
-    tz = ZoneInfo(zone)
-    moment = datetime(YEAR, month, 1, tzinfo=timezone.utc)
-    while moment.month == month:
-        step = moment + timedelta(minutes=15)
-        before, after = (m.astimezone(tz).utcoffset() for m in (moment, step))
-        if before != after:
-            return (step + min(before, after)).date().isoformat()
-        moment = step
-    raise AssertionError(f"no clock change in {zone} in month {month} of {YEAR}")
+def change_day(zone: str, month: int, now: Optional[datetime] = None) -> str:
+    """The local date of `zone`'s next clock change in `month` from `now` (this year's, or
+    next year's once it is past), found independently of the program (zoneinfo, in steps
+    of a quarter of an hour, when changes happen)."""
+    tz, now = ZoneInfo(zone), now or datetime.now(timezone.utc)
+    for year in (now.year, now.year + 1):
+        moment = datetime(year, month, 1, tzinfo=timezone.utc)
+        while moment.month == month:
+            step = moment + timedelta(minutes=15)
+            before, after = (m.astimezone(tz).utcoffset() for m in (moment, step))
+            if before != after and step >= now:
+                return (step + min(before, after)).date().isoformat()
+            moment = step
+    raise AssertionError(f"no clock change in {zone} in month {month} after {now}")
+
+
+def test_the_night_a_warm_up_message_cites_is_the_next_one_crossed():
+    """The horizon starts on January 1st; a night already past this year is not the one
+    to act on: the message cites the next crossed one, the spring gap of next year in
+    the autumn."""
+    from chrono import prescale
+    primers = tuple(prescale.derive("30 1 * * *", 60, 2026))
+
+    def cite(now: datetime) -> str:
+        return prescale.dst_problem.__wrapped__("30 1 * * *", primers, 60, "Europe/London", 2026, now)
+
+    autumn, winter = datetime(2026, 11, 28, tzinfo=timezone.utc), datetime(2026, 1, 10, tzinfo=timezone.utc)
+    assert "(2027-03-28: 01:00-02:00 does not exist)" in cite(autumn)
+    assert change_day("Europe/London", 3, autumn) == "2027-03-28"
+    assert "(2026-03-29: 01:00-02:00 does not exist)" in cite(winter)
+    assert change_day("Europe/London", 3, winter) == "2026-03-29"
 
 
 def config_with(**changes) -> dict:

@@ -68,3 +68,22 @@ def test_the_documented_queues_output_is_the_program_s(tmp_path, monkeypatch):
     # Without queueing there is no `queues` output (the first example).
     assert "queues" not in json.loads(example.split("```json\n", 1)[1].split("```", 1)[0])
 
+
+
+def test_the_documented_reservations_and_budgets_outputs_are_the_program_s(tmp_path, monkeypatch):
+    """Each time in its own zone (docs/outputs.md, "Times"): a recurring window in its
+    reservation's zone, a one-off one in its start's offset, a reset in its budget's."""
+    text = DOC.read_text()
+    example = text[text.index("## Example"):]
+    stack = yaml.safe_load(example.split("```yaml\n", 1)[1].split("```", 1)[0])
+    hour, minute, day, month, year = WHEN.search(example).groups()
+    now = datetime.strptime(f"{year} {month} {day} {hour}:{minute}", "%Y %B %d %H:%M").replace(tzinfo=timezone.utc)
+    section = text[text.index("## With reservations and budgets"):]
+    added = yaml.safe_load(section.split("```yaml\n", 1)[1].split("```", 1)[0])
+    documented = json.loads(section.split("```json\n", 1)[1].split("```", 1)[0])
+    stack["config"].update({"kns:queueing": {"enabled": True}, **added})
+    exported = program_exports(tmp_path, stack, monkeypatch, now)
+    assert {key: exported[key] for key in documented} == documented
+    assert documented["reservations"]["course"]["nextWindows"][0]["start"].endswith("+01:00")
+    assert documented["reservations"]["demo"]["nextWindows"][0]["start"].endswith("-05:00")
+    assert documented["budgets"]["research-m"]["nextReset"].endswith("+09:00")

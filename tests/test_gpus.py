@@ -308,6 +308,24 @@ BAD = {
     "shared with a partition": (
         lambda c: c["jobs"][2]["gpu"].update(partition="1g.10gb"),
         [f"kns:jobs[serve].gpu: {rules.SHARED_IS_ONE_GPU.message}"]),
+    # A quota of a device the pool does not offer: Kueue would count what nothing asks.
+    "quota of a profile the pool does not offer": (
+        lambda c: c["queues"][0]["quota"]["a100"].update({"gpu.nvidia.com/2g.20gb": "2"}),
+        ['kns:queues[gpu].quota.a100.gpu.nvidia.com/2g.20gb: "gpu.nvidia.com/2g.20gb" is no device resource pool '
+         '"a100" offers, so Kueue would count a quota nothing asks; did you mean "gpu.nvidia.com/3g.40gb"? (its '
+         "device resources: gpu.nvidia.com/gpu, gpu.nvidia.com/1g.10gb, gpu.nvidia.com/3g.40gb)"]),
+    "quota of a misspelt device": (
+        lambda c: c["queues"][0]["quota"]["a100"].update({"gpu.nvidia.com/1g.10g": "2"}),
+        ['kns:queues[gpu].quota.a100.gpu.nvidia.com/1g.10g: "gpu.nvidia.com/1g.10g" is no device resource pool '
+         '"a100" offers, so Kueue would count a quota nothing asks; did you mean "gpu.nvidia.com/1g.10gb"? (its '
+         "device resources: gpu.nvidia.com/gpu, gpu.nvidia.com/1g.10gb, gpu.nvidia.com/3g.40gb)"]),
+    "quota of devices on a pool without them": (
+        lambda c: (c["nodePools"].append(EXT_POOL), c["queues"][0]["quota"].update(
+            {"t4": {"nvidia.com/gpu": "4", "gpu.nvidia.com/gpu": "4"}}),
+                   [e.update(pool="a100") for e in c["jobs"] + c["schedules"]]),
+        ['kns:queues[gpu].quota.t4.gpu.nvidia.com/gpu: "gpu.nvidia.com/gpu" is no device resource pool "t4" offers, '
+         "so Kueue would count a quota nothing asks (its device resources: none: its GPUs are not allocated as "
+         "devices (allocation: dra))"]),
 }
 
 

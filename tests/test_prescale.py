@@ -172,7 +172,8 @@ def test_each_kind_of_night_is_replayed_once_with_the_same_verdict(expression, z
              for when, _, _ in prescale.transitions(zone, 2026)]
     first = next(((when + min(before, after), run)
                   for (when, before, after), run in zip(prescale.transitions(zone, 2026), every) if run), None)
-    problem = prescale.dst_problem.__wrapped__(expression, primers, lead, zone, 2026)
+    problem = prescale.dst_problem.__wrapped__(expression, primers, lead, zone, 2026,
+                                               datetime(2026, 1, 1, tzinfo=timezone.utc))
     assert (problem is None) == (first is None), (problem, first)
     if first:
         assert f"runs at {first[1]:%H:%M}" in problem

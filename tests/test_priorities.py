@@ -199,12 +199,25 @@ def test_schedules_of_equal_priority_whose_warm_ups_overlap_beyond_the_quota_are
     assert found["report-c"]["guaranteed"] is False
     (reason,) = found["report-c"]["reasons"]
     assert reason.startswith("2 other schedules of the same or a higher priority (report, report-b) hold its queue "
-                             "at 2026-12-01 02:25 UTC, during its warm-up, on pool cpu: together they ask cpu 24, "
+                             "at 2026-12-01T02:25:00+00:00, during its warm-up, on pool cpu: together they ask cpu 24, "
                              'queue "research" holds 16 (28 runs in the next 28 days)'), reason
     assert len(found["report-c"]["lateRuns"]) == 28
     # Without report-b, two hold it at once at most: that fits.
     config["schedules"] = [s for s in config["schedules"] if s["name"] != "report-b"]
     assert verdicts(config)["report-c"]["guaranteed"] is True
+
+
+def test_a_start_verdict_names_times_in_the_schedules_own_zone():
+    """One sentence, one convention (docs/outputs.md, "Times"): the warm-up time a reason
+    names is in the schedule's zone, as its late runs are, never UTC beside local."""
+    config = copy.deepcopy(CONFIG)
+    config["schedules"] += [schedule("report-b", "35 2 * * *"), schedule("report-c", "33 2 * * *")]
+    for entry in config["schedules"]:
+        entry["timeZone"] = "America/New_York"
+    found = verdicts(config)["report-c"]
+    (reason,) = found["reasons"]
+    assert "hold its queue at 2026-12-01T02:25:00-05:00, during its warm-up" in reason and "UTC" not in reason, reason
+    assert found["lateRuns"][0] == "2026-12-01T02:33:00-05:00", found["lateRuns"]
 
 
 def test_schedules_that_overlap_only_on_some_days_are_late_only_on_those():
@@ -321,7 +334,7 @@ def test_a_schedule_that_names_no_pool_may_take_the_pools_quota_first():
     assert found["guaranteed"] is False
     (reason,) = found["reasons"]
     assert reason.startswith("2 other schedules of the same or a higher priority (anywhere, anywhere-b) hold its "
-                             "queue at 2026-12-01 02:20 UTC, during its warm-up, on pool cpu: together they ask "
+                             "queue at 2026-12-01T02:20:00+00:00, during its warm-up, on pool cpu: together they ask "
                              'cpu 24, queue "research" holds 16'), reason
     # Pinned to the other pool, they take none of cpu's quota.
     for entry in config["schedules"][-2:]:

@@ -267,7 +267,8 @@ def _hoisted_anyof(members: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 # A before-validator of every field that only refuses (a boolean for a number, which the
-# schema's number types refuse already): the field's own schema stands.
+# schema's number types refuse already): the field's own schema stands; so does it for a
+# validator marked `only_refuses` (config/models.py duration_text: a number for a duration).
 NARROWING_BEFORE = models.Model._no_boolean_numbers.__func__
 
 
@@ -282,7 +283,7 @@ class _Generator(GenerateJsonSchema):
 
     def function_before_schema(self, schema: core_schema.BeforeValidatorFunctionSchema) -> dict[str, Any]:
         function = schema["function"]["function"]
-        if getattr(function, "__func__", None) is NARROWING_BEFORE:
+        if getattr(function, "__func__", None) is NARROWING_BEFORE or getattr(function, "only_refuses", False):
             return self.generate_inner(schema["schema"])  # it refuses more, accepts nothing new
         if function not in self.before:
             raise TypeError(
