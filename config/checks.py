@@ -120,6 +120,7 @@ def check_workers(
             problems.add(path, f"the server of its {which} is not found in the kubeconfig the provider would read: "
                          f"set apiServer ({rules.SITE_API_SERVER.message})")
         elif (problem := multikueue.api_server_problem(found)) is not None:
+            problem = problem.replace("kns:workers[<index>]", f"kns:workers[{index[worker.name]}]")
             problems.add(path, f"the server of its {which} cannot be the one the manager dials ({problem}): set "
                          f"apiServer ({rules.SITE_API_SERVER.message})")
         else:

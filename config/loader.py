@@ -379,7 +379,12 @@ def _workers(raw: Mapping[str, Any], pools: list[NodePool], broken_pools: dict[s
         if not isinstance(item, dict):
             problems.add(path, "must be a mapping: {name, context or kubeconfig, nodePools}")
             continue
+        before = len(problems.items)
         worker = problems.validate(Worker, {k: v for k, v in item.items() if k != "nodePools"}, path)
+        # The way out a message gives (`pulumi config set --path 'kns:workers[<index>]...'`)
+        # needs the worker's place in the list, which the model does not know.
+        problems.items[before:] = [dataclasses.replace(p, message=p.message.replace("kns:workers[<index>]", f"kns:workers[{i}]"))
+                                   for p in problems.items[before:]]
         raw_pools = item.get("nodePools") or []
         if not isinstance(raw_pools, list):
             problems.add(f"{path}.nodePools", f"must be a list, not {type(raw_pools).__name__}")

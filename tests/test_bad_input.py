@@ -1114,10 +1114,15 @@ def test_a_url_with_credentials_is_refused_and_never_repeated(tmp_path, capsys, 
     """A URL is kept in plain text (plan, state, outputs): credentials in one are refused,
     pointing to the secret-based way, and the message does not repeat them."""
     def site(config):
-        config["workers"] = [{"name": "west", "context": "kns-west", "apiServer": url}]
+        config["workers"] = [{"name": "east", "context": "kns-east"},
+                             {"name": "west", "context": "kns-west", "apiServer": url}]
     lines = both(capsys, project(tmp_path / "site", stack_text(site)))
     message = problem_at(lines, "kns:workers[west].apiServer")
-    assert message.startswith("may hold a credential") and "--secret --path 'kns:workers[<index>].kubeconfig'" in message
+    # the way out names the worker's place in the list, which `pulumi config set --path` takes
+    assert message.startswith("may hold a credential") and "--secret --path 'kns:workers[1].kubeconfig'" in message
+    documented = [line for line in (ROOT / "docs" / "validation.md").read_text().splitlines()
+                  if line.startswith("kns:workers[west].apiServer: may hold a credential")]
+    assert documented == [f"kns:workers[west].apiServer: {message}"]
     assert not [line for line in lines if secret in line], lines
 
     def keycloak(config):

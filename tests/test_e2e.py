@@ -351,10 +351,21 @@ def pool_node_names(nodes: Watch, pool: str) -> set[str]:
     return nodes.names(lambda n: (n["metadata"].get("labels") or {}).get("kns.io/pool") == pool)
 
 
-def bound_pod(cluster, namespace: str, timeout: float | None = None) -> dict:
-    return cluster.wait(lambda: next((p for p in pods_of(cluster, namespace) if p["spec"].get("nodeName")), None),
-                        slack(floor=240) if timeout is None else timeout, every=2,
-                        message=f"a pod of {namespace} bound to a node")
+def recorded_pods(pods: Watch, namespace: str) -> dict[str, dict]:
+    """The last recorded version of each pod of `namespace` the watch saw, deleted or not: a
+    completed pod may be gone before the test looks (its node consolidated, then the pod
+    garbage-collected; or deleted by the taint manager reading a node's taints from a stale
+    cache the moment it was bound, kubernetes/kubernetes#119862)."""
+    last: dict[str, dict] = {}
+    for _, obj in pods.all():
+        if obj["metadata"].get("namespace") == namespace:
+            last[obj["metadata"]["name"]] = obj
+    return last
+
+
+def bound_pod(cluster, pods: Watch, namespace: str) -> dict:
+    return cluster.wait(lambda: next((p for p in recorded_pods(pods, namespace).values() if p["spec"].get("nodeName")), None),
+                        slack(floor=240), every=2, message=f"the pod watch saw a pod of {namespace} bound to a node")
 
 
 def pending_then_provisioned(cluster, pod: dict) -> list[str]:
@@ -395,7 +406,7 @@ def versions(watch: Watch, name: str) -> list[dict]:
 def test_a_job_on_an_empty_autoscaled_pool_waits_for_karpenter_and_lands_on_its_templated_node(
         stack, cluster, nodes, pods, nodeclaims):
     pool = stack.entry("kns:nodePools", "burst")
-    pod = bound_pod(cluster, "kns-burst-job")
+    pod = bound_pod(cluster, pods, "kns-burst-job")
     node_name = pod["spec"]["nodeName"]
     registered_version(cluster, nodes, node_name)
     cluster.wait(lambda: [o for _, o in nodeclaims.all() if o.get("status", {}).get("nodeName") == node_name],
@@ -433,10 +444,10 @@ def test_a_job_on_an_empty_autoscaled_pool_waits_for_karpenter_and_lands_on_its_
         assert not strays, (autoscaled, strays)
 
 
-def test_both_schedulers_get_nodes_from_karpenter(stack, cluster, nodes):
+def test_both_schedulers_get_nodes_from_karpenter(stack, cluster, nodes, pods):
     placed = {}
     for namespace, pool in (("kns-burst-job", "burst"), ("kns-burst-default", "spare")):
-        pod = bound_pod(cluster, namespace)
+        pod = bound_pod(cluster, pods, namespace)
         placed[pod["spec"]["schedulerName"]] = pod["spec"]["nodeName"]
         # each pod is alone on its empty pool: its scheduler's Unschedulable verdict is what made Karpenter act
         assert pending_then_provisioned(cluster, pod) == ["FailedScheduling", "Nominated", "Scheduled"]
@@ -444,8 +455,8 @@ def test_both_schedulers_get_nodes_from_karpenter(stack, cluster, nodes):
     assert set(placed) == {"kns-packing", "default-scheduler"}
 
 
-def test_a_gpu_job_on_an_empty_autoscaled_gpu_pool_gets_a_gpu_node(stack, cluster, nodes):
-    pod = bound_pod(cluster, "kns-gpu-burst-job")
+def test_a_gpu_job_on_an_empty_autoscaled_gpu_pool_gets_a_gpu_node(stack, cluster, nodes, pods):
+    pod = bound_pod(cluster, pods, "kns-gpu-burst-job")
     node = registered_version(cluster, nodes, pod["spec"]["nodeName"])
     assert node["metadata"]["labels"]["kns.io/pool"] == "h100"
     assert node["metadata"]["labels"]["nvidia.com/gpu"] == "present"
@@ -453,13 +464,13 @@ def test_a_gpu_job_on_an_empty_autoscaled_gpu_pool_gets_a_gpu_node(stack, cluste
     assert int(node["status"]["allocatable"]["nvidia.com/gpu"]) >= 2
 
 
-def test_n_workers_on_an_empty_autoscaled_pool_get_n_nodes_from_karpenter(stack, cluster, nodes, nodeclaims):
+def test_n_workers_on_an_empty_autoscaled_pool_get_n_nodes_from_karpenter(stack, cluster, nodes, nodeclaims, pods):
     """multi-burst (docs/distributed.md): two 3-CPU workers on a pool of 4-CPU nodes, so each
     needs a node of its own; Karpenter brings up two, one per worker, both for the pool."""
     workers = stack.entry("kns:jobs", "multi-burst")["workers"]
 
     def placed() -> dict[str, str] | None:
-        bound = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods_of(cluster, "kns-multi-burst")
+        bound = {name: p["spec"]["nodeName"] for name, p in recorded_pods(pods, "kns-multi-burst").items()
                  if p["spec"].get("nodeName")}
         return bound if len(bound) == workers else None
 
@@ -481,8 +492,9 @@ def test_autoscaled_pools_consolidate_back_to_zero_once_their_pods_are_done(stac
         assert names, pool
         finished = []
         for namespace in namespaces:
-            done = cluster.wait(lambda ns=namespace: [p for p in pods_of(cluster, ns) if p["status"].get("phase") == "Succeeded"],
-                                slack(floor=240), every=2, message=f"{namespace} pod completed")
+            done = cluster.wait(lambda ns=namespace: [p for _, p in pods.all() if p["metadata"].get("namespace") == ns
+                                                      and p["status"].get("phase") == "Succeeded"],
+                                slack(floor=240), every=2, message=f"the pod watch saw a pod of {namespace} completed")
             finished += [server_time(s["state"]["terminated"]["finishedAt"]) for p in done
                          for s in p["status"]["containerStatuses"]]
         last = max(finished)

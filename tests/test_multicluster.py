@@ -167,7 +167,8 @@ def test_a_server_url_with_credentials_is_refused_without_repeating_them(url, se
     result = checked(config)
     found = {p.path: p.message for p in result.problems.items}
     assert found["kns:workers[west].apiServer"].startswith("may hold a credential")
-    assert "pulumi config set --secret --path 'kns:workers[<index>].kubeconfig'" in found["kns:workers[west].apiServer"]
+    assert "pulumi config set --secret --path 'kns:workers[1].kubeconfig'" in found["kns:workers[west].apiServer"]
+    assert "pulumi config set --secret --path 'kns:workers[0].kubeconfig'" in found["kns:workers[east]"]
     assert found["kns:workers[east]"].startswith("the server of its kubeconfig's current context cannot be the one the "
                                                  "manager dials (may hold a credential")
     assert not [m for m in found.values() if secret in m]
