@@ -11,7 +11,7 @@ import re
 import types
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Iterable, Mapping, Optional, Union, get_args, get_origin
+from typing import Annotated, Any, Callable, Iterable, Mapping, Optional, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -51,8 +51,14 @@ class Problem:
     message: str
     # The line of the job file the path is in, shown after the file's name.
     line: Optional[int] = None
+    # A stack-file problem's place: the file (Pulumi.<stack>.yaml), with `line` and this
+    # column, shown first as editors read it (`Pulumi.dev.yaml:12:7: kns:jobs[x].cpu: ...`).
+    file: Optional[str] = None
+    column: Optional[int] = None
 
     def __str__(self) -> str:
+        if self.file is not None:
+            return visible(f"{self.file}:{self.line}:{self.column}: {self.path}: {self.message}")
         if self.line is None:
             return visible(f"{self.path}: {self.message}")
         file, _, rest = self.path.partition(":")
@@ -93,6 +99,9 @@ class Problems:
     # Paths whose value has been said all of (a job file's ambiguous scalar): nothing more
     # is added at or below them.
     settled: set[str] = field(default_factory=set)
+    # Where a stack-file path is in Pulumi.<stack>.yaml (config/source.py's StackFile.locate),
+    # for the problems the planning steps add after the checks.
+    place: Optional[Callable[[Problem], Problem]] = None
 
     def add(self, path: str, message: str, line: Optional[int] = None) -> None:
         """`line`: where in a job file the problem is, when its path alone cannot tell (an
@@ -109,7 +118,7 @@ class Problems:
     def located(self, problem: Problem, lines: Optional[Mapping[str, int]] = None) -> Problem:
         """The problem with the line of the deepest part of its path a job file has (in
         `lines`, default the loader's), shown as `jobs/a.yaml:6:jobs[one].memory`; a stack
-        file's `kns:` paths stay as they are, and so does a line already known."""
+        file's `kns:` path at its line and column (`place`); a line already known is kept."""
         if problem.line is not None:
             return problem
         lines = self.lines if lines is None else lines
@@ -118,9 +127,9 @@ class Problems:
             line = lines.get(path)
             if line is not None:
                 return Problem(problem.path, problem.message, line)
-            cut = _parent(path)
+            cut = parent_cut(path)
             path = path[:cut] if cut > path.find(":") else ""
-        return problem
+        return problem if self.place is None else self.place(problem)
 
     def locate_since(self, start: int, lines: Mapping[str, int]) -> None:
         """The problems added from index `start` on located in `lines` (one entry's, when
@@ -159,7 +168,7 @@ class Problems:
             return None
 
 
-def _parent(path: str) -> int:
+def parent_cut(path: str) -> int:
     """Where the last step of a config path starts: its last `.` or `[` outside brackets
     (an entry's name may hold dots: `jobs[train.v2].cpu`)."""
     depth, cut = 0, -1

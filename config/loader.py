@@ -43,7 +43,7 @@ from chrono.prescale import Primers
 from .budgets import Budget, check_budgets, ttl_problems
 from .reservations import Reservation, check_entry_references, check_reservations
 from .rules import JOB_FILE_KEYS
-from .source import KNOWN_KEYS, NAMESPACE, SECRET_KEYS, StackFile, render_path, restore_order
+from .source import KNOWN_KEYS, NAMESPACE, SECRET_KEYS, StackFile, item_name, render_path, restore_order
 
 
 @dataclass
@@ -179,8 +179,8 @@ def check_config(
         pool = problems.validate(NodePool, item, pool_path)
         if pool is not None:
             pools.append(pool)
-        elif isinstance(_item_name(item), str):
-            broken_pools[_item_name(item)] = pool_path
+        elif isinstance(item_name(item), str):
+            broken_pools[item_name(item)] = pool_path
 
     manager_pools = list(pools)
     workers, pool_worker, worker_index = _workers(raw, pools, broken_pools, problems)
@@ -395,8 +395,8 @@ def _workers(raw: Mapping[str, Any], pools: list[NodePool], broken_pools: dict[s
             pool = problems.validate(NodePool, body, pool_path)
             if pool is not None:
                 own.append(pool)
-            elif isinstance(_item_name(body), str):
-                broken_pools[_item_name(body)] = pool_path
+            elif isinstance(item_name(body), str):
+                broken_pools[item_name(body)] = pool_path
         if worker is None:
             for name in _listed_names(item):
                 broken_pools.setdefault(name, path)
@@ -412,7 +412,7 @@ def _workers(raw: Mapping[str, Any], pools: list[NodePool], broken_pools: dict[s
 def _listed_names(item: Mapping[str, Any]) -> list[str]:
     """The names of the mappings listed under any key of `item`."""
     return [name for value in item.values() if isinstance(value, list)
-            for name in map(_item_name, value) if isinstance(name, str)]
+            for name in map(item_name, value) if isinstance(name, str)]
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -427,7 +427,7 @@ def _named_items(items: list[Any], key: str, model: type[M], problems: Problems,
     valid: list[M] = []
     broken: set[str] = set()
     for i, item in enumerate(items):
-        name = _item_name(item)
+        name = item_name(item)
         shown = item if not quiet or (isinstance(name, str) and names.dns1123_label_problem(name) is None) else None
         found = problems.validate(model, item, _entry_path(f"kns:{key}", shown, i))
         if found is not None:
@@ -483,26 +483,28 @@ def check_stack_config(
         raw = {key: restore_order(value, authored.get(key)) for key, value in raw.items()}
     profiles = raw.get("profiles")
     if isinstance(profiles, dict) and len(profiles) > 1 and list(profiles) != list((authored or {}).get("profiles") or {}):
-        raise ConfigError([*stack_file.problems, Problem(
+        raise ConfigError([*stack_file.problems, stack_file.locator(raw)(Problem(
             "kns:profiles",
             f"the order of its rules cannot be read from Pulumi.{stack}.yaml "
             "(the engine passes mappings with sorted keys); keep kns:profiles in that file",
-        )])
+        ))])
     try:
         checked = check_config(raw, project_dir=project_dir, stack=stack, secret_keys=secret_keys, environ=environ,
                                sealed=sealed, now=now)
     except ConfigError as exc:  # a section nothing can be planned without
-        raise ConfigError(_with_text_problems(stack_file.problems, exc.problems)) from None
-    checked.problems.items[:] = _with_text_problems(stack_file.problems, checked.problems.items)
+        raise ConfigError(_with_text_problems(stack_file, raw, exc.problems)) from None
+    checked.problems.items[:] = _with_text_problems(stack_file, raw, checked.problems.items)
+    checked.problems.place = stack_file.locator(raw)
     return checked
 
 
-def _with_text_problems(text: tuple[Problem, ...], found: list[Problem]) -> list[Problem]:
+def _with_text_problems(stack_file: StackFile, raw: Mapping[str, Any], found: list[Problem]) -> list[Problem]:
     """The stack file's own problems, then the checks' except at or below their places: a
     value the text makes ambiguous is reported once, as that (what the checks say of it
-    depends on which YAML reader delivered it)."""
-    places = {p.path for p in text}
-    return [*text, *(p for p in found if not any(p.path == q or p.path.startswith((q + ".", q + "[")) for q in places))]
+    depends on which YAML reader delivered it). Each at its line and column in the file."""
+    places, locate = {p.path for p in stack_file.problems}, stack_file.locator(raw)
+    return [*stack_file.problems, *(locate(p) for p in found
+                                    if not any(p.path == q or p.path.startswith((q + ".", q + "[")) for q in places))]
 
 
 def parse_stack_config(raw: Mapping[str, Any], stack_file: StackFile, **options: Any) -> PlatformConfig:
@@ -522,25 +524,9 @@ def _list(raw: Mapping[str, Any], key: str, problems: Problems) -> list[Any]:
     return value
 
 
-# How close a key must be to `name` to be taken for it (`image` is not: 0.67).
-MISSPELT_NAME = 0.75
-
-
-def _item_name(item: Any) -> Any:
-    """An item's `name`; under a misspelt `name` key, that key's text: the item's problems
-    and what refers to it still find it by its name."""
-    if not isinstance(item, dict):
-        return None
-    if "name" in item:
-        return item["name"]
-    spelt = [value for key, value in item.items() if isinstance(key, str) and isinstance(value, str)
-             and difflib.SequenceMatcher(None, key.lower(), "name").ratio() >= MISSPELT_NAME]
-    return spelt[0] if len(spelt) == 1 else None
-
-
 def _entry_path(base: str, item: Any, index: int) -> str:
     """`kns:jobs[train-resnet]`: entries are named by their stable key when they have one."""
-    name = _item_name(item)
+    name = item_name(item)
     return f"{base}[{name}]" if isinstance(name, str) and name else f"{base}[{index}]"
 
 
@@ -639,7 +625,7 @@ def _job_file_entries(raw: Mapping[str, Any], project_dir: Path, problems: Probl
             for problem in found:
                 report = problems.settle if problem.value else problems.add
                 report(render_path(f"{rel}:", problem.steps, content), problem.message,
-                       _line(problem.steps, lines))
+                       problem.mark[0] if problem.mark else _line(problem.steps, lines))
                 if problem.dropped:
                     problems.partial.append(render_path(f"{rel}:", problem.steps, content))
             # Unknown keys are reported without hiding the problems of the file's entries.

@@ -10,13 +10,14 @@ commands share every step here.
 
 from __future__ import annotations
 
+import difflib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Collection, Mapping, Optional, Sequence
+from typing import Any, Callable, Collection, Mapping, Optional, Sequence
 
 from . import yamldoc
-from .errors import ConfigError, Problem
+from .errors import ConfigError, Problem, parent_cut
 
 NAMESPACE = "kns"
 OBJECT_KEYS = ("cluster", "packingScheduler", "knsScheduler", "profiles", "credentials", "queueing", "state")
@@ -77,6 +78,35 @@ class StackFile:
 
     config: Optional[dict[str, Any]]
     problems: tuple[Problem, ...] = field(default=())
+    # The file's name and the line and column of each `kns:` config path it spells out (an
+    # entry both by name and by index), for problems to say where they are.
+    name: str = ""
+    marks: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+    def locator(self, delivered: Mapping[str, Any]) -> Callable[[Problem], Problem]:
+        """`locate` for the config the program got (`delivered`: keys without `kns:`): only
+        a key whose value is the one written here has a place in this file (config given
+        another way, a value sealed here, has none)."""
+        authored = self.authored or {}
+        same = frozenset(f"{NAMESPACE}:{k}" for k, v in delivered.items() if k in authored and authored[k] == v)
+        return lambda problem: self.locate(problem, same)
+
+    def locate(self, problem: Problem, keys: Optional[Collection[str]] = None) -> Problem:
+        """`problem` at the line and column of the deepest part of its path the file spells
+        out; as it is when the path is not the file's (a job file's, a key left out), or
+        not under one of `keys` when they are given."""
+        if problem.file is not None or problem.line is not None or not self.marks:
+            return problem
+        path = problem.path
+        if keys is not None and not any(path == k or path.startswith((k + ".", k + "[")) for k in keys):
+            return problem
+        while path:
+            mark = self.marks.get(path)
+            if mark is not None:
+                return replace(problem, file=self.name, line=mark[0], column=mark[1])
+            cut = parent_cut(path)
+            path = path[:cut] if cut > path.find(":") else ""
+        return problem
 
     @property
     def authored(self) -> Optional[dict[str, Any]]:
@@ -96,21 +126,46 @@ def read_stack_file(project_dir: Path, stack: str) -> StackFile:
         return StackFile(None)
     except OSError as exc:
         raise ConfigError([Problem(path.name, f"cannot be read ({exc.strerror or 'error'})")]) from None
+    marks: dict[tuple[Any, ...], tuple[int, int]] = {}
     try:
-        document, found = yamldoc.load(data)
+        document, found = yamldoc.load(data, marks=marks)
     except yamldoc.YamlError as exc:
         raise ConfigError([Problem(path.name, str(exc))]) from None
     document = {} if document is None else document
     if not isinstance(document, dict) or not isinstance(document.get("config") or {}, dict):
         raise ConfigError([Problem(path.name, "must be a mapping with a config: mapping")])
     config = document.get("config") or {}
+    places: dict[str, tuple[int, int]] = {}
+    for steps, mark in marks.items():
+        if steps[:1] == ("config",) and len(steps) > 1 and str(steps[1]).startswith(f"{NAMESPACE}:"):
+            places.setdefault(render_path("", steps[1:], config), mark)
+            places.setdefault(render_path("", steps[1:], None), mark)
+    stack_file = StackFile(config, (), path.name, places)
     problems = []
     for problem in found:
         if problem.steps[:1] != ("config",) or len(problem.steps) == 1:
             problems.append(Problem(f"{path.name}:{'.'.join(map(str, problem.steps))}", problem.message))
         elif str(problem.steps[1]).startswith(f"{NAMESPACE}:"):
-            problems.append(Problem(render_path("", problem.steps[1:], config), problem.message))
-    return StackFile(config, tuple(problems))
+            found_at = Problem(render_path("", problem.steps[1:], config), problem.message)
+            problems.append(replace(found_at, file=path.name, line=problem.mark[0], column=problem.mark[1])
+                            if problem.mark else stack_file.locate(found_at))
+    return replace(stack_file, problems=tuple(problems))
+
+
+# How close a key must be to `name` to be taken for it (`image` is not: 0.67).
+MISSPELT_NAME = 0.75
+
+
+def item_name(item: Any) -> Any:
+    """An item's `name`; under a misspelt `name` key, that key's text: the item's problems
+    and what refers to it still find it by its name."""
+    if not isinstance(item, dict):
+        return None
+    if "name" in item:
+        return item["name"]
+    spelt = [value for key, value in item.items() if isinstance(key, str) and isinstance(value, str)
+             and difflib.SequenceMatcher(None, key.lower(), "name").ratio() >= MISSPELT_NAME]
+    return spelt[0] if len(spelt) == 1 else None
 
 
 def render_path(base: str, steps: Sequence[Any], document: Any) -> str:
@@ -125,7 +180,7 @@ def render_path(base: str, steps: Sequence[Any], document: Any) -> str:
         elif isinstance(node, dict):
             child = node.get(step)
         if isinstance(step, int):
-            name = child.get("name") if depth == 1 and isinstance(child, dict) else None
+            name = item_name(child) if depth == 1 else None
             out += f"[{name}]" if isinstance(name, str) and name else f"[{step}]"
         elif depth == 1 and str(steps[0]).rpartition(":")[2] == "profiles":
             out += f"[{step}]"

@@ -56,6 +56,9 @@ class YamlProblem:
     # About a scalar kept as its text: what checks would say of that text depends on the
     # reader, so this problem is all that is said of the value.
     value: bool = False
+    # Where the problem is when not at the first use of `steps` (a key given twice: the
+    # second), as (line, column).
+    mark: Optional[tuple[int, int]] = None
 
 
 class YamlError(ValueError):
@@ -63,12 +66,13 @@ class YamlError(ValueError):
 
 
 def load(data: Union[bytes, str], *, secret: bool = False,
-         lines: Optional[dict[tuple[Step, ...], int]] = None) -> tuple[Any, list[YamlProblem]]:
+         lines: Optional[dict[tuple[Step, ...], int]] = None,
+         marks: Optional[dict[tuple[Step, ...], tuple[int, int]]] = None) -> tuple[Any, list[YamlProblem]]:
     """The document's value and every problem in it. Raises `YamlError` when it cannot be
     read (not UTF-8, not YAML, nested beyond `MAX_DEPTH`, more than one document).
     `secret`: the text holds credentials, so an error names only the line and column, not
     even the character the parser stumbled on. `lines`, when given, gets the line of each
-    key and list item, by its steps from the root."""
+    key and list item, by its steps from the root; `marks` its line and column."""
     text = _text(data)
     try:
         root = _compose(text, secret, _LOADER)
@@ -81,7 +85,7 @@ def load(data: Union[bytes, str], *, secret: bool = False,
     if root is None:
         return None, []
     problems: list[YamlProblem] = []
-    value = _build(root, (), problems, {} if lines is None else lines)
+    value = _build(root, (), problems, {} if lines is None else lines, {} if marks is None else marks)
     return value, problems
 
 
@@ -133,7 +137,7 @@ _constructor = yaml.SafeLoader("")
 
 
 def _build(node: Node, steps: tuple[Step, ...], problems: list[YamlProblem],
-           at: dict[tuple[Step, ...], int]) -> Any:
+           at: dict[tuple[Step, ...], int], marks: dict[tuple[Step, ...], tuple[int, int]]) -> Any:
     if isinstance(node, MappingNode):
         out: dict[Any, Any] = {}
         lines: dict[Any, int] = {}
@@ -150,17 +154,20 @@ def _build(node: Node, steps: tuple[Step, ...], problems: list[YamlProblem],
                 problems.append(YamlProblem(
                     (*steps, key),
                     f"is given twice (lines {lines[key]} and {line}); YAML would keep only the last",
+                    mark=(line, key_node.start_mark.column + 1),
                 ))
                 continue
             lines[key] = line
             at[(*steps, key)] = line
-            out[key] = _build(value_node, (*steps, key), problems, at)
+            marks[(*steps, key)] = (line, key_node.start_mark.column + 1)
+            out[key] = _build(value_node, (*steps, key), problems, at, marks)
         return out
     if isinstance(node, SequenceNode):
         items = []
         for i, item in enumerate(node.value):
             at[(*steps, i)] = item.start_mark.line + 1
-            items.append(_build(item, (*steps, i), problems, at))
+            marks[(*steps, i)] = (item.start_mark.line + 1, item.start_mark.column + 1)
+            items.append(_build(item, (*steps, i), problems, at, marks))
         return items
     if _plain(node) and _reading(node) in _RESOLVED and not _canonical(node):
         problems.append(YamlProblem(steps, _ambiguous(_reading(node)), value=True))
