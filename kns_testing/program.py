@@ -15,6 +15,7 @@ import os
 import runpy
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -232,3 +233,18 @@ def registration_requests(monkeypatch) -> dict[tuple[str, str], Any]:
 
     monkeypatch.setattr(pulumi_mocks.MockMonitor, "RegisterResource", recording)
     return found
+
+
+def run_laid_out(cron: dict[str, Any], code: dict[str, Any], into: Path, probe: str) -> subprocess.CompletedProcess:
+    """Lay a platform pod's code ConfigMap out as the CronJob's pod mounts it, then run
+    `probe` there in a Python that sees nothing else: isolated, without site-packages (the
+    pod's image has the standard library only), with the container's own environment."""
+    files = {**{k: v.encode() for k, v in code["data"].items()},
+             **{k: base64.b64decode(v) for k, v in code.get("binaryData", {}).items()}}
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    for item in pod["volumes"][0]["configMap"]["items"]:
+        (into / item["path"]).parent.mkdir(parents=True, exist_ok=True)
+        (into / item["path"]).write_bytes(files[item["key"]])
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"] if "value" in e}
+    return subprocess.run([sys.executable, "-I", "-S", "-B", "-c", "import sys; sys.path.insert(0, '.')\n" + probe],
+                          cwd=into, capture_output=True, text=True, env={**env, "PATH": "/usr/bin:/bin"}, timeout=60)

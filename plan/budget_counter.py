@@ -1,6 +1,6 @@
 """The counter of one budget (docs/budgets.md): what its CronJob's pod runs every interval.
-Standard library only, beside chrono/ and plan/budget_count.py and plan/kube_api.py, which
-the pod gets from its ConfigMap.
+Standard library only, beside the project modules it imports, which the pod gets from its
+ConfigMap (plan/pod_code.py follows the imports).
 
 Each run reads the budget's ledger (a ConfigMap of its namespace) and every Workload, counts
 the use of the period (plan/budget_count.py), writes the ledger back, and sets each of the

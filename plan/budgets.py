@@ -35,7 +35,6 @@ from .schedulers import RESTRICTED_CONTAINER, RESTRICTED_POD
 
 COUNTER = "counter"
 LEDGER = "ledger"
-MODULES = ("chrono/kcron.py", "chrono/periods.py", "plan/budget_count.py", "plan/kube_api.py")
 
 
 @dataclass
@@ -101,7 +100,7 @@ def code_zones(budget: Budget) -> tuple[str, ...]:
 
 
 def _code(budget: Budget):
-    return pod_code.code_files("counter.py", "plan/budget_counter.py", MODULES, code_zones(budget))
+    return pod_code.code_files("counter.py", "plan/budget_counter.py", code_zones(budget))
 
 
 def _objects(cfg: PlatformConfig, plan: BudgetPlan) -> list[dict[str, Any]]:

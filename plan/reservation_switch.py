@@ -1,7 +1,6 @@
 """The switch of one reservation (docs/reservations.md, "The switch"): what its CronJob's
-pod runs at each edge of a window. Standard library only, beside chrono/calendar.py,
-chrono/kcron.py and plan/kube_api.py, which the pod gets from the same ConfigMap
-(plan/reservations.py).
+pod runs at each edge of a window. Standard library only, beside the project modules it
+imports, which the pod gets from the same ConfigMap (plan/pod_code.py follows the imports).
 
 Every run derives the state from the calendar and the clock, never from the run before:
 a run on time, late (the controller manager was down) or twice leaves the objects as

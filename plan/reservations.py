@@ -378,12 +378,9 @@ def switch_spec(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:
             "ownQueueAnnotation": OWN_QUEUE, "holder": holder_manifest(cfg, plan)}
 
 
-SWITCH_MODULES = ("chrono/calendar.py", "chrono/kcron.py", "plan/kube_api.py")
-
-
 def _code_files(zones: tuple[str, ...]) -> tuple[dict[str, str], dict[str, bytes], list[dict[str, str]]]:
     """The switch's code (plan/pod_code.py): the script and what it imports."""
-    return pod_code.code_files("switch.py", "plan/reservation_switch.py", SWITCH_MODULES, zones)
+    return pod_code.code_files("switch.py", "plan/reservation_switch.py", zones)
 
 
 def code_zones(item: Reservation) -> tuple[str, ...]:

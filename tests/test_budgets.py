@@ -11,7 +11,7 @@ import pytest
 
 from config import rules
 from config.loader import check_config
-from kns_testing.program import ROOT
+from kns_testing.program import ROOT, run_laid_out
 from tests.test_pod_classes import refused
 
 CLUSTER = {"name": "kns-budget", "renderDir": "build/manifests/budget"}
@@ -156,26 +156,14 @@ def test_the_counters_rbac_names_what_it_writes(run):
 def test_the_counter_carries_its_code_and_runs_from_that_layout_alone(run, tmp_path):
     """The ConfigMap's files, laid out as the pod mounts them, import and compute in a
     Python that sees nothing of this project (isolated mode, only the layout on its path)."""
-    import base64
-    import json
-    import subprocess
-    import sys
     from plan import budget_counter
     (cron,) = [r.inputs for r in run.of_type(CRON) if r.metadata["namespace"] == "kns-budget-physics-q"]
     (code,) = [r.inputs for r in run.of_type(CONFIG_MAP) if r.metadata.get("namespace") == "kns-budget-physics-q"]
     assert code["data"]["counter.py"] == open(budget_counter.__file__).read()
-    files = {**{k: v.encode() for k, v in code["data"].items()},
-             **{k: base64.b64decode(v) for k, v in code["binaryData"].items()}}
-    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-    for item in pod["volumes"][0]["configMap"]["items"]:
-        (tmp_path / item["path"]).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / item["path"]).write_bytes(files[item["key"]])
-    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
-    probe = ("import json, os, sys; sys.path.insert(0, '.'); import counter; from datetime import datetime, timezone;"
+    probe = ("import json, os; import counter; from datetime import datetime, timezone;"
              "p = counter.budget_periods(json.loads(os.environ['KNS_BUDGET'])).at(datetime(2026, 11, 28, tzinfo=timezone.utc));"
              "import tzdata; print(p.start.isoformat(), os.path.dirname(tzdata.__file__))")
-    done = subprocess.run([sys.executable, "-I", "-B", "-c", probe], cwd=tmp_path, capture_output=True, text=True,
-                          env={**env, "PATH": "/usr/bin:/bin"}, timeout=60)
+    done = run_laid_out(cron, code, tmp_path, probe)
     assert done.returncode == 0, done.stderr
     start, zones = done.stdout.split()
     assert start == "2026-09-30T22:00:00+00:00" and zones == str(tmp_path / "tzdata")

@@ -47,7 +47,7 @@ def test_a_reservation_named_to_explain_is_described(tmp_path, capsys):
     code, out, _ = run(tmp_path, capsys, reservations_page(), "explain", "course", "--now", NOW)
     assert code == 0
     assert "reservation course" in out and "pool:             h100" in out and "holds:            32 GPUs" in out
-    assert "used by:          lab" in out and "2026-12-01T09:00+01:00 to 2026-12-01T12:00+01:00" in out
+    assert "used by:          lab" in out and "2026-12-01T09:00:00+01:00 to 2026-12-01T12:00:00+01:00" in out
     assert "train-llm  (job" not in out
 
 

@@ -214,7 +214,8 @@ def test_an_unknown_entry_is_a_usage_error_with_a_suggestion(no_engine, capsys):
     assert 'kns preview: no entry named "train-resnt"; did you mean "train-resnet"?' in err
 
 
-def test_a_config_error_exits_1_before_the_engine(no_engine, capsys, tmp_path):
+def test_a_config_error_exits_1_before_the_engine(no_engine, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "broken-stack")  # a stack other than dev needs its own
     config = dev_stack_config()
     next(j for j in config["jobs"] if j["name"] == "train-resnet")["memory"] = "12Qi"
     (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())

@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
+from chrono import calendar as calendar_module
 from config import rules
 from kns_cli import cli
 from kns_testing import apiserver
-from kns_testing.program import ROOT, run_program
+from kns_testing.program import ROOT, run_laid_out, run_program
 from tests.test_pod_classes import program_text, validate_text, write_project
 from plan.stackplan import plan_stack
 
@@ -196,6 +197,29 @@ def test_the_switch_carries_its_code_and_its_zone_from_this_program(run):
     assert code["data"]["switch.py"] == open(reservation_switch.__file__).read()
     assert code["data"]["tzdata.zones"] == "Etc/UTC\nEurope/Paris\n"
     assert set(code["binaryData"]) == {"tzdata.zoneinfo.Etc.UTC", "tzdata.zoneinfo.Europe.Paris"}
+
+
+@pytest.mark.parametrize("namespace", ["kns-res-course", "kns-res-challenge"])
+def test_the_switch_runs_from_its_layout_alone(run, tmp_path, namespace):
+    """The switch's ConfigMap carries every module its script imports, at any depth: laid
+    out as its pod mounts them, it computes its calendar in a Python that has nothing else
+    (no site-packages, no project), as in this process."""
+    from plan import reservation_switch
+    (cron,) = [r.inputs for r in run.of_type("kubernetes:batch/v1:CronJob") if r.metadata["namespace"] == namespace]
+    (code,) = [r.inputs for r in run.of_type("kubernetes:core/v1:ConfigMap")
+               if r.metadata.get("namespace") == namespace and r.metadata["name"] == "switch"]
+    probe = ("import json, os; from datetime import datetime, timezone; import switch; from chrono import calendar;"
+             "cal = switch.reservation_calendar(json.loads(os.environ['KNS_RESERVATION']));"
+             "print(' | '.join(calendar.describe(w, cal.zone) for w in calendar.next_windows(cal, NOW, 2)))")
+    now = "datetime(2026, 11, 28, 12, tzinfo=timezone.utc)"
+    done = run_laid_out(cron, code, tmp_path, probe.replace("NOW", now))
+    assert done.returncode == 0, done.stderr
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (spec,) = [e["value"] for e in pod["containers"][0]["env"] if e["name"] == "KNS_RESERVATION"]
+    cal = reservation_switch.reservation_calendar(json.loads(spec))
+    here = " | ".join(calendar_module.describe(w, cal.zone)
+                      for w in calendar_module.next_windows(cal, datetime(2026, 11, 28, 12, tzinfo=timezone.utc), 2))
+    assert done.stdout.strip() == here and here
 
 
 def test_the_switchs_rbac_names_its_own_objects(run):

@@ -213,6 +213,7 @@ def test_the_command_line_stops_on_bad_config_or_a_refusal(monkeypatch, tmp_path
     shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     shutil.copytree(ROOT / "jobs", tmp_path / "jobs")
     (tmp_path / "Pulumi.broken.yaml").write_text(yaml.safe_dump({"config": config}))
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "broken-stack")  # a stack other than dev needs its own
     assert cli.main(["up", "--project-dir", str(tmp_path), "--stack", "broken", "train-resnet"]) == 1
     assert "kns-platform: invalid configuration" in capsys.readouterr().err
     assert engine.runs == []
@@ -231,6 +232,7 @@ def test_what_the_policy_pack_refuses_stops_kns_up_before_the_engine(monkeypatch
     (KNS_POLICY_CONFIG), judge the entries in the offline check, which names the rule and
     starts nothing."""
     engine = Engine(monkeypatch, export(dev_digest()))
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "judged-stack")  # a stack other than dev needs its own
     config = {f"kns:{k}": v for k, v in dev_stack_config().items()}
     job = next(j for j in config["kns:jobs"] if j["name"] == "train-resnet")
     edit(job)
