@@ -81,8 +81,8 @@ def check_workers(
         encrypted = where in sealed
         if worker.kubeconfig and kubeconfig.is_inline(worker.kubeconfig) and not encrypted and (
                 "workers" not in secret_keys or sealed):
-            problems.add(path + ".kubeconfig", rules.SITE_KUBECONFIG_SECRET.message.replace(
-                "<index>", str(index[worker.name])))
+            problems.add(path + ".kubeconfig", rules.at_worker(
+                rules.SITE_KUBECONFIG_SECRET.message, index[worker.name]))
         if worker.context:
             key = _context_key(worker.context)
             if key in forbidden:
@@ -120,7 +120,7 @@ def check_workers(
             problems.add(path, f"the server of its {which} is not found in the kubeconfig the provider would read: "
                          f"set apiServer ({rules.SITE_API_SERVER.message})")
         elif (problem := multikueue.api_server_problem(found)) is not None:
-            problem = problem.replace("kns:workers[<index>]", f"kns:workers[{index[worker.name]}]")
+            problem = rules.at_worker(problem, index[worker.name])
             problems.add(path, f"the server of its {which} cannot be the one the manager dials ({problem}): set "
                          f"apiServer ({rules.SITE_API_SERVER.message})")
         else:

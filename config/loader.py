@@ -42,7 +42,7 @@ from .models import (
 from chrono.prescale import Primers
 from .budgets import Budget, check_budgets, ttl_problems
 from .reservations import Reservation, check_entry_references, check_reservations
-from .rules import JOB_FILE_KEYS
+from .rules import JOB_FILE_KEYS, at_worker
 from .source import KNOWN_KEYS, NAMESPACE, SECRET_KEYS, StackFile, item_name, render_path, restore_order
 
 
@@ -381,9 +381,7 @@ def _workers(raw: Mapping[str, Any], pools: list[NodePool], broken_pools: dict[s
             continue
         before = len(problems.items)
         worker = problems.validate(Worker, {k: v for k, v in item.items() if k != "nodePools"}, path)
-        # The way out a message gives (`pulumi config set --path 'kns:workers[<index>]...'`)
-        # needs the worker's place in the list, which the model does not know.
-        problems.items[before:] = [dataclasses.replace(p, message=p.message.replace("kns:workers[<index>]", f"kns:workers[{i}]"))
+        problems.items[before:] = [dataclasses.replace(p, message=at_worker(p.message, i))
                                    for p in problems.items[before:]]
         raw_pools = item.get("nodePools") or []
         if not isinstance(raw_pools, list):

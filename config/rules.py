@@ -337,6 +337,16 @@ PRIORITY_NEEDS_QUEUE = Rule("has no effect: the entry has no queue, and a priori
 # A MultiKueueConfig lists at most 20 clusters (Kueue v0.19.2, v1beta2 MultiKueueConfigSpec).
 SITE_WORKERS_MAX = 20
 SITE_WORKER_ACCESS = Rule("a worker needs context or kubeconfig (how Pulumi reaches it): exactly one")
+# Where a message's way out names a worker (`kns:workers[<index>]...`), the worker's
+# place in the list, which the models and rules cannot know.
+WORKER_INDEX = "kns:workers[<index>]"
+
+
+def at_worker(message: str, index: int) -> str:
+    """`message` with its worker placeholder replaced by worker `index`'s place."""
+    return message.replace(WORKER_INDEX, f"kns:workers[{index}]")
+
+
 SITE_KUBECONFIG_SECRET = Rule("a worker's kubeconfig text is a credential: store it as a secret "
                                 "(`pulumi config set --secret --path 'kns:workers[<index>].kubeconfig' ...`)")
 SITE_NEEDS_QUEUEING = Rule("workers run the queued entries MultiKueue dispatches: set kns:queueing.enabled: true")
