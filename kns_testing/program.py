@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import runpy
 import shutil
 import subprocess
@@ -248,3 +249,14 @@ def run_laid_out(cron: dict[str, Any], code: dict[str, Any], into: Path, probe: 
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"] if "value" in e}
     return subprocess.run([sys.executable, "-I", "-S", "-B", "-c", "import sys; sys.path.insert(0, '.')\n" + probe],
                           cwd=into, capture_output=True, text=True, env={**env, "PATH": "/usr/bin:/bin"}, timeout=60)
+
+
+# The place a stack-file problem is printed at (`Pulumi.case.yaml:6:5: ` before its path).
+STACK_FILE_PLACE = re.compile(r"^(\s*(?:- )?)Pulumi\.[^:/\s]+\.yaml:[0-9]+:[0-9]+: ", re.MULTILINE)
+
+
+def without_places(text: str) -> str:
+    """`./kns validate`'s text without the stack file's places, for tests of what a problem
+    says (its path and message) against the program run on a config without a file;
+    tests/test_stack_file_places.py holds the places themselves."""
+    return STACK_FILE_PLACE.sub(r"\1", text)

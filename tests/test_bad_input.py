@@ -21,7 +21,7 @@ import yaml
 
 from config import rules, yamldoc
 from kns_cli import cli
-from kns_testing.program import ROOT, RecordingMocks, dev_stack_config, run_program
+from kns_testing.program import ROOT, RecordingMocks, dev_stack_config, run_program, without_places
 
 STACK = "case"
 Files = dict[str, "str | bytes"]
@@ -93,14 +93,11 @@ def both(capsys, root: Path, stack: str = STACK, **program) -> list[str]:
 
 JOB_FILE_LINE = re.compile(r"^([^:]+\.ya?ml):[0-9]+:")
 # A stack-file problem's place before its path (tests/test_stack_file_places.py holds them).
-STACK_FILE_PLACE = re.compile(r"^(  - )?Pulumi\.[^:/]+\.yaml:[0-9]+:[0-9]+: ")
-
-
 def problem_at(lines: list[str], path: str) -> str:
     """The message of the one line at `path` (a job file's line number after its name, a
     stack file's place before the path, are not part of the path: tests/test_config.py and
     tests/test_stack_file_places.py hold them)."""
-    plain = [JOB_FILE_LINE.sub(r"\1:", STACK_FILE_PLACE.sub(r"\1", line)) for line in lines]
+    plain = [JOB_FILE_LINE.sub(r"\1:", without_places(line)) for line in lines]
     found = [line[len(path) + 2:] for line in plain if line.startswith(path + ": ")]
     assert len(found) == 1, (path, lines)
     return found[0]

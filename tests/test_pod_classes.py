@@ -27,7 +27,7 @@ from config import podspec
 from config.errors import ConfigError, render, Problem
 from config.loader import check_config
 from kns_cli import cli
-from kns_testing.program import ROOT, RecordingMocks, run_program
+from kns_testing.program import ROOT, RecordingMocks, run_program, without_places
 from plan import inventory
 from plan.planner import plan_checked
 from tools import k8s_shapes
@@ -79,7 +79,7 @@ def validate_text(tmp_path: Path, config: dict[str, Any], capsys) -> str:
     code = cli.main(["validate", "--stack", "case", "--project-dir", str(root)])
     out, err = capsys.readouterr()
     assert code == 1 and out == "", (code, out, err)
-    return err.rstrip("\n")
+    return without_places(err.rstrip("\n"))
 
 
 def refused(tmp_path: Path, capsys, config: dict[str, Any], lines: list[str]) -> None:
