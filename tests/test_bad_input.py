@@ -79,20 +79,22 @@ def validate_lines(capsys, root: Path, stack: str = STACK) -> tuple[int, list[st
     return code, err.splitlines(), out
 
 
-def both(capsys, root: Path, stack: str = STACK, **program) -> list[str]:
+def both(capsys, root: Path, stack: str = STACK, places: bool = False, **program) -> list[str]:
     """The problem lines, asserted equal through the program and `./kns validate` (of
-    stack `stack`)."""
+    stack `stack`); without the stack file's places unless `places`
+    (tests/test_stack_file_places.py holds them)."""
     code, lines, _ = validate_lines(capsys, root, stack)
     from_program = program_lines(root, stack=stack, **program)
     assert lines == from_program
     assert code == (1 if lines else 0)
     text = "\n".join(lines)
     assert "Traceback" not in text and "Error:" not in text and "Exception" not in text
-    return [line.removeprefix("  - ") for line in lines[1:]]
+    return [line.removeprefix("  - ") if places else without_places(line.removeprefix("  - ")) for line in lines[1:]]
 
 
 JOB_FILE_LINE = re.compile(r"^([^:]+\.ya?ml):[0-9]+:")
-# A stack-file problem's place before its path (tests/test_stack_file_places.py holds them).
+
+
 def problem_at(lines: list[str], path: str) -> str:
     """The message of the one line at `path` (a job file's line number after its name, a
     stack file's place before the path, are not part of the path: tests/test_config.py and

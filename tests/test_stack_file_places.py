@@ -65,7 +65,7 @@ def places(lines: list[str]) -> dict[str, tuple[str, int, int]]:
 
 
 def test_each_problem_is_at_its_key_in_the_stack_file(tmp_path, capsys):
-    lines = both(capsys, project(tmp_path, TEXT))
+    lines = both(capsys, project(tmp_path, TEXT), places=True)
     found = places(lines)
     expected = {
         # a value: its key; a key given twice: the second, the one YAML would keep
@@ -93,7 +93,7 @@ def test_each_problem_is_at_its_key_in_the_stack_file(tmp_path, capsys):
 def test_a_job_files_problems_keep_their_file_and_line(tmp_path, capsys):
     job_file = "jobs:\n  - name: late\n    image: busybox\n    cpu: -1\n"
     text = TEXT.split("  kns:jobs:")[0] + "  kns:jobFiles: [extra/*.yaml]\n"
-    lines = both(capsys, project(tmp_path, text, {"extra/a.yaml": job_file}))
+    lines = both(capsys, project(tmp_path, text, {"extra/a.yaml": job_file}), places=True)
     late = [line for line in lines if "jobs[late]" in line]
     assert len(late) == 1 and late[0].startswith("extra/a.yaml:4:jobs[late].cpu: "), lines
     assert not places(late)
@@ -127,6 +127,6 @@ def test_the_documented_example_is_the_real_output(tmp_path, capsys):
 def test_a_key_given_twice_in_a_job_file_is_at_the_second(tmp_path, capsys):
     job_file = "jobs:\n  - name: twice\n    image: busybox\n    cpu: 1\n    cpu: 2\n"
     text = TEXT.split("  kns:jobs:")[0] + "  kns:jobFiles: [extra/*.yaml]\n"
-    lines = both(capsys, project(tmp_path, text, {"extra/a.yaml": job_file}))
+    lines = both(capsys, project(tmp_path, text, {"extra/a.yaml": job_file}), places=True)
     assert "extra/a.yaml:5:jobs[twice].cpu: is given twice (lines 4 and 5); YAML would keep only the last" in lines
 
