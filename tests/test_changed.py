@@ -329,7 +329,8 @@ def test_a_config_error_at_head_exits_1_naming_the_revision(repo, capsys):
     assert lines[0] == f"kns changed: stack dev is invalid at HEAD ({head[:7]}):"
     # ... then the problems exactly as `./kns validate` prints them
     assert lines[1] == "kns-platform: invalid configuration, 2 problems; nothing was applied:"
-    assert any(line.startswith('  - kns:jobs[train-resnet].memory: "12Qi" is not a quantity') for line in lines)
+    assert any(line.startswith('  - Pulumi.dev.yaml:') and line.endswith(': kns:jobs[train-resnet].memory: "12Qi" is not a quantity')
+               for line in lines)
     assert any(line.startswith("  - jobs/research.yaml:") and "jobs[genomics-align].cpu" in line for line in lines)
     assert "invalid at main" not in err and base[:7] not in err  # the base is fine
 

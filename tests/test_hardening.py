@@ -179,10 +179,11 @@ BAD_SECURITY = [
 ]
 
 
-def problem_text(config) -> str:
+def problem_text(config, root=None, stack: str = "dev") -> str:
+    """The program's text; run in project `root`, it places problems in its stack file."""
     mocks = RecordingMocks()
     with pytest.raises(pulumi.RunError) as info:
-        run_program(config, mocks=mocks)
+        run_program(config, mocks=mocks, stack=stack, project_dir=root) if root else run_program(config, mocks=mocks)
     assert mocks.resources == []  # nothing registered
     return str(info.value)
 
@@ -205,9 +206,10 @@ def test_kns_validate_refuses_a_bad_security_context_key_with_the_programs_line(
     done = subprocess.run([str(ROOT / "kns"), "validate", "--stack", "broken", "--project-dir", str(root)],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 1 and "Traceback" not in done.stderr
-    line = '  - kns:knsScheduler.securityContext.runAsUsr: unknown key; did you mean "runAsUser"?'
-    assert line in done.stderr.splitlines(), done.stderr
-    assert done.stderr.rstrip("\n") == problem_text(config)
+    line = ': kns:knsScheduler.securityContext.runAsUsr: unknown key; did you mean "runAsUser"?'
+    assert any(shown.startswith("  - Pulumi.broken.yaml:") and shown.endswith(line)
+               for shown in done.stderr.splitlines()), done.stderr
+    assert done.stderr.rstrip("\n") == problem_text(config, root, "broken")
 
 
 # ---- JARVICE_KNS_DEFAULT_LIMIT_RANGE ------------------------------------------------------------
