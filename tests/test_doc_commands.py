@@ -167,7 +167,8 @@ def regenerate() -> None:
                 return match.group(0)
             with tempfile.TemporaryDirectory() as tmp:
                 printed = run_session(block, Path(tmp))
-            return "".join(f"{indent}{line}\n" if line else "\n" for line in f"```console\n{printed}```".splitlines())
+            # BLOCK's match ends at the closing fence, before its newline.
+            return "\n".join(f"{indent}{line}" if line else "" for line in f"```console\n{printed}```".splitlines())
 
         new = BLOCK.sub(fresh, text)
         if new != text:
