@@ -50,6 +50,12 @@ def check_cluster(
             f'the kubeconfig\'s current context "{current}" is listed in forbiddenContexts: set '
             "kns:cluster.context to the dedicated KNS cluster",
         )
+        return
+    if cluster.kubeconfig:  # one the stack names must be a kubeconfig Pulumi can use
+        try:
+            kubeconfig.target(cluster.kubeconfig, None, project_dir, environ)
+        except kubeconfig.KubeconfigError as exc:
+            problems.add("kns:cluster.kubeconfig", str(exc))
 
 
 def check_workers(
@@ -95,36 +101,35 @@ def check_workers(
                              "site is its own")
                 continue
             contexts[key] = f"the context of kns:workers[{worker.name}]"
-        elif not encrypted:
-            try:
-                current = kubeconfig.current_context(worker.kubeconfig, project_dir, environ)
-            except kubeconfig.KubeconfigError as exc:
-                problems.add(path + ".kubeconfig", str(exc))
-                continue
+        if encrypted:
+            if worker.api_server:
+                servers[worker.name] = worker.api_server
+            continue
+        # What Pulumi reaches the worker with must be a kubeconfig holding the context, its
+        # cluster and a server, whether or not apiServer names another URL for Kueue.
+        try:
+            current = None if worker.context else kubeconfig.current_context(worker.kubeconfig, project_dir, environ)
             if current is not None and _context_key(current) in forbidden:
                 problems.add(path + ".kubeconfig", f'its current context "{current}" is listed in '
                              "kns:cluster.forbiddenContexts: a worker is a dedicated KNS cluster")
                 continue
+            reached = kubeconfig.target(worker.kubeconfig, worker.context, project_dir, environ)
+        except kubeconfig.KubeconfigError as exc:
+            problems.add(path + (".kubeconfig" if worker.kubeconfig else ".context"), str(exc))
+            continue
         if worker.api_server:
             servers[worker.name] = worker.api_server
             continue
-        if encrypted:
-            continue
-        try:
-            found = kubeconfig.server(worker.kubeconfig, worker.context, project_dir, environ)
-        except kubeconfig.KubeconfigError as exc:
-            problems.add(path + ".kubeconfig", str(exc))
-            continue
         which = f'context "{worker.context}"' if worker.context else "kubeconfig's current context"
-        if found is None:
-            problems.add(path, f"the server of its {which} is not found in the kubeconfig the provider would read: "
-                         f"set apiServer ({rules.SITE_API_SERVER.message})")
-        elif (problem := multikueue.api_server_problem(found)) is not None:
+        if reached is None:
+            problems.add(path, f"no kubeconfig the provider would read is found, so neither is the server of its "
+                         f"{which}: set apiServer ({rules.SITE_API_SERVER.message})")
+        elif (problem := multikueue.api_server_problem(reached.server)) is not None:
             problem = rules.at_worker(problem, index[worker.name])
             problems.add(path, f"the server of its {which} cannot be the one the manager dials ({problem}): set "
                          f"apiServer ({rules.SITE_API_SERVER.message})")
         else:
-            servers[worker.name] = found
+            servers[worker.name] = reached.server
     return servers
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
 from . import yamldoc
-from .multikueue import context_server
 
 
 class KubeconfigError(ValueError):
@@ -42,20 +42,66 @@ def current_context(
     return None
 
 
-def server(
-    kubeconfig: Optional[str], context: Optional[str], project_dir: Path, environ: Mapping[str, str]
-) -> Optional[str]:
-    """The server URL the provider would connect to: that of `context` (or the current
-    context) in the kubeconfig it would load, or None if none is found."""
+@dataclass(frozen=True)
+class Target:
+    """What the provider would reach: the context's name and its cluster's server."""
+    context: str
+    server: str
+
+
+def _named(document: dict, key: str, inner: str) -> dict[str, dict]:
+    """`clusters`/`contexts` of one kubeconfig by name (the first of a name wins, as kubectl)."""
+    out: dict[str, dict] = {}
+    items = document.get(key)
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("name"), str) and isinstance(item.get(inner), dict):
+            out.setdefault(item["name"], item[inner])
+    return out
+
+
+def target(kubeconfig: Optional[str], context: Optional[str], project_dir: Path,
+           environ: Mapping[str, str]) -> Optional[Target]:
+    """The context and server the provider would use, from the kubeconfig it would load
+    (its files merged as kubectl merges `$KUBECONFIG`: the first file that sets a name or
+    the current context wins). None when no kubeconfig exists (nothing to check offline).
+    Raises KubeconfigError when what is read is no kubeconfig, or lacks the context, its
+    cluster or the cluster's server: Pulumi could not reach the cluster with it."""
+    read = []
     for text, where in _documents(kubeconfig, project_dir, environ):
         try:
             document, _ = yamldoc.load(text, secret=True)
         except yamldoc.YamlError as exc:
             raise KubeconfigError(f"{where} {exc}") from None
-        found = context_server(document, context) if isinstance(document, dict) else None
-        if found:
-            return found
-    return None
+        if not isinstance(document, dict) or not ({"clusters", "contexts"} & set(document)):
+            raise KubeconfigError(f"{where} is not a kubeconfig: it has no clusters and no contexts")
+        read.append((document, where))
+    if not read:
+        return None
+    where = read[0][1] if len(read) == 1 else f"the kubeconfig merged from {', '.join(w for _, w in read)}"
+    contexts: dict[str, dict] = {}
+    clusters: dict[str, dict] = {}
+    current = None
+    for document, _ in read:
+        for name, body in _named(document, "contexts", "context").items():
+            contexts.setdefault(name, body)
+        for name, body in _named(document, "clusters", "cluster").items():
+            clusters.setdefault(name, body)
+        if current is None and isinstance(document.get("current-context"), str) and document["current-context"]:
+            current = document["current-context"]
+    name = context or current
+    if name is None:
+        raise KubeconfigError(f"{where} sets no current-context, the context Pulumi would use (its contexts: "
+                              f"{', '.join(sorted(contexts)) or 'none'})")
+    if name not in contexts:
+        which = f'context "{name}"' if context else f'current-context "{name}"'
+        raise KubeconfigError(f"{where} has no {which} (its contexts: {', '.join(sorted(contexts)) or 'none'})")
+    cluster = contexts[name].get("cluster")
+    if not isinstance(cluster, str) or cluster not in clusters:
+        raise KubeconfigError(f'{where}: context "{name}" names cluster "{cluster}", which it does not define')
+    server = clusters[cluster].get("server")
+    if not isinstance(server, str) or not server:
+        raise KubeconfigError(f'{where}: cluster "{cluster}" (of context "{name}") has no server')
+    return Target(name, server)
 
 
 def _documents(kubeconfig: Optional[str], project_dir: Path, environ: Mapping[str, str]):

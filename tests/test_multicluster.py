@@ -174,18 +174,56 @@ def test_a_server_url_with_credentials_is_refused_without_repeating_them(url, se
     assert not [m for m in found.values() if secret in m]
 
 
-def test_a_context_the_kubeconfig_does_not_hold_needs_an_api_server(tmp_path):
+def test_a_context_the_kubeconfig_does_not_hold_is_refused_even_with_an_api_server(tmp_path):
+    """Pulumi reaches a worker through its context: a context the kubeconfig lacks cannot
+    be mended by apiServer, which is only the URL the manager's Kueue dials."""
     kubeconfig = tmp_path / "config"
     kubeconfig.write_text(EAST_KUBECONFIG.replace("east-admin", "kns-west"))
     config = site()
     del config["workers"][1]["apiServer"]
     assert checked(config, environ={"KUBECONFIG": str(kubeconfig)}).config.worker_servers["west"] == \
         "https://10.1.0.1:6443"
-    config["workers"][1]["context"] = "kns-elsewhere"
-    found = problems(config, environ={"KUBECONFIG": str(kubeconfig)})
-    assert found["kns:workers[west]"] == ('the server of its context "kns-elsewhere" is not found in the kubeconfig '
-                                          "the provider would read: set apiServer (the URL the manager's Kueue dials "
-                                          "to reach the worker: https://<host>[:port])")
+    for api_server in (None, "https://10.2.0.1:6443"):
+        config["workers"][1]["context"] = "kns-elsewhere"
+        config["workers"][1].pop("apiServer", None)
+        if api_server:
+            config["workers"][1]["apiServer"] = api_server
+        found = problems(config, environ={"KUBECONFIG": str(kubeconfig)})
+        assert found["kns:workers[west].context"] == f'{kubeconfig} has no context "kns-elsewhere" (its contexts: kns-west)'
+        assert "kns:workers[west]" not in found  # no advice to set apiServer
+
+
+NOT_KUBECONFIGS = {
+    "a mapping of something else": ("foo: bar\n", "is not a kubeconfig: it has no clusters and no contexts"),
+    "a current-context it does not have": (
+        EAST_KUBECONFIG.replace("current-context: east-admin", "current-context: gone"),
+        'has no current-context "gone" (its contexts: east-admin)'),
+    "no current-context": (EAST_KUBECONFIG.replace("current-context: east-admin", ""),
+                           "sets no current-context, the context Pulumi would use (its contexts: east-admin)"),
+    "a context naming no cluster it defines": (
+        EAST_KUBECONFIG.replace("cluster: east\n", "cluster: nowhere\n"),
+        ': context "east-admin" names cluster "nowhere", which it does not define'),
+    "a cluster without a server": (EAST_KUBECONFIG.replace("server: https://10.1.0.1:6443", "insecure-skip-tls-verify: true"),
+                                   ': cluster "east" (of context "east-admin") has no server'),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_KUBECONFIGS))
+def test_a_kubeconfig_file_that_is_no_usable_kubeconfig_is_said_so_even_with_an_api_server(tmp_path, case):
+    text, said = NOT_KUBECONFIGS[case]
+    (tmp_path / "east.yaml").write_text(text)
+    config = site()
+    config["workers"][0]["kubeconfig"] = str(tmp_path / "east.yaml")
+    for api_server in (None, "https://10.1.0.9:6443"):
+        if api_server:
+            config["workers"][0]["apiServer"] = api_server
+        found = problems(config)
+        assert found["kns:workers[east].kubeconfig"] == f"{tmp_path / 'east.yaml'}{'' if said[0] == ':' else ' '}{said}"
+        assert "kns:workers[east]" not in found and "bar" not in found["kns:workers[east].kubeconfig"]
+    # the stack's own cluster: the same rule for a kubeconfig it names
+    config = site()
+    config["cluster"] = {"name": "site", "kubeconfig": str(tmp_path / "east.yaml")}
+    assert problems(config)["kns:cluster.kubeconfig"].endswith(said)
 
 
 def test_a_worker_whose_kubeconfig_current_context_is_forbidden_is_refused():
