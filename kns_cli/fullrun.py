@@ -3,7 +3,9 @@ docs/entry-stacks.md, "What a full `make up` runs").
 
     python -m kns_cli.fullrun up|preview --stack STACK [--verbose] [--log-dir DIR] -- PULUMI_ARGS...
 
-Every stack's state is read first, once (`pulumi stack export`, side by side): entries in
+The config is checked first, offline, with the program's own checks (`./kns validate`): a
+config that cannot run stops here, before any stack is created or read. Every stack's state
+is then read, once (`pulumi stack export`, side by side): entries in
 another stack than the config says stop the run before any engine starts (`./kns
 restack`), entry stacks the backend does not have are created, and the records below are
 read from the same exports. The platform stack runs first (its program checks the whole
@@ -41,6 +43,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
@@ -50,12 +53,13 @@ from config.errors import ConfigError
 from config.rules import ENTRY_STACK_NAME
 from plan import digests, stacks
 from plan.planner import plan_checked
+from plan.stackplan import StackPlan
 
 from . import engine_run
 from .layout import MISPLACED, check_exports, declared_entry_stacks, read_exports, state_section
 from .preview import PreviewFailed, project_name, select_stack
 from .recover import file_backend, stack_locks
-from .stack import UsageError, checked_stack
+from .stack import OfflineStack, UsageError, checked_stack
 
 TRUE = ("1", "true", "yes")
 
@@ -152,21 +156,23 @@ class Offline:
     platform: str
 
 
-def offline_digests(cwd: Path, base: str, entry_stacks: int, env: Mapping[str, str],
-                    settings: str) -> Optional[Offline]:
+def offline_check(cwd: Path, base: str, env: Mapping[str, str], now: datetime) -> tuple[OfflineStack, StackPlan]:
+    """The stack checked and planned as the program does it, read offline as `./kns
+    validate` reads it (raises ConfigError or UsageError)."""
+    offline = checked_stack(cwd, base, env, now)
+    return offline, plan_checked(offline.checked, now)
+
+
+def offline_digests(cwd: Path, base: str, entry_stacks: int, env: Mapping[str, str], settings: str,
+                    checked: Optional[tuple[OfflineStack, StackPlan]] = None) -> Offline:
     """The platform program's digests for this config (plan/digests.py), from the same
-    check and plan as the program, read offline as `./kns validate` reads it; None when the
-    config does not pass offline (the platform then runs, and its program says why)."""
-    now = clock.now()  # one instant, as the program's run has
-    try:
-        checked, _, file = checked_stack(cwd, base, env, now)
-        planned = plan_checked(checked, now)
-    except (ConfigError, UsageError):
-        return None
+    check and plan as the program (`checked`, else made now by `offline_check`)."""
+    offline, planned = checked or offline_check(cwd, base, env, clock.now())
+    checked_config, file = offline.checked, offline.file
     config = file.config or {}
     program = fingerprint.program_digest(cwd)
-    reads = kubeconfig.read_digests(checked.config.cluster, checked.config.workers, cwd, env)
-    return Offline(digests.checked_digest(config, checked.config.workloads, program),
+    reads = kubeconfig.read_digests(checked_config.config.cluster, checked_config.config.workers, cwd, env)
+    return Offline(digests.checked_digest(config, checked_config.config.workloads, program),
                    digests.entry_stack_digests(planned.entries, base, entry_stacks, config, program, settings, reads),
                    digests.platform_stack_digest(config, program, planned.reservations, planned.cohorts, settings,
                                                  reads))
@@ -232,6 +238,17 @@ def _main(args: argparse.Namespace, pulumi_args: list[str], env: Optional[Mappin
     if stacks.role(base).index is not None:
         print(f"kns: {base} {ENTRY_STACK_NAME.message}", file=sys.stderr)
         return 2
+    # The config first, offline as `./kns validate` checks it (the program's own checks):
+    # nothing is created in the backend, no state read, for a config that cannot run.
+    now = clock.now()  # one instant, as the program's run has
+    try:
+        checked_now = offline_check(cwd, base, env, now)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    except UsageError as exc:
+        print(f"kns: {exc}", file=sys.stderr)
+        return 2
     entry_stacks = declared_entry_stacks(cwd, base)
     names = stacks.stacks(base, entry_stacks)[1:]
 
@@ -239,6 +256,7 @@ def _main(args: argparse.Namespace, pulumi_args: list[str], env: Optional[Mappin
     # the config says, and the records below come from the same reads.
     exports: dict[str, Any] = {}
     try:
+        select_stack(cwd, base, env)  # created when new, now that its config is valid
         if entry_stacks is not None or state_section(cwd, base) is None:  # else the program refuses kns:state
             exports = read_exports(cwd, base, env, entry_stacks, width)
             why = check_exports(exports, base, entry_stacks)
@@ -259,8 +277,8 @@ def _main(args: argparse.Namespace, pulumi_args: list[str], env: Optional[Mappin
     if entry_stacks is not None and not every:
         mine = record(base, exports.get(base, {}), env, cwd, digests.PLATFORM_OUTPUT)
         if mine.digest and mine.succeeded and not mine.pending:
-            known = offline_digests(cwd, base, entry_stacks, env, env[digests.SETTINGS_ENV])
-            if known is not None and mine.why_run(known.platform) is not None:
+            known = offline_digests(cwd, base, entry_stacks, env, env[digests.SETTINGS_ENV], checked_now)
+            if mine.why_run(known.platform) is not None:
                 known = None
     if known is not None:
         skipped(args.action, base)

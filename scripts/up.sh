@@ -55,17 +55,16 @@ if [ -z "${PULUMI_BACKEND_URL:-}" ]; then
   export PULUMI_BACKEND_URL="file://$PWD/.pulumi-state"
 fi
 
-# A new stack is created; any other failure to select (a backend a killed run left
-# unreadable) is shown as it is, with the command that repairs it, never answered with an
-# init that would fail on the stack's lock.
+# A new stack is created by kns_cli/fullrun.py once its config passes the checks (nothing is
+# created for a config that cannot run); any other failure to select (a backend a killed run
+# left unreadable) is shown as it is, with the command that repairs it, never answered with
+# an init that would fail on the stack's lock.
 if ! selected=$(pulumi stack select "$stack" --non-interactive 2>&1 >/dev/null); then
   if [[ $selected != *"no stack named"* ]] || [ "$action" = outputs ]; then
     echo "$selected" >&2
     echo "up: cannot select stack $stack on $PULUMI_BACKEND_URL (after an interrupted run: $(hint make recover), docs/operations.md)" >&2
     exit 1
   fi
-  echo "up: creating stack $stack on $PULUMI_BACKEND_URL" >&2
-  pulumi stack init "$stack" --non-interactive >/dev/null
 fi
 
 refresh=()

@@ -29,6 +29,7 @@ from config import fingerprint
 from config.loader import check_config
 from kns_cli import fullrun
 from kns_testing.program import ROOT, dev_stack_config, run_program
+from tests.test_pod_classes import write_project
 from plan import digests, planner, stacks
 
 SPLIT = 3
@@ -156,9 +157,8 @@ class Fake:
         script = self.dir / "bin" / "pulumi"
         script.write_text(FAKE.format(python=sys.executable))
         script.chmod(script.stat().st_mode | stat.S_IEXEC)
-        self.project = root / "project"
-        self.project.mkdir()
-        (self.project / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": {"kns:state": {"entryStacks": SPLIT}}}))
+        # A config that passes the checks, which every run makes first.
+        self.project = split_project(root)
         self.names = [stacks.entry_stack("dev", i) for i in range(SPLIT)]
         self.wanted = {s: f"digest-{s}" for s in self.names}
         (self.dir / "outputs.json").write_text(json.dumps({digests.CHECKED_OUTPUT: "checked-1",
@@ -225,9 +225,24 @@ def test_new_entry_stacks_are_created_then_run_and_the_stack_selected_again(fake
     code, out, calls = fake.run(capsys)
     assert code == 0 and ran(calls)[0] == "dev" and sorted(ran(calls)[1:]) == fake.names[1:]  # side by side
     made = [call for call in stack_calls(fake) if call[1] in ("select", "init")]
-    assert made == [["stack", "select", fake.names[1]], ["stack", "init", fake.names[1]],
+    assert made == [["stack", "select", "dev"], ["stack", "select", fake.names[1]], ["stack", "init", fake.names[1]],
                     ["stack", "select", fake.names[2]], ["stack", "init", fake.names[2]], ["stack", "select", "dev"]]
     assert f"Update of stack {fake.names[0]}: skipped" in out
+
+
+@pytest.mark.parametrize("action", ["up", "preview"])
+def test_a_config_that_cannot_run_creates_and_reads_nothing(fake, capsys, action):
+    """The config is checked before any stack is created (the stack itself or its entry
+    stacks) or any state read: the problems, exit 1, no call of the engine at all."""
+    for stack in ("dev", *fake.names):
+        (fake.dir / "export" / f"{stack}.json").unlink(missing_ok=True)
+    config = split_config()
+    config["jobs"][0]["cpu"] = "lots"
+    write_project(fake.project, config, "dev")
+    code, out, calls = fake.run(capsys, action)
+    assert (code, out, calls, stack_calls(fake)) == (1, "", [], [])
+    assert fake.err.startswith("kns-platform: invalid configuration, 1 problem; nothing was applied:\n")
+    assert f': kns:jobs[{config["jobs"][0]["name"]}].cpu: "lots" is not a quantity' in fake.err
 
 
 def entry_component(stack: str, name: str) -> dict:
@@ -419,14 +434,6 @@ def test_a_changed_failed_or_interrupted_platform_runs_and_its_digests_are_used(
     # The platform ran; the entry stacks compare with the digests its run exported (the
     # stand-in's outputs.json), which none of them recorded.
     assert ran(calls)[0] == "dev" and sorted(ran(calls)[1:]) == fake.names
-
-
-def test_a_config_that_fails_offline_runs_the_platform_whose_program_says_why(tmp_path, capsys):
-    fake = Recorded(tmp_path)
-    text = (fake.project / "Pulumi.dev.yaml").read_text()
-    (fake.project / "Pulumi.dev.yaml").write_text(text.replace("kns:nodePools:", "kns:nodePools: 3\n  kns:unused:", 1))
-    code, out, calls = fake.run(capsys)
-    assert ran(calls)[0] == "dev"
 
 
 @pytest.mark.parametrize("flag", ["KNS_FULL", "KNS_REFRESH"])

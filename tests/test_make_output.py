@@ -78,7 +78,7 @@ def test_make_preview_of_a_new_stack_is_the_summary(runs):
     assert "  +  Kueue kueue " in done.stdout  # Kueue's install: one line, not its CRDs
     assert "openAPIV3Schema" not in done.stdout + done.stderr
     assert len(lines) <= bound(done.stdout), done.stdout
-    assert "up: creating stack dev" in done.stderr
+    assert "kns: creating stack dev" in done.stderr
 
 
 def test_make_up_prints_progress_and_the_summary_not_the_engine_s_output(project, runs):
