@@ -203,6 +203,7 @@ def check_reservations(reservations: Sequence[Reservation], pools: Mapping[str, 
     name -> its path) is pointed at, not said to be missing."""
     now = now or datetime.now(timezone.utc)
     warnings: list[str] = []
+    unheld: set[str] = set()  # reservations holding nothing their pool counts (said once)
     queue_names = {q.name for q in queues}
     entry_names = {e.name for e in entries}
     seen: set[str] = set()
@@ -234,7 +235,8 @@ def check_reservations(reservations: Sequence[Reservation], pools: Mapping[str, 
             problems.add(path, "a site with kns:workers (MultiKueue) cannot hold reservations yet: a reservation "
                                "holds a pool of the one cluster whose Kueue admits its entries")
         else:
-            _check_holdings(item, pool, path, problems)
+            if not _check_holdings(item, pool, path, problems):
+                unheld.add(item.name)
             cohort, users = lending_cohort(item.pool, queues)
             cohorts = sorted({q.cohort or "(none)" for q in queues if q.name in users})
             if len(cohorts) > 1:
@@ -253,28 +255,29 @@ def check_reservations(reservations: Sequence[Reservation], pools: Mapping[str, 
                 problems.add(f"{path}.schedule", f'"{item.schedule}" has no window in the next 366 days')
         elif cal.once is not None and cal.once.end <= now:
             warnings.append(f"{path}: its window ended on {cal.once.end.date().isoformat()}; it holds nothing")
-    _check_overbooking(reservations, pools, queues, problems, now, base)
+    _check_overbooking([item for item in reservations if item.name not in unheld], pools, queues, problems, now, base)
     return warnings
 
 
-def _check_holdings(item: Reservation, pool: NodePool, path: str, problems: Problems) -> None:
-    """What it holds exists in the pool, and fits it alone."""
+def _check_holdings(item: Reservation, pool: NodePool, path: str, problems: Problems) -> bool:
+    """What it holds exists in the pool, and fits it alone; False when it holds nothing the
+    pool counts (nothing to sweep with the others)."""
     if item.nodes is not None:
         if pool.gpu is None:
             problems.add(f"{path}.nodes", f"pool {pool.name} has no GPUs, so a node of it holds nothing the platform "
                                           "counts: write the resources it holds (resources: {cpu: 64, memory: 256Gi})")
-            return
+            return False
         if pool.nodes is not None and item.nodes > len(pool.nodes):
             problems.add(f"{path}.nodes", f"{item.nodes} nodes is more than pool {pool.name} has ({len(pool.nodes)})")
-            return
+            return True
         most = (pool.autoscale.limits.get("nodes") if pool.autoscale is not None else None)
         if most is not None and item.nodes > parse(most, kind_for_resource("nodes")):
             problems.add(f"{path}.nodes", f"{item.nodes} nodes is more than pool {pool.name} may grow to "
                                           f"({most} nodes by its limits)")
-            return
+            return True
     elif GPUS in (item.resources or {}) and pool.gpu is None:
         problems.add(f"{path}.resources.gpus", f"pool {pool.name} has no GPUs")
-        return
+        return False
     capacity = pool_capacity(pool)
     for resource, amount in holdings(item, pool).items():
         limit = capacity.get(resource)
@@ -283,6 +286,7 @@ def _check_holdings(item: Reservation, pool: NodePool, path: str, problems: Prob
             what = "its limits" if pool.autoscale is not None else "it"
             problems.add(f"{path}.{where}", f"holds {show(resource, amount)}, more than pool {pool.name} can have "
                                             f"({show(resource, limit)} by {what})")
+    return True
 
 
 def _check_overbooking(reservations: Sequence[Reservation], pools: Mapping[str, NodePool], queues: Sequence[Queue],

@@ -323,6 +323,12 @@ BAD = {
         ["kns:reservations[maint].nodes: holds 24 GPUs, more than pool burst can have (16 GPUs by its limits)"]),
     "nodes on a pool without GPUs": (both(edit("reservations[maint].pool", "cpu"), edit("reservations[maint].nodes", 1)),
                                      ["kns:reservations[maint].nodes: pool cpu has no GPUs"]),
+    "nodes on an autoscaled pool without GPUs": (both(
+        lambda c: c["nodePools"].append({"name": "burst", "role": "compute", "autoscale": {
+            "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
+            "limits": {"cpu": 64}}}),
+        edit("reservations[maint].pool", "burst"), edit("reservations[maint].nodes", 1)),
+        ["kns:reservations[maint].nodes: pool burst has no GPUs"]),
     "name of a queue": (edit("reservations[course].name", "batch"), [
         'kns:reservations[batch].name: "batch" is also the name of a queue']),
     "requeue without a queue": (edit("jobs[lab].queue", None),
