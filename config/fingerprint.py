@@ -25,10 +25,10 @@ import json
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
 
+from .source import NAMESPACE, SHARED_KEYS
+
 # The shared sections, in the order they are reported (their stack config keys).
-SHARED = ("kns:cluster", "kns:nodePools", "kns:packingScheduler", "kns:knsScheduler", "kns:queueing",
-          "kns:queues", "kns:priorities", "kns:profiles", "kns:credentials", "kns:keycloakClientSecret", "kns:workers",
-          "kns:state")
+SHARED = tuple(f"{NAMESPACE}:{key}" for key in SHARED_KEYS)
 PROGRAM = "program"
 # What the program runs, relative to the project directory: a change here may change what
 # the same config builds.

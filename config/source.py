@@ -26,6 +26,13 @@ LIST_KEYS = ("nodePools", "jobs", "schedules", "jobFiles", "queues", "priorities
 STRING_KEYS = ("keycloakClientSecret",)
 SECRET_KEYS = ("keycloakClientSecret", "credentials")
 KNOWN_KEYS = OBJECT_KEYS + LIST_KEYS + STRING_KEYS
+# The sections that are entries (one each, held by the entry stacks, docs/entry-stacks.md).
+ENTRY_KEYS = ("jobs", "schedules", "jobFiles")
+# Every other section is shared: every entry may depend on it, so `./kns changed` reports it,
+# CI applies the whole stack for it and `./kns up ENTRY` refuses after it changed (docs/cli.md,
+# "./kns changed"); in the order they are reported. Together with ENTRY_KEYS: KNOWN_KEYS.
+SHARED_KEYS = ("cluster", "nodePools", "packingScheduler", "knsScheduler", "queueing", "queues", "priorities",
+               "profiles", "credentials", "keycloakClientSecret", "workers", "reservations", "budgets", "state")
 
 
 def decode_value(key: str, value: Any) -> Any:

@@ -100,6 +100,8 @@ def shared_sections(cfg: PlatformConfig) -> dict[str, Any]:
         "kns:credentials": cfg.credentials,
         "kns:keycloakClientSecret": cfg.keycloak_client_secret,
         "kns:workers": [dump(worker) for worker in cfg.workers],
+        "kns:reservations": [dump(reservation) for reservation in cfg.reservations],
+        "kns:budgets": [dump(budget) for budget in cfg.budgets],
         # The layout: a change moves state between stacks (`./kns restack`), which only a
         # full `make up` does, so CI's apply must not read it as "nothing changed".
         "kns:state": dump(cfg.state) if cfg.state is not None else None,
@@ -296,9 +298,8 @@ def add_parser(commands: Any) -> None:
         "changed", help="the entries a change between two commits adds, changes or removes",
         description="Read the stack at two commits (the stack file and its job files, as validated config, not "
                     "as text) and list the entries HEAD adds, changes or removes against BASE, and the shared "
-                    "sections it changes (cluster, node pools, schedulers, queueing, queues, priorities, profiles, "
-                    "credentials, and the program's own files). Offline. Exit 1 when the config is invalid at "
-                    "either commit, 2 for a usage error (a revision git does not know, no stack file at HEAD). "
+                    f"sections it changes ({', '.join(SHARED)}, and the program's own files). Offline. "
+                    "Exit 1 when the config is invalid at either commit, 2 for a usage error (a revision git does not know, no stack file at HEAD). "
                     "See docs/cli.md.")
     parser.add_argument("base", metavar="BASE", help="the commit before the change (anything `git rev-parse` reads)")
     parser.add_argument("head", metavar="HEAD", nargs="?", default="HEAD",

@@ -52,7 +52,7 @@ from typing import Any, Mapping, Sequence
 from config import fingerprint
 from config.errors import closest
 from config.invocation import message_arguments, new_token
-from config.source import read_stack_file
+from config.source import NAMESPACE, read_stack_file
 from plan import stacks
 from plan.model import WorkloadPlan
 from plan.stackplan import StackPlan
@@ -90,6 +90,9 @@ def split_names(plans: Sequence[WorkloadPlan], state: StackState, names: Sequenc
     return present, removed
 
 
+STATE_SECTION = f"{NAMESPACE}:state"
+
+
 def refusal(stack: str, changed: Sequence[str], recorded: Any) -> str:
     """Why a targeted `up` is refused, and what to run instead."""
     if not isinstance(recorded, Mapping):
@@ -99,8 +102,11 @@ def refusal(stack: str, changed: Sequence[str], recorded: Any) -> str:
         shown = [f"{name} (the program's files)" if name == fingerprint.PROGRAM else name for name in changed]
         why = (f"shared {'section' if len(shown) == 1 else 'sections'} changed since the last full `up`: "
                f"{', '.join(shown)}; every entry depends on {'it' if len(shown) == 1 else 'them'}")
+    # A new layout moves entries' state first: the full `up` refuses until that is done.
+    first = (f"`{stacks.kns_command('restack', stack)}` (kns:state moves entries between stacks), then "
+             if isinstance(recorded, Mapping) and STATE_SECTION in changed else "")
     return (f"kns up: refused, nothing was applied: {why}. Apply the whole stack with "
-            f"`{stacks.make_command('up', stack)}` "
+            f"{first}`{stacks.make_command('up', stack)}` "
             f"(then `./kns up ENTRY...` applies single entries again)")
 
 

@@ -34,6 +34,7 @@ import hashlib
 from typing import Any, Iterable, Mapping, Optional
 
 from config import fingerprint
+from config.source import ENTRY_KEYS as SOURCE_ENTRY_KEYS, NAMESPACE
 
 from . import stacks
 from .model import WorkloadPlan
@@ -48,10 +49,7 @@ PLATFORM_OUTPUT = "platformStackDigest"
 # digest), which the full run passes to every stack's program.
 SETTINGS_ENV = "KNS_RUN_SETTINGS"
 # The stack file's sections that are entries, held by the entry stacks.
-ENTRY_KEYS = ("kns:jobs", "kns:schedules", "kns:jobFiles")
-# Sections an entry's registered objects depend on beyond the shared ones of
-# config/fingerprint.py: a reservation's objects in the entry's namespace.
-ENTRY_SECTIONS = ("kns:reservations",)
+ENTRY_KEYS = tuple(f"{NAMESPACE}:{key}" for key in SOURCE_ENTRY_KEYS)
 
 
 def _sha(text: str) -> str:
@@ -84,8 +82,7 @@ def entry_stack_digest(plans: Iterable[WorkloadPlan], stack_config: Mapping[str,
                        settings: str = "", reads: Mapping[str, str] = {}) -> str:
     """What the entry stack holding `plans` registers, with what it depends on (`reads`:
     the kubeconfig files its providers read, config/kubeconfig.py read_digests)."""
-    shared = {**fingerprint.shared_digests(stack_config),
-              **{key: _sha(fingerprint.canonical(stack_config.get(key))) for key in ENTRY_SECTIONS}}
+    shared = fingerprint.shared_digests(stack_config)
     entries = {plan.entry.name: _sha(fingerprint.canonical(plan_view(plan))) for plan in plans}
     return _sha(fingerprint.canonical({"shared": shared, "program": program, "entries": entries,
                                        **({"settings": settings} if settings else {}),

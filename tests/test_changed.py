@@ -4,6 +4,7 @@ dev stack), one commit before a change and one after it."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -17,7 +18,8 @@ import yaml
 
 from kns_cli import cli
 from kns_testing import program
-from kns_testing.program import PROJECT_FILES, ROOT
+from config.loader import check_config
+from kns_testing.program import PROJECT_FILES, ROOT, dev_stack_config
 
 GIT_ENV = {**os.environ, **program.GIT_ENV}
 # An encrypted value as a stack file holds it: `kns changed` never decrypts, so any text serves.
@@ -238,6 +240,43 @@ def test_a_layout_change_marks_shared_so_ci_runs_the_full_up(repo, capsys, befor
     found = report(repo, capsys, base, repo.commit("layout"))
     assert summary(found) == {**NOTHING, "shared": ["kns:state"]}
     assert kns_changed(repo, capsys, base, "--format", "up-plan")[:2] == (0, "full shared sections changed: kns:state\n")
+
+
+RESERVATION = {"name": "maint", "pool": "burst", "resources": {"cpu": 4}, "schedule": "0 22 * * 0", "duration": "2h",
+               "timeZone": "Etc/UTC"}
+BUDGET = {"name": "research-q", "queues": ["research"], "limits": {"cpu": 1000}, "reset": "0 0 1 */3 *"}
+
+
+@pytest.mark.parametrize("key, item, edit", [
+    ("kns:reservations", RESERVATION, lambda r: r.update(duration="3h")),
+    ("kns:budgets", BUDGET, lambda b: b.update(limits={"cpu": 2000})),
+], ids=["reservations", "budgets"])
+def test_every_section_that_is_no_entry_is_shared_so_ci_runs_the_full_up(repo, capsys, key, item, edit):
+    """A reservation's window or a budget's limits change what the platform stack holds
+    (the switch, the counters): no entry changes, and CI must still apply."""
+    repo.edit_config(lambda config: config.__setitem__(key, [copy.deepcopy(item)]))
+    base = repo.commit("base")
+    repo.edit_config(lambda config: edit(config[key][0]))
+    found = report(repo, capsys, base, repo.commit("edited"))
+    assert summary(found) == {**NOTHING, "shared": [key]}
+    assert kns_changed(repo, capsys, base, "--format", "up-plan")[:2] == (0, f"full shared sections changed: {key}\n")
+
+
+def test_the_shared_sections_are_every_section_but_the_entries_read_by_every_command():
+    """One list (config/source.py): `./kns changed` compares each, the digests of
+    `./kns up` and the entry stacks hash each, docs/cli.md's table lists each."""
+    from config.fingerprint import SHARED, shared_digests
+    from config.source import ENTRY_KEYS, KNOWN_KEYS, SHARED_KEYS
+    from kns_cli.changed import shared_sections
+    assert sorted(SHARED_KEYS + ENTRY_KEYS) == sorted(KNOWN_KEYS) and not set(SHARED_KEYS) & set(ENTRY_KEYS)
+    config = {**dev_stack_config(), "reservations": [RESERVATION], "budgets": [BUDGET]}
+    cfg = check_config(config, project_dir=ROOT, environ={}, secret_keys=frozenset()).config
+    sections = shared_sections(cfg)
+    assert list(sections) == list(SHARED) and sections["kns:budgets"][0]["name"] == "research-q"
+    assert list(shared_digests({})) == list(SHARED)
+    table = (ROOT / "docs" / "cli.md").read_text().split("| shared | what |", 1)[1].split("\n\n", 1)[0]
+    listed = re.findall(r"`(kns:[A-Za-z]+)`", "\n".join(line.split("|")[1] for line in table.splitlines()[2:]))
+    assert listed == list(SHARED)
 
 
 def test_a_secret_change_marks_shared(repo, capsys):

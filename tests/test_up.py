@@ -137,6 +137,11 @@ def test_the_refusal_names_what_changed_and_what_to_run():
     assert "shared sections changed since the last full `up`: kns:profiles, program (the program's files); every " \
            "entry depends on them. Apply the whole stack with `KNS_STACK=prod make up`" in text
     assert "no record of a full `up` by this version of the program" in up_module.refusal("dev", ["x"], None)
+    # A new layout: the full `up` itself refuses until the entries' state is moved, so the
+    # advice leads through `./kns restack` first.
+    assert up_module.refusal("prod", ["kns:state"], {}).endswith(
+        "Apply the whole stack with `./kns restack --stack prod` (kns:state moves entries between stacks), then "
+        "`KNS_STACK=prod make up` (then `./kns up ENTRY...` applies single entries again)")
 
 
 def test_the_update_carries_the_marker_and_targets_and_no_policy_pack():
