@@ -56,7 +56,8 @@ from plan.planner import plan_checked
 from plan.stackplan import StackPlan
 
 from . import engine_run
-from .layout import MISPLACED, check_exports, declared_entry_stacks, read_exports, state_section
+from .layout import (MISPLACED, check_exports, declared_entry_stacks, read_exports, remove_surplus, state_section,
+                     surplus)
 from .preview import PreviewFailed, project_name, select_stack
 from .recover import file_backend, stack_locks
 from .stack import OfflineStack, UsageError, checked_stack
@@ -263,6 +264,11 @@ def _main(args: argparse.Namespace, pulumi_args: list[str], env: Optional[Mappin
             if why:
                 print(why, file=sys.stderr)
                 return MISPLACED
+            # Entry stacks a smaller layout dropped hold nothing now: removed (an up), said (a preview).
+            remove_surplus(cwd, base, entry_stacks, env, exports, dry_run=args.action != "up", out=sys.stderr)
+            if args.action == "up":
+                exports = {stack: export for stack, export in exports.items()
+                           if stack not in surplus(list(exports), base, entry_stacks)}
         created = [stack for stack in names if stack not in exports]
         for stack in created:
             select_stack(cwd, stack, env)

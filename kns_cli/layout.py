@@ -147,6 +147,47 @@ def problem(moves: Sequence[Move], base: str, entry_stacks: Optional[int]) -> Op
             f"(it moves them in the state; nothing on the cluster changes), then this again. Nothing was run.")
 
 
+def surplus(existing: Sequence[str], base: str, entry_stacks: Optional[int]) -> list[str]:
+    """The entry stacks of `existing` the layout no longer has (after `entryStacks: 5` ->
+    `3`: `.entries-3`, `.entries-4`), in order."""
+    wanted = set(stacks.stacks(base, entry_stacks))
+    return sorted((s for s in existing if stacks.role(s).index is not None and s not in wanted),
+                  key=lambda s: stacks.role(s).index)
+
+
+def holds_nothing(export: Mapping[str, Any]) -> bool:
+    """A state with no resource but the stack itself and its providers (nothing on a
+    cluster), and no operation pending."""
+    deployment = export.get("deployment") or {}
+    return not deployment.get("pending_operations") and all(
+        str(r.get("type", "")) == "pulumi:pulumi:Stack" or str(r.get("type", "")).startswith("pulumi:providers:")
+        for r in deployment.get("resources") or [])
+
+
+def remove_surplus(project_dir: Path, base: str, entry_stacks: Optional[int], env: Mapping[str, str],
+                   exports: Mapping[str, Mapping[str, Any]], dry_run: bool = False, out=None) -> list[str]:
+    """Remove the entry stacks the layout no longer has, once they hold nothing (their
+    entries moved: `restack`); their old outputs would otherwise be merged into the
+    stack's. One that still holds something is left, and said."""
+    out = out or sys.stdout
+    removed = []
+    for stack in surplus(list(exports), base, entry_stacks):
+        if not holds_nothing(exports[stack]):
+            raise preview_module.PreviewFailed(
+                f"entry stack {stack} is not in the layout (kns:state.entryStacks: {entry_stacks or 'unset'}) but its "
+                f"state still holds resources: run `{stacks.kns_command('restack', base)}`")
+        out.write(f"{'would remove' if dry_run else 'removing'} entry stack {stack}: kns:state.entryStacks is "
+                  f"{entry_stacks or 'unset'}, and it holds nothing\n")
+        out.flush()
+        if not dry_run:
+            done = subprocess.run(["pulumi", "stack", "rm", "--stack", stack, "--force", "--yes", "--non-interactive"],
+                                  cwd=project_dir, env=dict(env), capture_output=True, text=True)
+            if done.returncode != 0:
+                raise preview_module.PreviewFailed(f"pulumi stack rm {stack} failed: {done.stderr.strip()[-2000:]}")
+        removed.append(stack)
+    return removed
+
+
 def restack(project_dir: Path, base: str, entry_stacks: Optional[int], env: Mapping[str, str],
             dry_run: bool = False, out=None) -> list[Move]:
     """Move every misplaced entry to the stack the config puts it in (`pulumi state move`,
@@ -173,13 +214,26 @@ def restack(project_dir: Path, base: str, entry_stacks: Optional[int], env: Mapp
         if done.returncode != 0:
             raise preview_module.PreviewFailed(f"pulumi state move from {source} to {dest} failed: "
                                                f"{done.stderr.strip()[-2000:]}")
+    # The entry stacks the layout dropped, empty now (or once moved: a dry run).
+    left = surplus(existing_stacks(project_dir, base, env), base, entry_stacks)
+    emptied = {m.source for m in moves}
+    exports = {stack: ({} if dry_run and stack in emptied else exported(project_dir, stack, env)) for stack in left}
+    remove_surplus(project_dir, base, entry_stacks, env, exports, dry_run, out)
     return moves
 
 
 def stack_outputs(project_dir: Path, base: str, env: Mapping[str, str]) -> dict:
     """The outputs of the stack and its entry stacks, merged (plan/outputs.py)."""
     parts = []
-    for stack in existing_stacks(project_dir, base, env) or [base]:
+    existing = existing_stacks(project_dir, base, env)
+    # Only against a layout the stack file says (a bad value is the program's to report).
+    known = (project_dir / f"Pulumi.{base}.yaml").is_file() and (
+        state_section(project_dir, base) is None or declared_entry_stacks(project_dir, base) is not None)
+    stale = surplus(existing, base, declared_entry_stacks(project_dir, base)) if known else []
+    if stale:  # a removed entry would still be listed among them
+        print(f"kns: left out the outputs of {', '.join(stale)}: not in the layout of kns:state.entryStacks "
+              f"(`{stacks.kns_command('restack', base)}` removes them)", file=sys.stderr)
+    for stack in [s for s in existing if s not in stale] or [base]:
         done = subprocess.run(["pulumi", "stack", "output", "--json", "--stack", stack, "--non-interactive"],
                               cwd=project_dir, env=dict(env), capture_output=True, text=True)
         if done.returncode != 0:

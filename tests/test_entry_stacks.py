@@ -342,6 +342,20 @@ def test_make_outputs_merges_the_stacks_outputs(monkeypatch, tmp_path):
         "nodePools": {"a": 1}}
 
 
+def test_make_outputs_leaves_out_entry_stacks_the_layout_dropped(monkeypatch, tmp_path, capsys):
+    """After `entryStacks: 2` -> `1`, a stale `.entries-1` (not yet removed by `./kns
+    restack`) would list a removed entry among the namespaces."""
+    answers = {"dev": {"namespaces": {}, "schedules": {}},
+               "dev.entries-0": {"namespaces": {"b": "kns-b"}, "schedules": {}},
+               "dev.entries-1": {"namespaces": {"gone": "kns-gone"}, "schedules": {}}}
+    monkeypatch.setattr(layout, "existing_stacks", lambda *a: list(answers))
+    monkeypatch.setattr(layout.subprocess, "run", lambda command, **kwargs: subprocess.CompletedProcess(
+        command, 0, json.dumps(answers[command[command.index("--stack") + 1]]), ""))
+    (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": {"kns:state": {"entryStacks": 1}}}))
+    assert layout.stack_outputs(tmp_path, "dev", {})["namespaces"] == {"b": "kns-b"}
+    assert "left out the outputs of dev.entries-1: not in the layout" in capsys.readouterr().err
+
+
 # ---- the engine's side: an entry stack's config and secrets (the real CLI) ----------------------
 
 
@@ -378,6 +392,23 @@ def test_an_entry_stack_has_no_config_file_and_reads_the_stacks_secrets(pulumi_e
     assert got.strip() == "s3cr3t"
     preview_module.select_stack(project, "prod.entries-0", env)  # again: selected, nothing written
     assert sorted(p.name for p in project.glob("Pulumi.*.yaml")) == ["Pulumi.prod.yaml"]
+
+
+def test_restack_removes_the_entry_stacks_a_smaller_layout_dropped_with_the_real_cli(pulumi_env):
+    """`./kns restack` after `entryStacks: 3` -> `2`: the emptied `.entries-2` is removed
+    from the backend (a dry run says so and removes nothing); the others stay."""
+    project, env = pulumi_env
+    names = ["shrink", *[f"shrink.entries-{i}" for i in range(3)]]
+    for name in names:
+        done = subprocess.run(["pulumi", "stack", "init", name, "--non-interactive"], cwd=project, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    said = io.StringIO()
+    assert layout.restack(project, "shrink", 2, env, dry_run=True, out=said) == []
+    assert said.getvalue() == "would remove entry stack shrink.entries-2: kns:state.entryStacks is 2, and it holds nothing\n"
+    assert sorted(layout.existing_stacks(project, "shrink", env)) == names[:1] + names[1:]
+    assert layout.restack(project, "shrink", 2, env, out=io.StringIO()) == []
+    assert sorted(layout.existing_stacks(project, "shrink", env)) == names[:3]
 
 
 def test_kns_restack_help_and_usage(capsys):

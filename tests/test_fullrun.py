@@ -125,6 +125,11 @@ FAKE = textwrap.dedent('''\
     if args[:2] == ["stack", "ls"]:
         print(json.dumps([{{"name": n[:-5]}} for n in sorted(os.listdir(os.path.join(d, "export")))]))
         sys.exit(0)
+    if args[:2] == ["stack", "rm"]:
+        with open(os.path.join(d, "stack-calls.jsonl"), "a") as f:
+            f.write(json.dumps(["stack", "rm", stack]) + "\\n")
+        os.unlink(os.path.join(d, "export", stack + ".json"))
+        sys.exit(0)
     if args[:2] in (["stack", "select"], ["stack", "init"]):
         export = os.path.join(d, "export", args[2] + ".json")
         with open(os.path.join(d, "stack-calls.jsonl"), "a") as f:
@@ -243,6 +248,29 @@ def test_a_config_that_cannot_run_creates_and_reads_nothing(fake, capsys, action
     assert (code, out, calls, stack_calls(fake)) == (1, "", [], [])
     assert fake.err.startswith("kns-platform: invalid configuration, 1 problem; nothing was applied:\n")
     assert f': kns:jobs[{config["jobs"][0]["name"]}].cpu: "lots" is not a quantity' in fake.err
+
+
+def test_entry_stacks_a_smaller_layout_dropped_are_removed_by_an_up_and_said_by_a_preview(fake, capsys):
+    """From more entry stacks to SPLIT: the surplus ones hold nothing once restacked, and
+    their old outputs must not be merged into the stack's."""
+    extra = [stacks.entry_stack("dev", i) for i in (SPLIT, SPLIT + 1)]
+    for stack in extra:
+        fake.record(stack, "digest-old")
+    code, out, calls = fake.run(capsys, "preview")
+    assert code == 0 and not [c for c in stack_calls(fake) if c[1] == "rm"]
+    assert [line for line in fake.err.splitlines() if "would remove" in line] == [
+        f"would remove entry stack {stack}: kns:state.entryStacks is {SPLIT}, and it holds nothing" for stack in extra]
+    code, out, calls = fake.run(capsys, "up")
+    assert code == 0 and [c for c in stack_calls(fake) if c[1] == "rm"] == [["stack", "rm", s] for s in extra]
+    assert not set(extra) & set(ran(calls))
+    # one still holding an entry: moved first (`./kns restack`), never removed with it
+    fake.record(extra[0], "digest-old")
+    export = json.loads((fake.dir / "export" / f"{extra[0]}.json").read_text())
+    export["deployment"]["resources"].append(entry_component(extra[0], "train-resnet"))
+    (fake.dir / "export" / f"{extra[0]}.json").write_text(json.dumps(export))
+    code, out, calls = fake.run(capsys, "up")
+    assert code != 0 and calls == [] and "./kns restack" in fake.err
+    assert (fake.dir / "export" / f"{extra[0]}.json").exists()
 
 
 def entry_component(stack: str, name: str) -> dict:
