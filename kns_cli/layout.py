@@ -225,6 +225,7 @@ def restack(project_dir: Path, base: str, entry_stacks: Optional[int], env: Mapp
 def stack_outputs(project_dir: Path, base: str, env: Mapping[str, str]) -> dict:
     """The outputs of the stack and its entry stacks, merged (plan/outputs.py)."""
     parts = []
+    last: dict[str, Optional[dict[str, str]]] = {}
     existing = existing_stacks(project_dir, base, env)
     # Only against a layout the stack file says (a bad value is the program's to report).
     known = (project_dir / f"Pulumi.{base}.yaml").is_file() and (
@@ -239,8 +240,35 @@ def stack_outputs(project_dir: Path, base: str, env: Mapping[str, str]) -> dict:
         if done.returncode != 0:
             raise preview_module.PreviewFailed(f"cannot read the outputs of stack {stack}: {done.stderr.strip()}")
         parts.append((stacks.role(stack).index is None, json.loads(done.stdout or "{}")))
+        last[stack] = last_update(project_dir, stack, env)
     platform = next((values for is_platform, values in parts if is_platform), {})
-    return merge_outputs(platform, [values for is_platform, values in parts if not is_platform])
+    merged = merge_outputs(platform, [values for is_platform, values in parts if not is_platform])
+    # What the outputs are of: a failed or interrupted update leaves the outputs its program
+    # computed, which the cluster may not have.
+    merged["lastUpdates"] = {stack: found for stack, found in last.items() if found}
+    failed = [stack for stack, found in last.items() if found and found["result"] != "succeeded"]
+    if failed:
+        print(f"kns: the last update of {', '.join(failed)} did not succeed "
+              f"({', '.join(last[s]['result'] for s in failed)}): its outputs are what its program computed, not "
+              f"what was applied; run `{stacks.make_command('up', base)}` again (lastUpdates says which)",
+              file=sys.stderr)
+    return merged
+
+
+def last_update(project_dir: Path, stack: str, env: Mapping[str, str]) -> Optional[dict[str, str]]:
+    """How the stack's last update ended (`pulumi stack history`): its kind, result and end
+    time; None when the backend has none (a stack never updated)."""
+    done = subprocess.run(["pulumi", "stack", "history", "--stack", stack, "--page-size", "1", "--json",
+                           "--non-interactive"], cwd=project_dir, env=dict(env), capture_output=True, text=True)
+    try:
+        history = json.loads(done.stdout or "null") if done.returncode == 0 else None
+    except json.JSONDecodeError:
+        history = None
+    if not isinstance(history, list) or not history or not isinstance(history[0], dict):
+        return None
+    entry = history[0]
+    return {"kind": str(entry.get("kind", "")), "result": str(entry.get("result", "")),
+            "endTime": str(entry.get("endTime", ""))}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

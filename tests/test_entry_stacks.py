@@ -15,6 +15,7 @@ import shutil
 import subprocess
 from collections import Counter
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import yaml
@@ -334,12 +335,35 @@ def test_make_outputs_merges_the_stacks_outputs(monkeypatch, tmp_path):
                "dev.entries-1": {"namespaces": {"a": "kns-a"}, "schedules": {"a": {"schedule": "* * * * *"}}}}
     monkeypatch.setattr(layout, "existing_stacks", lambda *a: list(answers))
 
-    def fake(command, **kwargs):
-        return subprocess.CompletedProcess(command, 0, json.dumps(answers[command[command.index("--stack") + 1]]), "")
-    monkeypatch.setattr(layout.subprocess, "run", fake)
+    monkeypatch.setattr(layout.subprocess, "run", backend(answers))
     assert layout.stack_outputs(tmp_path, "dev", {}) == {
         "namespaces": {"a": "kns-a", "b": "kns-b"}, "schedules": {"a": {"schedule": "* * * * *"}},
-        "nodePools": {"a": 1}}
+        "nodePools": {"a": 1}, "lastUpdates": {stack: SUCCEEDED for stack in answers}}
+
+
+SUCCEEDED = {"kind": "update", "result": "succeeded", "endTime": "2026-11-29T04:00:00Z"}
+
+
+def backend(answers: dict, history: Optional[dict] = None):
+    """A stand-in for `pulumi stack output` and `pulumi stack history` of each stack."""
+    def run(command, **kwargs):
+        stack = command[command.index("--stack") + 1]
+        answer = [(history or {}).get(stack, SUCCEEDED)] if "history" in command else answers[stack]
+        return subprocess.CompletedProcess(command, 0, json.dumps(answer), "")
+    return run
+
+
+def test_make_outputs_says_when_a_stacks_last_update_failed(monkeypatch, tmp_path, capsys):
+    """After a failed `make up` the outputs are what the program computed, not what the
+    cluster has: they say so, per stack."""
+    answers = {"dev": {"namespaces": {"a": "kns-a"}, "schedules": {}}, "dev.entries-0": {"namespaces": {}}}
+    monkeypatch.setattr(layout, "existing_stacks", lambda *a: list(answers))
+    failed = {"kind": "update", "result": "failed", "endTime": "2026-11-29T04:05:00Z"}
+    monkeypatch.setattr(layout.subprocess, "run", backend(answers, {"dev": failed}))
+    assert layout.stack_outputs(tmp_path, "dev", {})["lastUpdates"] == {"dev": failed, "dev.entries-0": SUCCEEDED}
+    err = capsys.readouterr().err
+    assert "the last update of dev did not succeed (failed): its outputs are what its program computed" in err
+    assert "run `make up` again" in err
 
 
 def test_make_outputs_leaves_out_entry_stacks_the_layout_dropped(monkeypatch, tmp_path, capsys):
@@ -349,8 +373,7 @@ def test_make_outputs_leaves_out_entry_stacks_the_layout_dropped(monkeypatch, tm
                "dev.entries-0": {"namespaces": {"b": "kns-b"}, "schedules": {}},
                "dev.entries-1": {"namespaces": {"gone": "kns-gone"}, "schedules": {}}}
     monkeypatch.setattr(layout, "existing_stacks", lambda *a: list(answers))
-    monkeypatch.setattr(layout.subprocess, "run", lambda command, **kwargs: subprocess.CompletedProcess(
-        command, 0, json.dumps(answers[command[command.index("--stack") + 1]]), ""))
+    monkeypatch.setattr(layout.subprocess, "run", backend(answers))
     (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": {"kns:state": {"entryStacks": 1}}}))
     assert layout.stack_outputs(tmp_path, "dev", {})["namespaces"] == {"b": "kns-b"}
     assert "left out the outputs of dev.entries-1: not in the layout" in capsys.readouterr().err
