@@ -193,7 +193,8 @@ def restack(project_dir: Path, base: str, entry_stacks: Optional[int], env: Mapp
     """Move every misplaced entry to the stack the config puts it in (`pulumi state move`,
     one call per source and destination); the moves, made or (dry_run) to make."""
     out = out or sys.stdout
-    moves = misplaced(read_states(project_dir, base, env, entry_stacks), base, entry_stacks)
+    states = read_states(project_dir, base, env, entry_stacks)
+    moves = misplaced(states, base, entry_stacks)
     why = problem(moves, base, entry_stacks)
     if why and any(stacks.role(m.dest).index is None or m.already for m in moves):
         raise UsageError(why.removeprefix("kns: "))
@@ -215,7 +216,7 @@ def restack(project_dir: Path, base: str, entry_stacks: Optional[int], env: Mapp
             raise preview_module.PreviewFailed(f"pulumi state move from {source} to {dest} failed: "
                                                f"{done.stderr.strip()[-2000:]}")
     # The entry stacks the layout dropped, empty now (or once moved: a dry run).
-    left = surplus(existing_stacks(project_dir, base, env), base, entry_stacks)
+    left = surplus(list(states), base, entry_stacks)  # the stacks read: every one, when any is an entry stack
     emptied = {m.source for m in moves}
     exports = {stack: ({} if dry_run and stack in emptied else exported(project_dir, stack, env)) for stack in left}
     remove_surplus(project_dir, base, entry_stacks, env, exports, dry_run, out)
