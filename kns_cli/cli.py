@@ -372,9 +372,19 @@ def run_preview(args: argparse.Namespace) -> int:
     check_names(cfg, plans, names)
     project_dir = Path(args.project_dir).resolve()
     project = preview_module.project_name(project_dir)
+    entry_stacks = cfg.state.entry_stacks if cfg.state else None
+    try:
+        env = preview_module.engine_environment(project_dir, args.stack, (), preview_module.toolchain(), os.environ)
+        layout_module.check_placement(project_dir, args.stack, entry_stacks, env)
+    except layout_module.Misplaced as exc:
+        print(str(exc), file=sys.stderr)
+        return layout_module.MISPLACED
+    except preview_module.PreviewFailed as exc:
+        print(f"kns preview: {exc}", file=sys.stderr)
+        return 1
     # Each entry in the Pulumi stack that holds it (docs/entry-stacks.md); one preview each.
     parts = []
-    for holder, here in stacks.group(names, args.stack, cfg.state.entry_stacks if cfg.state else None).items():
+    for holder, here in stacks.group(names, args.stack, entry_stacks).items():
         urns = entry_urns(planned, here, holder, project)
         print(f"kns preview: stack {holder}, {plural(len(here), 'entry', 'entries')} ({', '.join(here)}): "
               f"pulumi preview --target ({plural(len(urns), 'URN')}) --target-dependents", file=sys.stderr)
@@ -411,6 +421,9 @@ def run_up(args: argparse.Namespace) -> int:
     except up_module.UpRefused as exc:
         print(str(exc), file=sys.stderr)
         return up_module.REFUSED
+    except layout_module.Misplaced as exc:
+        print(str(exc), file=sys.stderr)
+        return layout_module.MISPLACED
     except preview_module.PreviewFailed as exc:
         print(f"kns up: {exc}", file=sys.stderr)
         return 1

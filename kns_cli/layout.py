@@ -122,6 +122,20 @@ def check_exports(exports: Mapping[str, Mapping[str, Any]], base: str, entry_sta
     return problem(misplaced(states, base, entry_stacks), base, entry_stacks)
 
 
+class Misplaced(Exception):
+    """Entries are in another stack than the config says: the message (exit MISPLACED)."""
+
+
+def check_placement(project_dir: Path, base: str, entry_stacks: Optional[int], env: Mapping[str, str]) -> None:
+    """What every door that runs the engine checks first, as `make up` does: no entry is in
+    another stack than the config says (raises Misplaced with what to run). An engine run
+    that did not look would create the entry again in the stack the layout says, and two
+    states would claim the same objects."""
+    why = check_exports(read_exports(project_dir, base, env, entry_stacks), base, entry_stacks)
+    if why:
+        raise Misplaced(why)
+
+
 def problem(moves: Sequence[Move], base: str, entry_stacks: Optional[int]) -> Optional[str]:
     """Why the stack cannot be run as it is, or None."""
     if not moves:
@@ -131,9 +145,8 @@ def problem(moves: Sequence[Move], base: str, entry_stacks: Optional[int]) -> Op
         shown = ", ".join(f"{m.entry} ({m.source} and {m.dest})" for m in twice)
         return (f"kns: {len(twice)} {'entry is' if len(twice) == 1 else 'entries are'} in the state of two stacks, "
                 f"as an interrupted `pulumi state move` leaves them: {shown}. The copy in the second one is where "
-                f"the config puts it; remove the first from its stack's state (`pulumi state delete --stack <first> "
-                f"--yes` with the URNs `pulumi stack --stack <first> --show-urns` lists under the entry, children "
-                f"first: the state only, nothing on the cluster) and run this again. Nothing was run.")
+                f"the config puts it; `{stacks.kns_command('restack', base)}` removes the first from its stack's "
+                f"state (the state only, nothing on the cluster); then run this again. Nothing was run.")
     back = [m for m in moves if stacks.role(m.dest).index is None]
     shown = ", ".join(f"{m.entry} ({m.source} -> {m.dest})" for m in moves[:5]) + (
         f" and {len(moves) - 5} more" if len(moves) > 5 else "")
@@ -196,10 +209,24 @@ def restack(project_dir: Path, base: str, entry_stacks: Optional[int], env: Mapp
     states = read_states(project_dir, base, env, entry_stacks)
     moves = misplaced(states, base, entry_stacks)
     why = problem(moves, base, entry_stacks)
-    if why and any(stacks.role(m.dest).index is None or m.already for m in moves):
+    if why and any(stacks.role(m.dest).index is None for m in moves):
         raise UsageError(why.removeprefix("kns: "))
+    # An entry both states hold (an interrupted move): the copy where the config puts it
+    # stays, the other is removed from its state; nothing on the cluster changes.
+    for move in (m for m in moves if m.already):
+        out.write(f"{'would remove' if dry_run else 'removing'} entry {move.entry} from the state of {move.source}: "
+                  f"{move.dest} holds it too, where the config puts it (an interrupted move)\n")
+        out.flush()
+        if dry_run:
+            continue
+        done = subprocess.run(["pulumi", "state", "delete", "--stack", move.source, "--yes", "--target-dependents",
+                               "--non-interactive", move.root], cwd=project_dir, env=dict(env),
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise preview_module.PreviewFailed(f"pulumi state delete of {move.entry} in {move.source} failed: "
+                                               f"{done.stderr.strip()[-2000:]}")
     pairs: dict[tuple[str, str], list[Move]] = {}
-    for move in moves:
+    for move in (m for m in moves if not m.already):
         pairs.setdefault((move.source, move.dest), []).append(move)
     for (source, dest), group in pairs.items():
         out.write(f"{'would move' if dry_run else 'moving'} {len(group)} "

@@ -58,7 +58,7 @@ from plan.model import WorkloadPlan
 from plan.stackplan import StackPlan
 from plan.targeting import entry_urns
 
-from . import engine_run
+from . import engine_run, layout
 from . import preview as preview_module
 from .stack import UsageError
 from .state import StackState, export_state, read_state  # noqa: F401 (read_state: what tests read states with)
@@ -134,6 +134,7 @@ def run_up(project_dir: Path, planned: StackPlan, stack: str, names: Sequence[st
     bin_dir = preview_module.toolchain()
     probe = preview_module.engine_environment(project_dir, stack, (), bin_dir, environ)
     entry_stacks = cfg.state.entry_stacks if cfg.state else None
+    layout.check_placement(project_dir, stack, entry_stacks, probe)
     platform = export_state(project_dir, stack, probe)
     current = fingerprint.platform_digest(read_stack_file(project_dir, stack).config or {}, project_dir)
     changed = fingerprint.differences(platform.digest, current)

@@ -26,6 +26,7 @@ from config.invocation import TARGETED_RUN
 from config.rules import ENTRY_STACK_NAME, ENTRY_STACKS_MAX
 from config.source import read_stack_file
 from kns_cli import cli, layout
+from kns_cli import engine_run as engine_run_module
 from kns_cli import preview as preview_module
 from kns_cli import up as up_module
 from kns_cli.passphrase import DEV_PASSPHRASE
@@ -261,6 +262,7 @@ def test_misplaced_entries_are_moved_forward_and_never_back():
     assert [(m.entry, m.already) for m in twice] == [("train-resnet", True)]
     assert "1 entry is in the state of two stacks" in layout.problem(twice, "dev", SPLIT)
     assert "train-resnet (dev and dev.entries-0)" in layout.problem(twice, "dev", SPLIT)
+    assert "`./kns restack` removes the first from its stack's state" in layout.problem(twice, "dev", SPLIT)
 
 
 def test_previews_of_several_stacks_combine_into_one():
@@ -432,6 +434,79 @@ def test_restack_removes_the_entry_stacks_a_smaller_layout_dropped_with_the_real
     assert sorted(layout.existing_stacks(project, "shrink", env)) == names[:1] + names[1:]
     assert layout.restack(project, "shrink", 2, env, out=io.StringIO()) == []
     assert sorted(layout.existing_stacks(project, "shrink", env)) == names[:3]
+
+
+def claim(project: Path, env: dict, stack: str, entry: str) -> str:
+    """Put entry `entry` (its component and a child under it) into `stack`'s state, as an
+    applied entry or an interrupted `pulumi state move` leaves it; the component's URN."""
+    def pulumi(*args, stdin=None):
+        done = subprocess.run(["pulumi", *args, "--non-interactive"], cwd=project, env=env, capture_output=True,
+                              text=True, timeout=300, input=stdin)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+    if stack not in layout.existing_stacks(project, stacks.role(stack).base, env):
+        pulumi("stack", "init", stack)
+    export = json.loads(pulumi("stack", "export", "--stack", stack))
+    deployment = export.setdefault("deployment", {})
+    resources = deployment.setdefault("resources", [])
+    project_name = preview_module.project_name(project)
+    root = f"urn:pulumi:{stack}::{project_name}::pulumi:pulumi:Stack::{project_name}-{stack}"
+    if not resources:
+        resources.append({"urn": root, "custom": False, "type": "pulumi:pulumi:Stack"})
+    from plan.inventory import JOB_TYPE
+    component = f"urn:pulumi:{stack}::{project_name}::{JOB_TYPE}::{entry}"
+    resources += [{"urn": component, "custom": False, "type": JOB_TYPE, "parent": root},
+                  {"urn": f"urn:pulumi:{stack}::{project_name}::{JOB_TYPE}$kns:test:Part::{entry}-part", "custom": False,
+                   "type": "kns:test:Part", "parent": component}]
+    deployment.setdefault("manifest", {"time": "2026-11-29T00:00:00Z", "magic": "", "version": ""})
+    (project / "state.json").write_text(json.dumps(export))
+    pulumi("stack", "import", "--stack", stack, "--file", str(project / "state.json"))
+    return component
+
+
+def test_an_entry_two_states_claim_is_left_to_one_by_restack_with_the_real_cli(pulumi_env):
+    """An interrupted move leaves the entry in both states: every engine door refuses
+    (./kns up, ./kns preview, make up: `check_placement`), and `./kns restack` removes the
+    copy the config does not put there, children and all; the state only."""
+    project, env = pulumi_env
+    holder = stacks.holder("twice", "train", 2)
+    other = next(s for s in ("twice.entries-0", "twice.entries-1") if s != holder)
+    claim(project, env, holder, "train")
+    claim(project, env, other, "train")
+    with pytest.raises(layout.Misplaced) as refused:
+        layout.check_placement(project, "twice", 2, env)
+    assert f"train ({other} and {holder})" in str(refused.value) and "./kns restack --stack twice" in str(refused.value)
+    said = io.StringIO()
+    layout.restack(project, "twice", 2, env, out=said)
+    assert said.getvalue() == (f"removing entry train from the state of {other}: {holder} holds it too, where the "
+                               "config puts it (an interrupted move)\n")
+    states = layout.read_states(project, "twice", env, 2)
+    assert "train" not in states[other].entries and len(states[holder].entries["train"]) == 2
+    assert not [r for r in layout.read_exports(project, "twice", env, 2)[other]["deployment"]["resources"]
+                if "train" in r["urn"]]
+    layout.check_placement(project, "twice", 2, env)  # one state owns it now
+
+
+def test_an_entry_moved_by_hand_stops_kns_up_and_preview_before_any_engine(monkeypatch, tmp_path, capsys):
+    """`./kns up ENTRY` and `./kns preview ENTRY` look where the entries are first, as
+    `make up` does: one moved by hand (`pulumi state move`) to another entry stack is
+    refused with what to run, exit 3, no engine started."""
+    project = split_project(tmp_path)
+    states = {"dev": state({}), "dev.entries-0": state({}), "dev.entries-1": state({}), "dev.entries-2": state({})}
+    holder = stacks.holder("dev", "train-resnet", SPLIT)
+    elsewhere = next(s for s in states if s not in ("dev", holder))
+    states[elsewhere] = state({"train-resnet": elsewhere})
+    monkeypatch.setattr(layout, "read_exports", lambda *a, **k: {s: {} for s in states})
+    monkeypatch.setattr(layout, "state_of", lambda stack, export: states[stack])
+    monkeypatch.setattr(preview_module, "toolchain", lambda: "/nonexistent/bin")
+    ran = []
+    monkeypatch.setattr(engine_run_module, "run", lambda *a, **k: ran.append(a) or 0)
+    monkeypatch.setattr(preview_module, "run_preview", lambda *a, **k: ran.append(a) or ({}, 0))
+    for command in ("up", "preview"):
+        assert cli.main([command, "train-resnet", "--project-dir", str(project)]) == layout.MISPLACED
+        err = capsys.readouterr().err
+        assert f"train-resnet ({elsewhere} -> {holder})" in err and "Run `./kns restack`" in err
+    assert ran == []
 
 
 def test_kns_restack_help_and_usage(capsys):
