@@ -489,16 +489,20 @@ def test_an_entry_two_states_claim_is_left_to_one_by_restack_with_the_real_cli(p
 
 def test_an_entry_moved_by_hand_stops_kns_up_and_preview_before_any_engine(monkeypatch, tmp_path, capsys):
     """`./kns up ENTRY` and `./kns preview ENTRY` look where the entries are first, as
-    `make up` does: one moved by hand (`pulumi state move`) to another entry stack is
-    refused with what to run, exit 3, no engine started."""
-    project = split_project(tmp_path)
-    states = {"dev": state({}), "dev.entries-0": state({}), "dev.entries-1": state({}), "dev.entries-2": state({})}
+    `make up` does, on the real CLI's states: an entry moved by hand (`pulumi state move`)
+    to another entry stack is refused with what to run, exit 3, no engine run started, and
+    one state still owns it."""
+    (tmp_path / "p").mkdir()
+    project = split_project(tmp_path / "p")
+    (tmp_path / "state").mkdir()
+    env = {"PATH": f"{built_toolchain()}:/usr/bin:/bin", "HOME": str(tmp_path), "PULUMI_SKIP_UPDATE_CHECK": "true",
+           "PULUMI_BACKEND_URL": f"file://{tmp_path / 'state'}", "PULUMI_CONFIG_PASSPHRASE": DEV_PASSPHRASE,
+           "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true"}
     holder = stacks.holder("dev", "train-resnet", SPLIT)
-    elsewhere = next(s for s in states if s not in ("dev", holder))
-    states[elsewhere] = state({"train-resnet": elsewhere})
-    monkeypatch.setattr(layout, "read_exports", lambda *a, **k: {s: {} for s in states})
-    monkeypatch.setattr(layout, "state_of", lambda stack, export: states[stack])
-    monkeypatch.setattr(preview_module, "toolchain", lambda: "/nonexistent/bin")
+    elsewhere = next(s for s in stacks.stacks("dev", SPLIT)[1:] if s != holder)
+    claim(project, env, "dev", "other-entry-kept-out")
+    claim(project, env, elsewhere, "train-resnet")
+    monkeypatch.setenv("PULUMI_BACKEND_URL", env["PULUMI_BACKEND_URL"])
     ran = []
     monkeypatch.setattr(engine_run_module, "run", lambda *a, **k: ran.append(a) or 0)
     monkeypatch.setattr(preview_module, "run_preview", lambda *a, **k: ran.append(a) or ({}, 0))
@@ -507,6 +511,9 @@ def test_an_entry_moved_by_hand_stops_kns_up_and_preview_before_any_engine(monke
         err = capsys.readouterr().err
         assert f"train-resnet ({elsewhere} -> {holder})" in err and "Run `./kns restack`" in err
     assert ran == []
+    owners = [stack for stack, found in layout.read_states(project, "dev", env, SPLIT).items()
+              if "train-resnet" in found.entries]
+    assert owners == [elsewhere]
 
 
 def test_kns_restack_help_and_usage(capsys):
