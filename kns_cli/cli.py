@@ -138,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
         "of what the entries that use it ask (one Job each): an over-subscribed queue shows before "
         "`pulumi up`. See docs/queueing.md.")
     queues.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    queues.add_argument("--verbose", action="store_true",
+                        help="list every entry of a queue (text; by default a long list is cut and counted)")
     queues.set_defaults(run=run_queues)
 
     usage = commands.add_parser(
@@ -305,7 +307,7 @@ def run_queues(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(document, indent=2))
     else:
-        sys.stdout.write(queues_module.render_text(document))
+        sys.stdout.write(queues_module.render_text(document, verbose=args.verbose))
     return 0
 
 

@@ -10,7 +10,7 @@ accounting settled them (plan/accounting.py).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Optional, Sequence
 
 from chrono import calendar, moments
 from config import reservations, resolve, rules
@@ -373,6 +373,31 @@ def select(plans: list[WorkloadPlan], names: Iterable[str]) -> list[WorkloadPlan
     return [by_name[name] for name in dict.fromkeys(names) if name in by_name]
 
 
+# The section key of each kind's things in the stack file (`kns:queues[batch]: ...`).
+SECTIONS = {"reservation": "reservations", "pool": "nodePools", "queue": "queues", "priority": "priorities",
+            "budget": "budgets", "worker": "workers"}
+
+
+def concerning(warnings: Iterable[str], planned: StackPlan, names: Sequence[str], also: set[str]) -> list[str]:
+    """The stack's warnings about what is asked: all of them without names; with names,
+    those about a named thing (or a reservation a named entry uses, `also`) and those about
+    no one thing (a section's), never another entry's or another thing's."""
+    warnings = list(warnings)
+    if not names:
+        return warnings
+    entry_paths = {plan.entry.name: planned.config.paths.get(plan.entry.name, "") for plan in planned.entries}
+    owners = [(path, name) for name, path in entry_paths.items() if path]
+    owners += [(f"kns:{SECTIONS[kind]}[{name}]", name) for kind, found in names_by_kind(planned).items()
+               if kind in SECTIONS for name in found]
+    wanted = set(names) | also
+    kept = []
+    for warning in warnings:
+        about = [name for path, name in owners if warning.startswith((path + ":", path + ".", path + "["))]
+        if not about or wanted & set(about):
+            kept.append(warning)
+    return kept
+
+
 def explain(planned: StackPlan, names: Iterable[str] = (), now: Optional[datetime] = None) -> dict[str, Any]:
     """The JSON document of `kns explain --format json`, read from the stack's plan; `now`
     (default: the plan's instant) is when the states and next runs are computed from.
@@ -393,7 +418,7 @@ def explain(planned: StackPlan, names: Iterable[str] = (), now: Optional[datetim
         "now": moments.shown(now) if now else None,
         "entries": [entry_facts(planned, plan, now, lines, starts) for plan in chosen],
         "reservations": [reservation_facts(planned, r, moment) for r in planned.reservations if r.name in wanted],
-        "warnings": list(cfg.warnings),
+        "warnings": concerning(cfg.warnings, planned, names, {p.entry.reservation for p in chosen} - {None}),
     }
     makers = {"pool": lambda n: pool_facts(planned, n), "queue": lambda n: named_queue_facts(planned, n),
               "priority": lambda n: priority_facts(planned, n), "budget": lambda n: budget_facts(planned, n, moment),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from config.loader import PlatformConfig
+from config.quantity import human_of, kind_for_resource, parse
 from config.reservations import holdings, lending_cohort, show
 from plan import multikueue, queues, reservations
 from plan.model import WorkloadPlan
@@ -22,6 +23,8 @@ def report(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> dict[str, Any]:
         item: dict[str, Any] = {
             "name": queue.name,
             "cohort": queue.cohort,
+            # kns:queues[].hold: its ClusterQueue admits nothing new (stopPolicy Hold).
+            "hold": queue.hold,
             "entries": [p.entry.name for p in plans if p.entry.queue == queue.name],
             "lines": [{"pool": line.pool, "resource": line.resource, "quota": line.show(line.quota),
                        "borrowing": line.show(line.borrowing), "requested": line.show(line.requested),
@@ -38,7 +41,23 @@ def report(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> dict[str, Any]:
                 "reservations": [reservation_line(cfg, item, plans) for item in cfg.reservations]}
     if cfg.workers:
         document["workers"] = multikueue.served(cfg)
+        for worker in cfg.workers:
+            document["workers"][worker.name]["drain"] = worker.drain
     return document
+
+
+# Names a text line lists before it counts the rest (`--verbose` lists them all).
+LISTED = 8
+
+
+def names(found: list[str], verbose: bool) -> str:
+    """A list of names on one line: all with `verbose` or when few, else the first LISTED
+    and a count of the rest, so a line stays readable at hundreds of entries."""
+    if not found:
+        return "none"
+    if verbose or len(found) <= LISTED:
+        return ", ".join(found)
+    return f"{', '.join(found[:LISTED])} and {len(found) - LISTED} more (--verbose lists them)"
 
 
 def reservation_line(cfg: PlatformConfig, item, plans: list[WorkloadPlan]) -> dict[str, Any]:
@@ -52,7 +71,13 @@ def reservation_line(cfg: PlatformConfig, item, plans: list[WorkloadPlan]) -> di
             "entries": [p.entry.name for p in plans if p.entry.reservation == item.name]}
 
 
-def render_text(document: dict[str, Any]) -> str:
+def written(resource: str, amount: str) -> str:
+    """A quantity of the report as a person writes it (`16.25` cores, `48.12Gi`); the JSON
+    keeps the Kubernetes form."""
+    return human_of(resource, parse(amount, kind_for_resource(resource)))
+
+
+def render_text(document: dict[str, Any], verbose: bool = False) -> str:
     if not document["enabled"]:
         return f"stack {document['stack']}: queueing is off (kns:queueing.enabled)\n"
     count = len(document["queues"])
@@ -60,14 +85,19 @@ def render_text(document: dict[str, Any]) -> str:
     blocks = [f"stack {document['stack']}: {count} queue{'' if count == 1 else 's'}, Kueue {how}"]
     for queue in document["queues"]:
         head = queue["name"] + (f"  (cohort {queue['cohort']})" if queue["cohort"] else "")
-        head += f"; entries: {', '.join(queue['entries']) or 'none'}"
+        if queue.get("hold"):
+            head += "; HELD (hold: true): admits nothing new"
+        head += f"; entries: {names(queue['entries'], verbose)}"
         site = "workers" in queue
         if site:
-            head += f"; served by worker{'' if len(queue['workers']) == 1 else 's'} {', '.join(queue['workers'])}"
+            drains = document.get("workers", {})
+            shown = [w + (" (draining: sent nothing new)" if drains.get(w, {}).get("drain") else "")
+                     for w in queue["workers"]]
+            head += f"; served by worker{'' if len(shown) == 1 else 's'} {', '.join(shown)}"
         rows = [[*(["worker"] if site else []), "pool", "resource", "quota", "+ borrowing", "asked", ""]]
-        rows += [[*([line["worker"]] if site else []), line["pool"], line["resource"], line["quota"],
-                  line["borrowing"], line["requested"],
-                  "OVER-SUBSCRIBED: " + ", ".join(line["entries"]) if line["overSubscribed"] else ""]
+        rows += [[*([line["worker"]] if site else []), line["pool"], line["resource"],
+                  *(written(line["resource"], line[key]) for key in ("quota", "borrowing", "requested")),
+                  "OVER-SUBSCRIBED: " + names(line["entries"], verbose) if line["overSubscribed"] else ""]
                  for line in queue["lines"]]
         blocks.append("\n".join([head, *table(rows, "  ")]))
     for item in document.get("reservations", []):
@@ -76,5 +106,5 @@ def render_text(document: dict[str, Any]) -> str:
                    else "lent to no queue between windows")
         blocks.append(f"reservation {item['name']}  (ClusterQueue {item['clusterQueue']} in Cohort {item['cohort']}; "
                       f"{between})\n  holds {', '.join(item['holds'].values())} of pool {item['pool']}; entries: "
-                      f"{', '.join(item['entries']) or 'none'}")
+                      f"{names(item['entries'], verbose)}")
     return "\n\n".join(blocks) + "\n"

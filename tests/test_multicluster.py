@@ -634,7 +634,7 @@ def test_an_entry_that_fits_only_on_a_draining_worker_is_warned_of_by_validate_e
         "manager until the drain ends"]
     # `train` (research, CPU) still fits east's pool: nothing said of it.
     from kns_cli.explain import explain
-    assert said[0] in explain(plan_checked(checked(config)), ["gpu-job"])["warnings"]
+    assert explain(plan_checked(checked(config)), ["gpu-job"])["warnings"] == said[:1]  # its own, not pinned's
     # The program says it too (pulumi.log.warn of the config's warnings).
     warned = []
     original = pulumi.log.warn
@@ -683,3 +683,30 @@ def test_a_prescaled_start_on_a_draining_workers_pool_is_not_guaranteed():
                                 "Jobs wait on the manager until the drain ends"]
     (line,) = [line for line in render_text(document).splitlines() if line.startswith("  start:")]
     assert line.startswith("  start:          best effort: pool west-cpu is on worker west, which is draining")
+
+
+def test_queues_show_a_held_queue_and_a_draining_worker_where_a_user_looks():
+    """`./kns queues`: a queue's hold and a worker's drain are on the queue's own line."""
+    from kns_cli import queues as queues_module
+    config = site()
+    config["workers"][1]["drain"] = True  # west
+    config["queues"][1]["hold"] = True  # batch
+    cfg = checked(config).config
+    document = queues_module.report(cfg, plan_checked(checked(config)).entries)
+    assert [q["hold"] for q in document["queues"]] == [False, True]
+    assert {w: found["drain"] for w, found in document["workers"].items()} == {"east": False, "west": True}
+    text = queues_module.render_text(document)
+    assert "research  (cohort all); entries: train; served by workers east, west (draining: sent nothing new)" in text
+    assert "batch; HELD (hold: true): admits nothing new; entries: sweep; served by worker east" in text
+
+
+def test_a_queue_of_hundreds_of_entries_is_counted_on_its_line_and_listed_with_verbose():
+    from kns_cli import queues as queues_module
+    config = site(jobs=[{"name": f"job-{i:03}", "image": "busybox:1.36", "cpu": "1", "memory": "1Gi",
+                         "queue": "batch"} for i in range(500)])
+    document = queues_module.report(checked(config).config, plan_checked(checked(config)).entries)
+    line = next(line for line in queues_module.render_text(document).splitlines() if line.startswith("batch"))
+    assert len(line) < 200 and "job-007 and 492 more (--verbose lists them)" in line and "job-008" not in line
+    verbose = next(line for line in queues_module.render_text(document, verbose=True).splitlines()
+                   if line.startswith("batch"))
+    assert "job-499" in verbose and "more" not in verbose
