@@ -59,8 +59,9 @@ class Progress:
     """Objects done of the total: a line rewritten in place on a terminal, a plain line per
     quarter reached elsewhere (only the last when several are reached at once)."""
 
-    def __init__(self, out: IO[str], tty: bool) -> None:
-        self.out, self.tty = out, tty
+    def __init__(self, out: IO[str], tty: bool, stack: str = "") -> None:
+        # The stack on every line: entry stacks run side by side interleave their lines.
+        self.out, self.tty, self.where = out, tty, f" in {stack}" if stack else ""
         self.quarter = 0
         self.shown = ""
 
@@ -69,7 +70,7 @@ class Progress:
             return
         done = min(done, total)
         if self.tty:
-            text = f"applied {done} of {total} resources"
+            text = f"applied {done} of {total} resources{self.where}"
             if text != self.shown:
                 self.out.write(f"\r{text}")
                 self.out.flush()
@@ -78,7 +79,7 @@ class Progress:
         quarter = done * 4 // total
         if quarter > self.quarter:
             self.quarter = quarter
-            self.out.write(f"applied {done} of {total} resources ({quarter * 25}%)\n")
+            self.out.write(f"applied {done} of {total} resources{self.where} ({quarter * 25}%)\n")
             self.out.flush()
 
     def close(self) -> None:
@@ -143,10 +144,11 @@ def interruptible() -> Iterator[list[int]]:
 
 def run(action: str, stack: str, command: Sequence[str], *, verbose: bool, log_dir: Path,
         out: IO[str], err: IO[str], tty: bool, env: Optional[Mapping[str, str]] = None,
-        cwd: Optional[Path] = None, outputs: Optional[dict[str, Any]] = None) -> int:
+        cwd: Optional[Path] = None, outputs: Optional[dict[str, Any]] = None,
+        totals: Optional[dict[str, int]] = None) -> int:
     """Run `command` (in `cwd`, with `env`: default this process's) with an event log; print
     the progress to `err` and the summary to `out`. `outputs` gets the program's exports as
-    the run computed them."""
+    the run computed them, `totals` the summary's objects per op (for a total over stacks)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     path = log_path(log_dir, stack, action)
     env = {**(os.environ if env is None else env), "PULUMI_DEBUG_COMMANDS": "true"}
@@ -160,7 +162,7 @@ def run(action: str, stack: str, command: Sequence[str], *, verbose: bool, log_d
         planned = Planned()
         copier = threading.Thread(target=copy_output, args=(proc.stdout, log, echo, planned), daemon=True)
         copier.start()
-        progress = Progress(err, tty and not verbose)
+        progress = Progress(err, tty and not verbose, stack)
         # A log the engine writes once (a preview, an update without one) is read as it is
         # written, so that reading it overlaps the engine's work: at 1,000 entries it is
         # about 100 MB, seconds of parsing (docs/benchmarks.md, section 13). A log it
@@ -212,6 +214,9 @@ def run(action: str, stack: str, command: Sequence[str], *, verbose: bool, log_d
     if verbose:
         out.write("\n")
     out.write(summary_module.render_run(action, stack, steps, events.violations, events.diagnostics, shown))
+    if totals is not None:
+        for op, count in summary_module.totals(steps).items():
+            totals[op] = totals.get(op, 0) + count
     if status != 0 and not any(d["severity"] == "error" for d in events.diagnostics):
         lines = path.read_text(encoding="utf-8", errors="replace").rstrip("\n").splitlines()[-TAIL_LINES:]
         out.write(f"The engine failed (exit {status}); the end of its output:\n")

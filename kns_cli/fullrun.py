@@ -56,6 +56,7 @@ from plan.planner import plan_checked
 from plan.stackplan import StackPlan
 
 from . import engine_run
+from . import summary as summary_module
 from .layout import (MISPLACED, check_exports, declared_entry_stacks, read_exports, remove_surplus, state_section,
                      surplus)
 from .preview import PreviewFailed, project_name, select_stack
@@ -286,6 +287,8 @@ def _main(args: argparse.Namespace, pulumi_args: list[str], env: Optional[Mappin
             known = offline_digests(cwd, base, entry_stacks, env, env[digests.SETTINGS_ENV], checked_now)
             if mine.why_run(known.platform) is not None:
                 known = None
+    counted: dict[str, int] = {}  # objects per op over every stack that runs
+    ran = 0
     if known is not None:
         skipped(args.action, base)
         status = 0
@@ -294,7 +297,8 @@ def _main(args: argparse.Namespace, pulumi_args: list[str], env: Optional[Mappin
         outputs: dict[str, Any] = {}
         status = engine_run.run(args.action, base, command(args.action, base, pulumi_args), verbose=args.verbose,
                                 log_dir=args.log_dir, out=sys.stdout, err=sys.stderr, tty=tty, env=env, cwd=cwd,
-                                outputs=outputs)
+                                outputs=outputs, totals=counted)
+        ran = 1
         if status != 0 or entry_stacks is None:
             return status
         wanted = outputs.get(digests.DIGESTS_OUTPUT) if isinstance(outputs.get(digests.DIGESTS_OUTPUT), dict) else {}
@@ -311,21 +315,25 @@ def _main(args: argparse.Namespace, pulumi_args: list[str], env: Optional[Mappin
         else:
             to_run.append(stack)
 
-    def one(stack: str) -> tuple[int, str]:
+    def one(stack: str) -> tuple[int, str, dict[str, int]]:
         if interrupted:
-            return 130, f"{stack}: not started (interrupted)\n"
-        out = io.StringIO()
+            return 130, f"{stack}: not started (interrupted)\n", {}
+        out, own = io.StringIO(), {}
         code = engine_run.run(args.action, stack, command(args.action, stack, pulumi_args),
                               verbose=args.verbose and width == 1, log_dir=args.log_dir, out=out, err=sys.stderr,
-                              tty=tty and width == 1, env=run_env, cwd=cwd)
-        return code, out.getvalue()
+                              tty=tty and width == 1, env=run_env, cwd=cwd, totals=own)
+        return code, out.getvalue(), own
 
     with ThreadPoolExecutor(max_workers=width) as pool:
-        for stack, (code, text) in zip(to_run, pool.map(one, to_run)):
+        for stack, (code, text, own) in zip(to_run, pool.map(one, to_run)):
             sys.stdout.write(text)
             sys.stdout.flush()
+            for op, count in own.items():
+                counted[op] = counted.get(op, 0) + count
             if code != 0 and status == 0:
                 status = code
+    everyone = 1 + len(names)
+    sys.stdout.write(summary_module.render_total(args.action, base, counted, ran + len(to_run), everyone - ran - len(to_run)))
     return status
 
 

@@ -120,7 +120,8 @@ def step_of(metadata: dict[str, Any]) -> Optional[dict[str, Any]]:
     for ours, theirs in (("oldState", "old"), ("newState", "new")):
         state = metadata.get(theirs) or {}
         step[ours] = {"type": state.get("type") or metadata.get("type"), "parent": state.get("parent", ""),
-                      "inputs": state.get("inputs") or {}, "outputs": state.get("outputs") or {}}
+                      "inputs": state.get("inputs") or {}, "outputs": state.get("outputs") or {},
+                      "provider": state.get("provider", "")}
     detailed = metadata.get("detailedDiff") or {}
     step["detailedDiff"] = {path: {"kind": (diff or {}).get("kind") or (diff or {}).get("diffKind", "")}
                             for path, diff in detailed.items()}
@@ -227,6 +228,17 @@ def group_steps(steps: Sequence[dict[str, Any]]) -> tuple[list[Group], list[Grou
 
 # --- Rendering ------------------------------------------------------------------------------
 
+VERBS = {"up": "Update", "preview": "Preview"}
+
+
+def render_total(action: str, base: str, counted: dict[str, int], ran: int, skipped: int) -> str:
+    """The one line after the summaries of a stack and its entry stacks: the objects of
+    every stack that ran, with how many ran and were skipped."""
+    objects = sum(counted.values())
+    return (f"{VERBS.get(action, action.capitalize())} of stack {base} and its entry stacks, in all: "
+            f"{counts_text(counted)} ({objects} object{'' if objects == 1 else 's'}; {ran} stack"
+            f"{'' if ran == 1 else 's'} ran" + (f", {skipped} skipped as unchanged" if skipped else "") + ")\n")
+
 
 def counts_text(counts: dict[str, int]) -> str:
     """`9 to create, 2 to replace, 6 unchanged` (the engine's order, no markup)."""
@@ -252,11 +264,15 @@ def compact_fields(fields: Sequence[str]) -> str:
     return prefix + "{" + ", ".join(f[len(prefix):] for f in fields) + "}"
 
 
-def object_text(change: Any) -> str:
+def object_text(change: Any, named: bool = False) -> str:
+    """`Kind namespace/name (fields)`; with `named` (a run on several clusters), `on
+    <cluster>` after the name."""
     ps = summary_module()
     kind = "provider" if change.type.startswith("pulumi:providers:") else ps.kind_of(change.type)
     name = change.kube or change.name
     text = f"{kind} {name}" if kind != name else name
+    if named and change.cluster:
+        text += f" on {change.cluster}"
     if change.fields:
         text += f" ({compact_fields(change.fields)})"
     return text
@@ -276,13 +292,14 @@ def fit(head: str, items: Sequence[str], one: str, many: str, width: int = WIDTH
     return line
 
 
-def group_line(group: Group, label_width: int) -> str:
+def group_line(group: Group, label_width: int, named: bool = False) -> str:
     ps = summary_module()
     symbol = ps.OPS.get(group.op, ("=",))[0]
     order = {op: i for i, op in enumerate(ps.OPS)}
     changes = sorted(group.changes, key=lambda c: (order.get(c.op, len(order)), c.type, c.kube or c.name))
     head = f"  {symbol:<2} {group.label:<{label_width}}  {counts_text(group.counts())}: "
-    return fit(head, [("" if c.op == group.op else f"{c.op} ") + object_text(c) for c in changes], "object", "objects")
+    return fit(head, [("" if c.op == group.op else f"{c.op} ") + object_text(c, named) for c in changes],
+               "object", "objects")
 
 
 def unchanged_line(groups: Sequence[Group], one: str, many: str) -> list[str]:
@@ -294,25 +311,32 @@ def unchanged_line(groups: Sequence[Group], one: str, many: str) -> list[str]:
     return [fit(head, names, one, many)]
 
 
+def totals(steps: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Objects per op of a run, as its summary's header counts them."""
+    entries, parts = group_steps(steps)
+    return dict(summary_module()._count([*entries, *parts]))
+
+
 def render_run(action: str, stack: str, steps: Sequence[dict[str, Any]], violations: Sequence[dict[str, str]] = (),
                diagnostics: Sequence[dict[str, str]] = (), log: Optional[str] = None) -> str:
     """The lines printed after `make up` / `make preview` (ends with a newline)."""
     ps = summary_module()
     entries, parts = group_steps(steps)
-    verb = {"up": "Update", "preview": "Preview"}.get(action, action.capitalize())
-    totals = ps._count([*entries, *parts])
-    objects = sum(totals.values())
-    out = [f"{verb} of stack {stack}: {counts_text(totals)} ({objects} object{'' if objects == 1 else 's'})"]
+    verb = VERBS.get(action, action.capitalize())
+    counted = ps._count([*entries, *parts])
+    objects = sum(counted.values())
+    out = [f"{verb} of stack {stack}: {counts_text(counted)} ({objects} object{'' if objects == 1 else 's'})"]
     changed = [g for g in entries if g.changes]
     changed_parts = [g for g in parts if g.changes]
     width = max((len(g.label) for g in [*changed, *changed_parts]), default=0)
+    named = ps.clusters_named(c for g in [*entries, *parts] for c in g.changes)
     if changed or entries:
         out += [f"Entries ({len(entries)}):"]
-        out += [group_line(g, width) for g in changed]
+        out += [group_line(g, width, named) for g in changed]
         out += unchanged_line([g for g in entries if not g.changes], "entry", "entries")
     if parts:
         out += [f"Platform ({len(parts)} parts):"]
-        out += [group_line(g, width) for g in changed_parts]
+        out += [group_line(g, width, named) for g in changed_parts]
         out += unchanged_line([g for g in parts if not g.changes], "part", "parts")
     if violations:
         placed = [dict(v) for v in violations]
@@ -349,10 +373,12 @@ def render_text(stack: str, steps: Sequence[dict[str, Any]], names: Iterable[str
     rows: list[tuple[str, str, str, str, str]] = []
     shown = [g for g in entries if g.label.split(" ", 1)[-1] in wanted]
     order = {op: i for i, op in enumerate(ps.OPS)}
+    named = ps.clusters_named(c for g in shown for c in g.changes)
     for group in shown:
         for c in sorted(group.changes, key=lambda c: (order.get(c.op, len(order)), c.type, c.kube or c.name)):
             rows.append((group.label.split(" ", 1)[-1], ps.OPS.get(c.op, ("?",))[0] + " " + c.op,
-                         ps.kind_of(c.type), c.kube or c.name, compact_fields(c.fields)))
+                         ps.kind_of(c.type), (c.kube or c.name) + (f" on {c.cluster}" if named and c.cluster else ""),
+                         compact_fields(c.fields)))
     totals = ps._count(shown)
     out = [f"Preview of stack {stack}, {len(shown)} {'entry' if len(shown) == 1 else 'entries'}: {counts_text(totals)}"]
     if rows:

@@ -96,6 +96,7 @@ class Change:
     fields: tuple[str, ...] = ()  # changed field paths, never values
     replace_fields: tuple[str, ...] = ()  # those of `fields` that force a replacement
     kube: str = ""  # `namespace/name` as the cluster calls the object, or "" when it is not one
+    cluster: str = ""  # the cluster its provider reaches (`<cluster>-kubernetes`), or ""
 
 
 @dataclass
@@ -207,6 +208,27 @@ def kube_object(step: dict[str, Any]) -> str:
     return ""
 
 
+# The program's providers are named after the cluster they reach (components/cluster.py).
+PROVIDER_SUFFIX = "-kubernetes"
+
+
+def cluster_of(step: dict[str, Any]) -> str:
+    """The cluster a Kubernetes object's step is on, from its provider reference
+    (`<provider URN>::<id>`, the provider named `<cluster>-kubernetes`); "" otherwise."""
+    if not parse_urn(step.get("urn", "")).type.startswith("kubernetes:"):
+        return ""
+    reference = str(_state(step).get("provider") or "")
+    parts = reference.split("::")
+    name = parts[3] if len(parts) >= 5 else ""
+    return name[:-len(PROVIDER_SUFFIX)] if name.endswith(PROVIDER_SUFFIX) else name
+
+
+def clusters_named(changes: Iterable[Change]) -> bool:
+    """Whether the objects are on more than one cluster (a MultiKueue site), so each is
+    named with its cluster: the same namespace and name may be on every one."""
+    return len({c.cluster for c in changes if c.cluster}) > 1
+
+
 def to_change(step: dict[str, Any]) -> Change:
     op = step.get("op", "")
     if op in REPLACE_PARTS:
@@ -215,7 +237,8 @@ def to_change(step: dict[str, Any]) -> Change:
     urn = step["urn"]
     parsed = parse_urn(urn)
     fields, replace = _fields(step)
-    return Change(op, urn, _state(step).get("type") or parsed.type, parsed.name, fields, replace, kube_object(step))
+    return Change(op, urn, _state(step).get("type") or parsed.type, parsed.name, fields, replace, kube_object(step),
+                  cluster_of(step))
 
 
 def group_steps(steps: list[dict[str, Any]]) -> tuple[dict[str, Section], Section]:
@@ -391,7 +414,9 @@ def _table(changes: list[Change]) -> list[str]:
     order = {op: i for i, op in enumerate(OPS)}
     rows = sorted(changes, key=lambda c: (order.get(c.op, len(order)), c.type, c.name))
     lines = ["| op | kind | name | changed fields |", "|---|---|---|---|"]
-    lines += [f"| {op_label(c.op)} | {_code(kind_of(c.type))} | {_code(c.kube or c.name)} | {_fields_cell(c)} |" for c in rows]
+    named = clusters_named(changes)
+    lines += [f"| {op_label(c.op)} | {_code(kind_of(c.type))} | {_code(c.kube or c.name)}"
+              f"{f' on {c.cluster}' if named and c.cluster else ''} | {_fields_cell(c)} |" for c in rows]
     return lines
 
 

@@ -146,7 +146,7 @@ def test_progress_in_ci_is_a_line_per_quarter(engine, tmp_path, monkeypatch):
 def test_progress_on_a_terminal_is_one_line_rewritten(engine, tmp_path, monkeypatch):
     _, _, err = run(engine, tmp_path, monkeypatch, action="up", tty=True)
     planned = len(STEPS)
-    assert err.startswith("\rapplied ") and err.endswith(f"applied {planned} of {planned} resources\n")
+    assert err.startswith("\rapplied ") and err.endswith(f"applied {planned} of {planned} resources in dev\n")
     assert "\n" not in err[:-1]
 
 
@@ -262,3 +262,41 @@ def test_a_sigint_to_the_run_s_process_group_ends_in_a_message_not_a_traceback(t
     assert "Traceback" not in err + out and "KeyboardInterrupt" not in err + out, err
     assert "Interrupted: the engine stopped (exit 255); `./kns recover --stack prod`" in err
     assert "cancelled, finishing what is in flight" in next((tmp_path / "logs").iterdir()).read_text()
+
+
+def test_a_run_adds_its_objects_per_op_to_a_total_over_stacks(engine, tmp_path, monkeypatch):
+    """What a full run of several stacks sums into its one total line (kns_cli/fullrun.py)."""
+    events = tmp_path / "events.jsonl"
+    events.write_text(event_log("preview", STEPS))
+    monkeypatch.setenv("KNS_STUB_EVENTS", str(events))
+    monkeypatch.setenv("KNS_STUB_LINE", ENGINE_LINE)
+    counted: dict[str, int] = {}
+    headers = []
+    for stack in ("dev", "dev.entries-0"):
+        out = io.StringIO()
+        assert engine_run.run("preview", stack, [str(engine), "preview"], verbose=False, log_dir=tmp_path / "logs",
+                              out=out, err=io.StringIO(), tty=False, totals=counted) == 0
+        headers.append(out.getvalue().splitlines()[0])
+    one = summary.totals(STEPS)
+    assert one and counted == {op: 2 * n for op, n in one.items()}
+    assert all(header.endswith(f"({sum(one.values())} objects)") for header in headers)
+    line = summary.render_total("preview", "dev", counted, 2, 3)
+    assert line == (f"Preview of stack dev and its entry stacks, in all: {summary.counts_text(counted)} "
+                    f"({2 * sum(one.values())} objects; 2 stacks ran, 3 skipped as unchanged)\n")
+
+
+def test_on_a_site_each_changed_object_names_its_cluster():
+    """The same LimitRange in an entry's namespace on the manager and on each worker: the
+    summary says which cluster each is on (the provider it is applied through)."""
+    project = "urn:pulumi:site::kns-platform::"
+    entry = f"{project}kns:workload:Job::train"
+    steps = [{"op": "create", "urn": entry, "newState": {"type": "kns:workload:Job", "parent": ""}}]
+    for cluster in ("site", "east", "west"):
+        steps.append({"op": "create", "urn": f"{project}kns:workload:Job$kubernetes:core/v1:LimitRange::train-{cluster}",
+                      "newState": {"type": "kubernetes:core/v1:LimitRange", "parent": entry,
+                                   "provider": f"{project}pulumi:providers:kubernetes::{cluster}-kubernetes::0a1b",
+                                   "inputs": {"metadata": {"name": "kns-defaults", "namespace": "kns-train"}}}})
+    text = summary.render_run("preview", "site", steps)
+    assert all(f"LimitRange kns-train/kns-defaults on {cluster}" in text for cluster in ("site", "east", "west"))
+    one_cluster = summary.render_run("preview", "site", steps[:2])
+    assert "LimitRange kns-train/kns-defaults" in one_cluster and " on site" not in one_cluster

@@ -203,7 +203,9 @@ def test_unchanged_entry_stacks_are_skipped_in_one_line_each(fake, capsys):
     code, out, calls = fake.run(capsys)
     assert code == 0 and ran(calls) == ["dev"]
     assert [line for line in out.splitlines() if "skipped" in line] == [
-        f"Update of stack {s}: skipped, unchanged since its last update (KNS_FULL=true runs it)" for s in fake.names]
+        *(f"Update of stack {s}: skipped, unchanged since its last update (KNS_FULL=true runs it)" for s in fake.names),
+        f"Update of stack dev and its entry stacks, in all: no changes (0 objects; 1 stack ran, {SPLIT} skipped as "
+        "unchanged)"]
     code, out, calls = fake.run(capsys, "preview")
     assert ran(calls) == ["dev"] and out.count("Preview of stack dev.entries-") == SPLIT
 
@@ -337,7 +339,9 @@ def test_entry_stacks_run_side_by_side_each_with_its_own_lock_and_log_summaries_
     logs = sorted(p.name for p in (fake.dir / "logs").iterdir())
     assert len(logs) == 1 + SPLIT and all(any(p.startswith(f"{s}-up-") for p in logs) for s in ["dev", *fake.names])
     order = [line.split()[3].rstrip(":") for line in out.splitlines() if line.startswith("Update of stack")]
-    assert order == ["dev", *fake.names]
+    assert order == ["dev", *fake.names, "dev"]  # then one total
+    assert out.splitlines()[-1].startswith(f"Update of stack dev and its entry stacks, in all: ")
+    assert out.splitlines()[-1].endswith(f"; {1 + SPLIT} stacks ran)")
 
 
 def test_one_stack_at_a_time_when_so_bounded_and_a_failure_is_the_exit_status(fake, capsys):
@@ -434,8 +438,10 @@ def test_a_no_change_full_run_starts_no_engine_at_all(tmp_path, capsys):
     for action, word in (("up", "Update"), ("preview", "Preview")):
         code, out, calls = fake.run(capsys, action)
         assert code == 0 and calls == []
-        assert out.splitlines() == [f"{word} of stack {s}: skipped, unchanged since its last update "
-                                    "(KNS_FULL=true runs it)" for s in ["dev", *fake.names]]
+        assert out.splitlines() == [*(f"{word} of stack {s}: skipped, unchanged since its last update "
+                                      "(KNS_FULL=true runs it)" for s in ["dev", *fake.names]),
+                                    f"{word} of stack dev and its entry stacks, in all: no changes (0 objects; 0 stacks "
+                                    f"ran, {1 + SPLIT} skipped as unchanged)"]
 
 
 def test_one_changed_entry_runs_only_its_entry_stack_with_the_offline_verdict(tmp_path, capsys):

@@ -87,7 +87,7 @@ def test_make_up_prints_progress_and_the_summary_not_the_engine_s_output(project
     header = next(line for line in done.stdout.splitlines() if line.startswith("Update of stack dev: "))
     created = int(re.fullmatch(r"Update of stack dev: (\d+) to create \(\d+ objects\)", header)[1])
     progress = [line for line in done.stderr.splitlines() if line.startswith("applied ")]
-    last = re.fullmatch(r"applied (\d+) of (\d+) resources \(100%\)", progress[-1]) if progress else None
+    last = re.fullmatch(r"applied (\d+) of (\d+) resources in dev \(100%\)", progress[-1]) if progress else None
     assert last and last[1] == last[2] and int(last[1]) > created, done.stderr  # components are resources too
     assert 1 <= len(progress) <= 4
     manifests = sum(1 for _ in (project.root / "build" / "manifests" / "dev").rglob("*.yaml"))
