@@ -36,7 +36,6 @@ from chrono import clock
 from config import fingerprint, kubeconfig, source
 from config.errors import ConfigError
 from config.loader import check_stack_config
-from config.models import Cluster
 from plan import budgets, devices, digests, kueue_install, multikueue, queues, reservations, stacks
 from plan.outputs import ENTRY_OUTPUTS, stack_outputs
 from plan.planner import plan_checked, plan_own
@@ -88,13 +87,14 @@ linear_output_drain()
 debug_messages_on_request()
 site = bool(cfg.workers)
 
+manager_cluster = multikueue.site_cluster(cfg)
 if this.index is None:
-    cluster = KnsCluster(cfg.cluster.name, KnsClusterArgs(cfg.cluster, PROJECT_DIR))
+    cluster = KnsCluster(cfg.cluster.name, KnsClusterArgs(manager_cluster, PROJECT_DIR))
     provider = cluster.provider
 else:
     # An entry stack holds its entries and the providers they use; the platform they run
     # on is the platform stack's, applied before it.
-    provider = cluster_provider(cfg.cluster.name, cfg.cluster, PROJECT_DIR)
+    provider = cluster_provider(cfg.cluster.name, manager_cluster, PROJECT_DIR)
 # Every object on the cluster: through its provider, and owning the fields it declares.
 on_cluster = pulumi.ResourceOptions(providers=[provider], transformations=[own_declared_fields])
 
@@ -120,7 +120,7 @@ if this.index is None:
     workers: dict[str, KnsWorker] = {}
     for worker in cfg.workers:
         workers[worker.name] = KnsWorker(worker.name, KnsWorkerArgs(
-            worker, cfg.worker_servers[worker.name], PlatformArgs(
+            worker, multikueue.site_cluster(cfg, worker.name), cfg.worker_servers[worker.name], PlatformArgs(
                 cfg.cluster.name, cfg.cluster.system_namespace, worker.node_pools, cfg.packing_scheduler,
                 cfg.kns_scheduler, cfg.keycloak_client_secret,
                 kueue_install.install_objects(upstream, cfg.cluster.name, worker.node_pools,
@@ -147,8 +147,8 @@ if this.index is None:
                on_cluster)
 else:
     for worker in cfg.workers:
-        worker_sides[worker.name] = (cluster_provider(worker.name, Cluster(
-            name=worker.name, context=worker.context, kubeconfig=worker.kubeconfig), PROJECT_DIR), [])
+        worker_sides[worker.name] = (cluster_provider(worker.name, multikueue.site_cluster(cfg, worker.name),
+                                                      PROJECT_DIR), [])
     queue_dependencies = []
 
 for plan in registered:

@@ -29,6 +29,9 @@ TYPE = multikueue.WORKER_TYPE
 @dataclass
 class KnsWorkerArgs:
     worker: Worker
+    # What its provider reaches (plan/multikueue.py site_cluster): its context or
+    # kubeconfig, or, on a rendered site, its own directory under renderDir.
+    cluster: Cluster
     # The URL the manager's Kueue dials (config: apiServer, or the context's server).
     server: str
     platform: PlatformArgs
@@ -44,9 +47,8 @@ class KnsWorker(pulumi.ComponentResource):
     def __init__(self, name: str, args: KnsWorkerArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(TYPE, name, None, opts)
         worker = args.worker
-        self.cluster = KnsCluster(name, KnsClusterArgs(
-            Cluster(name=worker.name, context=worker.context, kubeconfig=worker.kubeconfig), args.project_dir),
-            pulumi.ResourceOptions(parent=self))
+        self.cluster = KnsCluster(name, KnsClusterArgs(args.cluster, args.project_dir),
+                                  pulumi.ResourceOptions(parent=self))
         self.provider = self.cluster.provider
         on_worker = pulumi.ResourceOptions(parent=self, providers=[self.provider],
                                            transformations=[own_declared_fields])
@@ -66,8 +68,14 @@ class KnsWorker(pulumi.ComponentResource):
                 f"{name}-{multikueue.ACCESS}", **fields,
                 opts=pulumi.ResourceOptions.merge(after_kueue, pulumi.ResourceOptions(depends_on=depends)))
         token: k8s.core.v1.Secret = made["Secret"]  # type: ignore[assignment]
-        # The provider returns a service-account-token Secret once the token controller has
-        # filled it; its data is a secret output, and so is what is built from it.
-        self.kubeconfig = pulumi.Output.secret(token.data.apply(
-            lambda data: multikueue.kubeconfig_text(worker.name, args.server, data)))
+        if args.cluster.render_dir:
+            # Rendered, no token controller fills the Secret: the kubeconfig says where the
+            # token goes (plan/multikueue.py RENDERED_TOKEN).
+            self.kubeconfig = pulumi.Output.secret(
+                multikueue.kubeconfig_text(worker.name, args.server, multikueue.RENDERED_TOKEN))
+        else:
+            # The provider returns a service-account-token Secret once the token controller
+            # has filled it; its data is a secret output, and so is what is built from it.
+            self.kubeconfig = pulumi.Output.secret(token.data.apply(
+                lambda data: multikueue.kubeconfig_text(worker.name, args.server, data)))
         self.register_outputs({"server": args.server, "nodePools": [p.name for p in worker.node_pools]})

@@ -73,6 +73,7 @@ def check_workers(
         problems.add("kns:workers", f"{len(workers)} workers: a MultiKueueConfig lists at most {rules.SITE_WORKERS_MAX} "
                      "clusters")
     forbidden = {_context_key(c) for c in (cluster.forbidden_contexts if cluster is not None else [])}
+    rendered = cluster is not None and bool(cluster.render_dir)
     contexts: dict[str, str] = {}
     if cluster is not None and cluster.context:
         contexts[_context_key(cluster.context)] = "kns:cluster.context"
@@ -101,9 +102,14 @@ def check_workers(
                              "site is its own")
                 continue
             contexts[key] = f"the context of kns:workers[{worker.name}]"
-        if encrypted:
-            if worker.api_server:
-                servers[worker.name] = worker.api_server
+        if rendered and cluster is not None and worker.name == cluster.name:
+            problems.add(path + ".name", f'"{worker.name}" is kns:cluster.name too: a rendered site writes each '
+                         "cluster into a directory of renderDir named after it")
+        if encrypted or rendered:
+            # Offline: an encrypted kubeconfig is the program's to read; a rendered site
+            # reaches no cluster, and names a worker without apiServer by a reserved name.
+            if worker.api_server or rendered:
+                servers[worker.name] = worker.api_server or multikueue.RENDERED_SERVER.format(worker=worker.name)
             continue
         # What Pulumi reaches the worker with must be a kubeconfig holding the context, its
         # cluster and a server, whether or not apiServer names another URL for Kueue.
@@ -136,7 +142,7 @@ def check_workers(
 def check_site(cluster: Optional[Cluster], queueing: Queueing, queues: list[Queue], workloads: list[Workload],
                manager_pools: Iterable[str], paths: Mapping[str, str], problems: Problems,
                draining: Optional[Mapping[str, str]] = None) -> None:
-    """A stack with kns:workers is a MultiKueue site: Kueue on, applied (not rendered), its
+    """A stack with kns:workers is a MultiKueue site: Kueue on (rendered, each cluster apart), its
     queues hold the workers' pools, and every entry that runs pods is queued (only queued
     Jobs are dispatched to a worker) on a worker's pool. A drain (`draining`: pool -> its
     draining worker) may not leave a queue that is not held without a worker serving it."""
@@ -149,8 +155,6 @@ def check_site(cluster: Optional[Cluster], queueing: Queueing, queues: list[Queu
                          f'draining workers: {", ".join(workers)}); {rules.DRAIN_LEAVES_QUEUE.message}')
     if not queueing.enabled:
         problems.add("kns:workers", rules.SITE_NEEDS_QUEUEING.message)
-    if cluster is not None and cluster.render_dir:
-        problems.add("kns:cluster.renderDir", rules.SITE_NO_RENDER.message)
     managers = set(manager_pools)
     for queue in queues:
         for pool in queue.quota:

@@ -94,6 +94,11 @@ def current_server(text: Union[str, bytes]) -> str | None:
     return context_server(document if isinstance(document, dict) else {}, None)
 
 
+# A rendered site (kns:cluster.renderDir) reaches no cluster: without apiServer, the server
+# the manager's kubeconfig names for a worker is this reserved name (RFC 2606).
+RENDERED_SERVER = "https://{worker}.invalid"
+
+
 def context_server(document: dict, context_name: str | None) -> str | None:
     """The server URL of the named context (by default the current one) of a parsed kubeconfig."""
     name = context_name or document.get("current-context")

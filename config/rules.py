@@ -350,7 +350,6 @@ def at_worker(message: str, index: int) -> str:
 SITE_KUBECONFIG_SECRET = Rule("a worker's kubeconfig text is a credential: store it as a secret "
                                 "(`pulumi config set --secret --path 'kns:workers[<index>].kubeconfig' ...`)")
 SITE_NEEDS_QUEUEING = Rule("workers run the queued entries MultiKueue dispatches: set kns:queueing.enabled: true")
-SITE_NO_RENDER = Rule("renderDir writes one cluster's YAML; a site with kns:workers is applied, not rendered")
 PORTS = Rule("a port is a number from 1 to 65535")
 SITE_NAMESPACE_ENTRY = Rule("a namespace entry holds pods started by hand on the cluster it is on, which on a site is "
                             "the manager, and the manager runs no workload; MultiKueue dispatches only queued Jobs "

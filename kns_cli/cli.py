@@ -32,6 +32,7 @@ from . import passphrase as passphrase_module
 from . import layout as layout_module
 from . import preview as preview_module
 from . import queues as queues_module
+from . import reach as reach_module
 from . import summary as summary_module
 from . import recover as recover_module
 from . import up as up_module
@@ -378,6 +379,8 @@ def run_preview(args: argparse.Namespace) -> int:
     try:
         env = preview_module.engine_environment(project_dir, args.stack, (), preview_module.toolchain(), os.environ)
         layout_module.check_placement(project_dir, args.stack, entry_stacks, env)
+        for line in reach_module.unanswered(cfg, project_dir, os.environ):
+            print(f"kns preview: warning: {line}", file=sys.stderr)
     except layout_module.Misplaced as exc:
         print(str(exc), file=sys.stderr)
         return layout_module.MISPLACED

@@ -55,7 +55,7 @@ from plan import digests, stacks
 from plan.planner import plan_checked
 from plan.stackplan import StackPlan
 
-from . import engine_run
+from . import engine_run, reach
 from . import summary as summary_module
 from .layout import (MISPLACED, check_exports, declared_entry_stacks, read_exports, remove_surplus, state_section,
                      surplus)
@@ -251,6 +251,8 @@ def _main(args: argparse.Namespace, pulumi_args: list[str], env: Optional[Mappin
     except UsageError as exc:
         print(f"kns: {exc}", file=sys.stderr)
         return 2
+    for line in reach.unanswered(checked_now[0].checked.config, cwd, env):
+        print(f"kns: warning: {line}", file=sys.stderr)
     entry_stacks = declared_entry_stacks(cwd, base)
     names = stacks.stacks(base, entry_stacks)[1:]
 

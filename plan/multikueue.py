@@ -25,7 +25,7 @@ import yaml
 
 from config import names, queues as queue_rules
 from config.loader import PlatformConfig
-from config.models import Queue
+from config.models import Cluster, Queue
 from config.quantity import kind_for_resource, render
 
 from .model import WorkloadPlan
@@ -285,6 +285,28 @@ def worker_access(cluster: str) -> list[dict[str, Any]]:
          "subjects": [subject]},
         {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token", "metadata": token},
     ]
+
+
+# A rendered site's kubeconfig for a worker (config/multikueue.py RENDERED_SERVER): its
+# token is a placeholder `pulumi up` of the applied site replaces with the worker's own.
+RENDERED_TOKEN = {"token": base64.b64encode(b"rendered-offline-pulumi-up-puts-the-worker-token-here").decode(),
+                  "ca.crt": ""}
+
+
+def site_cluster(cfg: PlatformConfig, worker: Optional[str] = None) -> Cluster:
+    """The cluster a provider of the stack reaches: the manager (`worker` None) or a worker.
+    A rendered site writes each into a directory of its own under renderDir, named after
+    it (`<renderDir>/<cluster>`, `<renderDir>/<worker>`); a single cluster renders into
+    renderDir itself."""
+    render = cfg.cluster.render_dir
+    if worker is None:
+        if render and cfg.workers:
+            return cfg.cluster.model_copy(update={"render_dir": f"{render.rstrip('/')}/{cfg.cluster.name}"})
+        return cfg.cluster
+    found = next(w for w in cfg.workers if w.name == worker)
+    if render:
+        return Cluster(name=found.name, render_dir=f"{render.rstrip('/')}/{found.name}")
+    return Cluster(name=found.name, context=found.context, kubeconfig=found.kubeconfig)
 
 
 def kubeconfig_text(worker: str, server: str, data: dict[str, str]) -> str:

@@ -127,16 +127,52 @@ def test_every_problem_of_a_site_is_reported_at_once_at_its_place():
     }
 
 
-def test_a_site_needs_queueing_is_applied_and_holds_at_most_twenty_workers():
-    config = site(queueing={"enabled": False}, cluster={"name": "site", "context": "kns-manager", "renderDir": "out"})
+def test_a_site_needs_queueing_and_holds_at_most_twenty_workers():
+    config = site(queueing={"enabled": False})
     config["workers"] += [{"name": f"w{i}", "context": f"kns-w{i}", "apiServer": f"https://10.9.0.{i}"}
                           for i in range(19)]
     found = [(p.path, p.message) for p in checked(config).problems.items]
     assert ("kns:workers", "21 workers: a MultiKueueConfig lists at most 20 clusters") in found
     assert ("kns:workers", "workers run the queued entries MultiKueue dispatches: set kns:queueing.enabled: "
                            "true") in found
-    assert ("kns:cluster.renderDir", "renderDir writes one cluster's YAML; a site with kns:workers is applied, not "
-                                     "rendered") in found
+
+
+def rendered_site(out: str) -> dict[str, Any]:
+    """docs/multicluster.md's site as a new user tries it without its clusters: renderDir,
+    the kubeconfigs left as written (no file, no context needed)."""
+    return site(cluster={"name": "site", "renderDir": out})
+
+
+def test_a_site_renders_offline_one_directory_per_cluster(tmp_path):
+    """Rendered, the manager and each worker write their objects into renderDir/<cluster>,
+    as one cluster renders into renderDir; no kubeconfig or context is read, and the
+    manager's kubeconfig for a worker names its apiServer or `https://<worker>.invalid`
+    with a placeholder token, never a credential."""
+    config = rendered_site(str(tmp_path / "out"))
+    config["workers"][0]["kubeconfig"] = str(tmp_path / "no-such-file.yaml")  # never read
+    result = checked(config, environ={"KUBECONFIG": str(tmp_path / "nothing")})
+    assert result.problems.items == []
+    assert result.config.worker_servers == {"east": "https://east.invalid", "west": "https://10.2.0.1:6443"}
+    run = run_program(config, secret_keys=("credentials",))
+    providers = {r.name: r.inputs for r in run.of_type("pulumi:providers:kubernetes")}
+    assert {name: inputs.get("renderYamlToDirectory") for name, inputs in providers.items()} == {
+        "site-kubernetes": str(tmp_path / "out" / "site"), "east-kubernetes": str(tmp_path / "out" / "east"),
+        "west-kubernetes": str(tmp_path / "out" / "west")}
+    assert not any("kubeconfig" in inputs or "context" in inputs for inputs in providers.values())
+    for worker, server in (("east", "https://east.invalid"), ("west", "https://10.2.0.1:6443")):
+        text = secret_value(run.named("kubernetes:core/v1:Secret", f"{worker}-kubeconfig").inputs["stringData"])[
+            "kubeconfig"]
+        document = yaml.safe_load(text)
+        assert document["clusters"][0]["cluster"]["server"] == server
+        assert document["users"][0]["user"]["token"] == "rendered-offline-pulumi-up-puts-the-worker-token-here"
+
+
+def test_a_rendered_sites_worker_may_not_share_the_managers_name(tmp_path):
+    config = rendered_site(str(tmp_path / "out"))
+    config["workers"][0]["name"] = "site"
+    found = problems(config)
+    assert found["kns:workers[site].name"] == ('"site" is kns:cluster.name too: a rendered site writes each cluster '
+                                               "into a directory of renderDir named after it")
 
 
 def test_a_kubeconfig_kueue_could_not_use_as_a_server_is_refused_without_showing_it(tmp_path):
