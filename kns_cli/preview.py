@@ -23,6 +23,7 @@ also has the `same` steps, which the summary counts per entry.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -63,9 +64,11 @@ def project_name(project_dir: Path) -> str:
         raise UsageError(f"cannot read the project name from {project_dir / 'Pulumi.yaml'}: {exc}") from None
 
 
+@functools.lru_cache(maxsize=1)
 def toolchain() -> str:
     """The bin directory of the pinned Pulumi CLI, language host and provider
-    (`scripts/toolchain.sh`, which builds them on first use)."""
+    (`scripts/toolchain.sh`, which builds them on first use); found once per process, so
+    its line is printed once."""
     done = subprocess.run(["bash", str(TOOLCHAIN_SCRIPT)], stdout=subprocess.PIPE, text=True)
     if done.returncode != 0 or not done.stdout.strip():
         raise PreviewFailed(f"scripts/toolchain.sh failed (exit {done.returncode}); its messages are above")

@@ -296,6 +296,8 @@ def test_kns_up_applies_each_entry_in_the_entry_stack_that_holds_it(monkeypatch,
     runs: list[tuple[str, list[str], dict]] = []
     monkeypatch.setattr(preview_module, "toolchain", lambda: "/nonexistent/bin")
     monkeypatch.setattr(up_module, "export_state", lambda _dir, stack, _env: read.append(stack) or states[stack])
+    # Where the entries are is checked first (test_entry_stacks.py, the hand-moved entry).
+    monkeypatch.setattr(up_module.layout, "check_placement", lambda *a: None)
 
     def run(action, stack, command, **kwargs):
         runs.append((stack, list(command), dict(kwargs["env"])))
@@ -324,6 +326,8 @@ def test_kns_up_on_a_split_stack_is_refused_by_the_stacks_own_record(monkeypatch
     states = {"dev": StackState({"kns:state": "0" * 64}, {})}  # entry stacks not made yet: never read
     monkeypatch.setattr(preview_module, "toolchain", lambda: "/nonexistent/bin")
     monkeypatch.setattr(up_module, "export_state", lambda _dir, stack, _env: states[stack])
+    # Where the entries are is checked first (test_entry_stacks.py, the hand-moved entry).
+    monkeypatch.setattr(up_module.layout, "check_placement", lambda *a: None)
     monkeypatch.setattr(up_module.engine_run, "run", lambda *a, **k: pytest.fail("the engine ran"))
     cfg, plans = load_stack(project, "dev")
     with pytest.raises(up_module.UpRefused) as info:

@@ -472,7 +472,9 @@ def test_the_control_run_does_register_resources():
 def test_inline_kubeconfig_is_sent_as_a_secret():
     from kns_testing.program import secret_value
 
-    text = "apiVersion: v1\nkind: Config\ncurrent-context: kns\nusers: [{name: admin, user: {token: t0ken}}]\n"
+    text = ("apiVersion: v1\nkind: Config\ncurrent-context: kns\nusers: [{name: admin, user: {token: t0ken}}]\n"
+            "clusters: [{name: kns, cluster: {server: 'https://10.0.0.1:6443'}}]\n"
+            "contexts: [{name: kns, context: {cluster: kns, user: admin}}]\n")
     cfg = copy.deepcopy(BASE)
     cfg["cluster"] = {"name": "kns-prod", "kubeconfig": text, "forbiddenContexts": ["jarvice-upstream"]}
     provider = run_program(cfg).named(PROVIDER, "kns-prod-kubernetes")
