@@ -32,6 +32,9 @@ KUBECONFIG = """\
 apiVersion: v1
 kind: Config
 current-context: kns
+clusters:
+- name: kns
+  cluster: {server: "https://127.0.0.1:6443"}
 contexts:
 - name: kns
   context: {cluster: kns, user: admin}
