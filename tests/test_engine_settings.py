@@ -71,6 +71,13 @@ def up_sh(tmp_path):
     # kns_cli, and what its layout module reads the stack's entry stacks with (docs/entry-stacks.md).
     for package in ("kns_cli", "chrono", "config", "plan"):
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    # The project: a valid dev stack (and `site`, the same config), which `make up` and
+    # `make preview` check before anything else (kns_cli/fullrun.py).
+    for name in ("Pulumi.yaml", "Pulumi.dev.yaml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    shutil.copy(ROOT / "Pulumi.dev.yaml", tmp_path / "Pulumi.site.yaml")
+    for directory in ("jobs", "vendor"):
+        shutil.copytree(ROOT / directory, tmp_path / directory)
     stub_bin = tmp_path / "stub-bin"
     stub_bin.mkdir()
     (scripts / "toolchain.sh").write_text(f"#!/usr/bin/env bash\necho {stub_bin}\n")

@@ -83,7 +83,8 @@ def test_the_dev_stack_defaults_to_the_dev_passphrase(up_sh):
 
 
 def test_a_stack_with_a_kms_secrets_provider_needs_no_passphrase(up_sh):
-    (up_sh / "Pulumi.prod.yaml").write_text("secretsprovider: awskms://alias/kns-prod\nconfig: {}\n")
+    (up_sh / "Pulumi.prod.yaml").write_text("secretsprovider: awskms://alias/kns-prod\n"
+                                            + (ROOT / "Pulumi.dev.yaml").read_text())
     done = run_up_sh(up_sh, "preview", KNS_STACK="prod")
     assert done.returncode == 0, done.stderr
     assert PASSPHRASE not in (up_sh / "pulumi.log").read_text()
