@@ -260,3 +260,18 @@ def without_places(text: str) -> str:
     says (its path and message) against the program run on a config without a file;
     tests/test_stack_file_places.py holds the places themselves."""
     return STACK_FILE_PLACE.sub(r"\1", text)
+
+
+def site_steps() -> list[dict[str, Any]]:
+    """Preview steps of one entry on a MultiKueue site: its component, and the same
+    LimitRange `kns-train/kns-defaults` through the manager's provider and each worker's
+    (`<cluster>-kubernetes`), as `pulumi preview --json` lists them."""
+    project = "urn:pulumi:site::kns-platform::"
+    entry = f"{project}kns:workload:Job::train"
+    steps = [{"op": "create", "urn": entry, "newState": {"type": "kns:workload:Job", "parent": ""}}]
+    for cluster in ("site", "east", "west"):
+        steps.append({"op": "create", "urn": f"{project}kns:workload:Job$kubernetes:core/v1:LimitRange::train-{cluster}",
+                      "newState": {"type": "kubernetes:core/v1:LimitRange", "parent": entry,
+                                   "provider": f"{project}pulumi:providers:kubernetes::{cluster}-kubernetes::0a1b",
+                                   "inputs": {"metadata": {"name": "kns-defaults", "namespace": "kns-train"}}}})
+    return steps

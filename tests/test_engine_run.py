@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from kns_cli import engine_run, summary
-from kns_testing.program import ROOT
+from kns_testing.program import ROOT, site_steps
 
 FIXTURE = ROOT / "tests" / "fixtures" / "preview-dev.json"
 STEPS = json.loads(FIXTURE.read_text())["steps"]
@@ -288,14 +288,7 @@ def test_a_run_adds_its_objects_per_op_to_a_total_over_stacks(engine, tmp_path, 
 def test_on_a_site_each_changed_object_names_its_cluster():
     """The same LimitRange in an entry's namespace on the manager and on each worker: the
     summary says which cluster each is on (the provider it is applied through)."""
-    project = "urn:pulumi:site::kns-platform::"
-    entry = f"{project}kns:workload:Job::train"
-    steps = [{"op": "create", "urn": entry, "newState": {"type": "kns:workload:Job", "parent": ""}}]
-    for cluster in ("site", "east", "west"):
-        steps.append({"op": "create", "urn": f"{project}kns:workload:Job$kubernetes:core/v1:LimitRange::train-{cluster}",
-                      "newState": {"type": "kubernetes:core/v1:LimitRange", "parent": entry,
-                                   "provider": f"{project}pulumi:providers:kubernetes::{cluster}-kubernetes::0a1b",
-                                   "inputs": {"metadata": {"name": "kns-defaults", "namespace": "kns-train"}}}})
+    steps = site_steps()
     text = summary.render_run("preview", "site", steps)
     assert all(f"LimitRange kns-train/kns-defaults on {cluster}" in text for cluster in ("site", "east", "west"))
     one_cluster = summary.render_run("preview", "site", steps[:2])

@@ -22,7 +22,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from kns_testing.program import ROOT, pinned_versions
+from kns_testing.program import ROOT, pinned_versions, site_steps
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 PREVIEW = WORKFLOWS / "preview.yml"
@@ -665,13 +665,6 @@ def test_the_documented_summary_is_this_fixture_s():
 def test_on_a_site_the_ci_summary_names_each_objects_cluster():
     """The same LimitRange in an entry's namespace on the manager and two workers: CI's
     table says which cluster each row is on (the provider it is applied through)."""
-    project = "urn:pulumi:site::kns-platform::"
-    entry = f"{project}kns:workload:Job::train"
-    steps = [{"op": "create", "urn": entry, "newState": {"type": "kns:workload:Job", "parent": ""}}]
-    for cluster in ("site", "east", "west"):
-        steps.append({"op": "create", "urn": f"{project}kns:workload:Job$kubernetes:core/v1:LimitRange::train-{cluster}",
-                      "newState": {"type": "kubernetes:core/v1:LimitRange", "parent": entry,
-                                   "provider": f"{project}pulumi:providers:kubernetes::{cluster}-kubernetes::0a1b",
-                                   "inputs": {"metadata": {"name": "kns-defaults", "namespace": "kns-train"}}}})
+    steps = site_steps()
     markdown = ps.render(ps.summarise({"steps": steps}, "site"))
     assert all(f"`kns-train/kns-defaults` on {cluster}" in markdown for cluster in ("site", "east", "west")), markdown
