@@ -40,7 +40,8 @@ def check_cluster(
     if cluster.render_dir or cluster.context or "kns:cluster.kubeconfig" in sealed:
         return
     try:
-        current = kubeconfig.current_context(cluster.kubeconfig, project_dir, environ)
+        found = kubeconfig.read(cluster.kubeconfig, project_dir, environ)
+        current = found.current if found is not None else None
     except kubeconfig.KubeconfigError as exc:
         problems.add("kns:cluster.kubeconfig", str(exc))
         return
@@ -51,9 +52,9 @@ def check_cluster(
             "kns:cluster.context to the dedicated KNS cluster",
         )
         return
-    if cluster.kubeconfig:  # one the stack names must be a kubeconfig Pulumi can use
+    if cluster.kubeconfig and found is not None:  # one the stack names must be a kubeconfig Pulumi can use
         try:
-            kubeconfig.target(cluster.kubeconfig, None, project_dir, environ)
+            found.target(None)
         except kubeconfig.KubeconfigError as exc:
             problems.add("kns:cluster.kubeconfig", str(exc))
 
@@ -114,12 +115,13 @@ def check_workers(
         # What Pulumi reaches the worker with must be a kubeconfig holding the context, its
         # cluster and a server, whether or not apiServer names another URL for Kueue.
         try:
-            current = None if worker.context else kubeconfig.current_context(worker.kubeconfig, project_dir, environ)
+            found = kubeconfig.read(worker.kubeconfig, project_dir, environ)
+            current = None if worker.context or found is None else found.current
             if current is not None and _context_key(current) in forbidden:
                 problems.add(path + ".kubeconfig", f'its current context "{current}" is listed in '
                              "kns:cluster.forbiddenContexts: a worker is a dedicated KNS cluster")
                 continue
-            reached = kubeconfig.target(worker.kubeconfig, worker.context, project_dir, environ)
+            reached = found.target(worker.context) if found is not None else None
         except kubeconfig.KubeconfigError as exc:
             problems.add(path + (".kubeconfig" if worker.kubeconfig else ".context"), str(exc))
             continue

@@ -31,17 +31,6 @@ def resolve_path(kubeconfig: str, project_dir: Path) -> Path:
     return path if path.is_absolute() else project_dir / path
 
 
-def current_context(
-    kubeconfig: Optional[str], project_dir: Path, environ: Mapping[str, str]
-) -> Optional[str]:
-    """The current context of the kubeconfig that would be used, or None if there is none."""
-    for text, where in _documents(kubeconfig, project_dir, environ):
-        context = _context_of(text, where)
-        if context or kubeconfig:
-            return context
-    return None
-
-
 @dataclass(frozen=True)
 class Target:
     """What the provider would reach: the context's name and its cluster's server."""
@@ -59,49 +48,77 @@ def _named(document: dict, key: str, inner: str) -> dict[str, dict]:
     return out
 
 
-def target(kubeconfig: Optional[str], context: Optional[str], project_dir: Path,
-           environ: Mapping[str, str]) -> Optional[Target]:
-    """The context and server the provider would use, from the kubeconfig it would load
-    (its files merged as kubectl merges `$KUBECONFIG`: the first file that sets a name or
-    the current context wins). None when no kubeconfig exists (nothing to check offline).
-    Raises KubeconfigError when what is read is no kubeconfig, or lacks the context, its
-    cluster or the cluster's server: Pulumi could not reach the cluster with it."""
-    read = []
+@dataclass(frozen=True)
+class Kubeconfig:
+    """The kubeconfig documents the provider would load, each parsed once, in its order
+    (kubectl's merge of `$KUBECONFIG`: the first file that sets a name or the current
+    context wins). A kubeconfig holds keys and tokens: an error names the place, never
+    the text."""
+    read: tuple[tuple[Any, str], ...]
+
+    @property
+    def current(self) -> Optional[str]:
+        """The current context the provider would use, or None if no file sets one."""
+        for document, where in self.read:
+            if not isinstance(document, dict):
+                raise KubeconfigError(f"{where} is not a kubeconfig (expected a mapping)")
+            if document.get("current-context"):
+                return str(document["current-context"])
+        return None
+
+    def target(self, context: Optional[str]) -> Target:
+        """The context (the named one, else the current one) and its cluster's server.
+        Raises KubeconfigError when a document is no kubeconfig, or lacks the context,
+        its cluster or the cluster's server: Pulumi could not reach the cluster with it."""
+        for document, where in self.read:
+            if not isinstance(document, dict) or not ({"clusters", "contexts"} & set(document)):
+                raise KubeconfigError(f"{where} is not a kubeconfig: it has no clusters and no contexts")
+        where = self.read[0][1] if len(self.read) == 1 else \
+            f"the kubeconfig merged from {', '.join(w for _, w in self.read)}"
+        contexts: dict[str, dict] = {}
+        clusters: dict[str, dict] = {}
+        current = None
+        for document, _ in self.read:
+            for name, body in _named(document, "contexts", "context").items():
+                contexts.setdefault(name, body)
+            for name, body in _named(document, "clusters", "cluster").items():
+                clusters.setdefault(name, body)
+            if current is None and isinstance(document.get("current-context"), str) and document["current-context"]:
+                current = document["current-context"]
+        name = context or current
+        if name is None:
+            raise KubeconfigError(f"{where} sets no current-context, the context Pulumi would use (its contexts: "
+                                  f"{', '.join(sorted(contexts)) or 'none'})")
+        if name not in contexts:
+            which = f'context "{name}"' if context else f'current-context "{name}"'
+            raise KubeconfigError(f"{where} has no {which} (its contexts: {', '.join(sorted(contexts)) or 'none'})")
+        cluster = contexts[name].get("cluster")
+        if not isinstance(cluster, str) or cluster not in clusters:
+            raise KubeconfigError(f'{where}: context "{name}" names cluster "{cluster}", which it does not define')
+        server = clusters[cluster].get("server")
+        if not isinstance(server, str) or not server:
+            raise KubeconfigError(f'{where}: cluster "{cluster}" (of context "{name}") has no server')
+        return Target(name, server)
+
+
+def read(kubeconfig: Optional[str], project_dir: Path, environ: Mapping[str, str]) -> Optional[Kubeconfig]:
+    """The kubeconfig the provider would load (inline text, a path, `$KUBECONFIG`, or
+    `~/.kube/config`), or None when none exists (nothing to check offline)."""
+    documents = []
     for text, where in _documents(kubeconfig, project_dir, environ):
         try:
             document, _ = yamldoc.load(text, secret=True)
         except yamldoc.YamlError as exc:
             raise KubeconfigError(f"{where} {exc}") from None
-        if not isinstance(document, dict) or not ({"clusters", "contexts"} & set(document)):
-            raise KubeconfigError(f"{where} is not a kubeconfig: it has no clusters and no contexts")
-        read.append((document, where))
-    if not read:
-        return None
-    where = read[0][1] if len(read) == 1 else f"the kubeconfig merged from {', '.join(w for _, w in read)}"
-    contexts: dict[str, dict] = {}
-    clusters: dict[str, dict] = {}
-    current = None
-    for document, _ in read:
-        for name, body in _named(document, "contexts", "context").items():
-            contexts.setdefault(name, body)
-        for name, body in _named(document, "clusters", "cluster").items():
-            clusters.setdefault(name, body)
-        if current is None and isinstance(document.get("current-context"), str) and document["current-context"]:
-            current = document["current-context"]
-    name = context or current
-    if name is None:
-        raise KubeconfigError(f"{where} sets no current-context, the context Pulumi would use (its contexts: "
-                              f"{', '.join(sorted(contexts)) or 'none'})")
-    if name not in contexts:
-        which = f'context "{name}"' if context else f'current-context "{name}"'
-        raise KubeconfigError(f"{where} has no {which} (its contexts: {', '.join(sorted(contexts)) or 'none'})")
-    cluster = contexts[name].get("cluster")
-    if not isinstance(cluster, str) or cluster not in clusters:
-        raise KubeconfigError(f'{where}: context "{name}" names cluster "{cluster}", which it does not define')
-    server = clusters[cluster].get("server")
-    if not isinstance(server, str) or not server:
-        raise KubeconfigError(f'{where}: cluster "{cluster}" (of context "{name}") has no server')
-    return Target(name, server)
+        documents.append((document, where))
+    return Kubeconfig(tuple(documents)) if documents else None
+
+
+def target(kubeconfig: Optional[str], context: Optional[str], project_dir: Path,
+           environ: Mapping[str, str]) -> Optional[Target]:
+    """`read(...).target(context)`; None when no kubeconfig exists."""
+    found = read(kubeconfig, project_dir, environ)
+    return found.target(context) if found is not None else None
 
 
 def _documents(kubeconfig: Optional[str], project_dir: Path, environ: Mapping[str, str]):
@@ -155,15 +172,3 @@ def _read(path: Path) -> bytes:
         return path.read_bytes()
     except OSError as exc:
         raise KubeconfigError(f"{path} cannot be read ({exc.strerror or 'error'})") from None
-
-
-def _context_of(text: str | bytes, where: str) -> Optional[str]:
-    """A kubeconfig holds keys and tokens: a parse error names the place, never the text."""
-    try:
-        document, _ = yamldoc.load(text, secret=True)
-    except yamldoc.YamlError as exc:
-        raise KubeconfigError(f"{where} {exc}") from None
-    if not isinstance(document, dict):
-        raise KubeconfigError(f"{where} is not a kubeconfig (expected a mapping)")
-    context = document.get("current-context")
-    return str(context) if context else None

@@ -85,28 +85,9 @@ def api_server_problem(url: str) -> str | None:
     return server_problem(url)
 
 
-def current_server(text: Union[str, bytes]) -> str | None:
-    """The server URL of a kubeconfig's current context, or None if it has none."""
-    try:
-        document, _ = yamldoc.load(text, secret=True)
-    except YamlError:
-        return None
-    return context_server(document if isinstance(document, dict) else {}, None)
-
-
 # A rendered site (kns:cluster.renderDir) reaches no cluster: without apiServer, the server
 # the manager's kubeconfig names for a worker is this reserved name (RFC 2606).
 RENDERED_SERVER = "https://{worker}.invalid"
-
-
-def context_server(document: dict, context_name: str | None) -> str | None:
-    """The server URL of the named context (by default the current one) of a parsed kubeconfig."""
-    name = context_name or document.get("current-context")
-    context = next((body for _, n, body in _entries(document, "contexts", "context") if n == name), None)
-    if context is None:
-        return None
-    cluster = next((body for _, n, body in _entries(document, "clusters", "cluster") if n == context.get("cluster")), None)
-    return _server(cluster) or None if cluster is not None else None
 
 
 def kubeconfig_problems(text: Union[str, bytes]) -> list[str]:

@@ -57,8 +57,7 @@ from plan.stackplan import StackPlan
 
 from . import engine_run, reach
 from . import summary as summary_module
-from .layout import (MISPLACED, check_exports, declared_entry_stacks, read_exports, remove_surplus, state_section,
-                     surplus)
+from .layout import MISPLACED, check_exports, declared_entry_stacks, read_exports, remove_surplus, state_section
 from .preview import PreviewFailed, project_name, select_stack
 from .recover import file_backend, stack_locks
 from .stack import OfflineStack, UsageError, checked_stack
@@ -268,10 +267,10 @@ def _main(args: argparse.Namespace, pulumi_args: list[str], env: Optional[Mappin
                 print(why, file=sys.stderr)
                 return MISPLACED
             # Entry stacks a smaller layout dropped hold nothing now: removed (an up), said (a preview).
-            remove_surplus(cwd, base, entry_stacks, env, exports, dry_run=args.action != "up", out=sys.stderr)
+            removed = remove_surplus(cwd, base, entry_stacks, env, exports, dry_run=args.action != "up",
+                                     out=sys.stderr)
             if args.action == "up":
-                exports = {stack: export for stack, export in exports.items()
-                           if stack not in surplus(list(exports), base, entry_stacks)}
+                exports = {stack: export for stack, export in exports.items() if stack not in removed}
         created = [stack for stack in names if stack not in exports]
         for stack in created:
             select_stack(cwd, stack, env)

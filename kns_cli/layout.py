@@ -256,9 +256,10 @@ def stack_outputs(project_dir: Path, base: str, env: Mapping[str, str]) -> dict:
     last: dict[str, Optional[dict[str, str]]] = {}
     existing = existing_stacks(project_dir, base, env)
     # Only against a layout the stack file says (a bad value is the program's to report).
+    declared = declared_entry_stacks(project_dir, base)
     known = (project_dir / f"Pulumi.{base}.yaml").is_file() and (
-        state_section(project_dir, base) is None or declared_entry_stacks(project_dir, base) is not None)
-    stale = surplus(existing, base, declared_entry_stacks(project_dir, base)) if known else []
+        state_section(project_dir, base) is None or declared is not None)
+    stale = surplus(existing, base, declared) if known else []
     if stale:  # a removed entry would still be listed among them
         print(f"kns: left out the outputs of {', '.join(stale)}: not in the layout of kns:state.entryStacks "
               f"(`{stacks.kns_command('restack', base)}` removes them)", file=sys.stderr)
