@@ -36,7 +36,7 @@ from chrono import clock
 from config import fingerprint, kubeconfig, source
 from config.errors import ConfigError
 from config.loader import check_stack_config
-from plan import budgets, devices, digests, kueue_install, multikueue, queues, reservations, stacks
+from plan import budgets, devices, digests, kueue_install, multikueue, network, queues, reservations, stacks
 from plan.outputs import ENTRY_OUTPUTS, stack_outputs
 from plan.planner import plan_checked, plan_own
 from plan.targeting import plans_to_register
@@ -108,11 +108,13 @@ if this.index is None:
         kueue_objects = kueue_install.install_objects(upstream, cfg.cluster.name, cfg.pools_of(None),
                                                       cfg.queueing.wait_for_pods_ready, device_mappings,
                                                       cfg.queueing.multi_kueue if site else None,
-                                                      cfg.queueing.fair_sharing)
+                                                      cfg.queueing.fair_sharing, cfg.network)
     queue_objects = multikueue.queue_objects(cfg) if cfg.queueing.enabled else multikueue.QueueObjects()
+    system_policy = network.system_policy(cfg.network, cfg.cluster.system_namespace, cfg.cluster.name,
+                                          cfg.packing_scheduler, cfg.kns_scheduler)
     manager = PlatformArgs(
         cfg.cluster.name, cfg.cluster.system_namespace, cfg.pools_of(None), cfg.packing_scheduler, cfg.kns_scheduler,
-        cfg.keycloak_client_secret, kueue_objects, *queue_objects.manager)
+        cfg.keycloak_client_secret, kueue_objects, *queue_objects.manager, system_policy=system_policy)
     kueue = register_platform(manager, on_cluster)
 
     # A MultiKueue site (docs/multicluster.md): each worker with its own provider and platform,
@@ -125,9 +127,9 @@ if this.index is None:
                 cfg.kns_scheduler, cfg.keycloak_client_secret,
                 kueue_install.install_objects(upstream, cfg.cluster.name, worker.node_pools,
                                               cfg.queueing.wait_for_pods_ready, device_mappings,
-                                              fair_sharing=cfg.queueing.fair_sharing)
+                                              fair_sharing=cfg.queueing.fair_sharing, isolation=cfg.network)
                 if kueue_objects is not None else None,
-                *queue_objects.workers[worker.name], prefix=f"{worker.name}-"),
+                *queue_objects.workers[worker.name], prefix=f"{worker.name}-", system_policy=system_policy),
             multikueue.worker_access(cfg.cluster.name), PROJECT_DIR))
         worker_sides[worker.name] = (workers[worker.name].provider, workers[worker.name].queue_dependencies)
     connection = [MultiKueue(multikueue.COMPONENT, MultiKueueArgs(

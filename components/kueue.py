@@ -18,10 +18,12 @@ import pulumi
 from plan.kueue_install import resource_name
 
 TYPE = "kns:queueing:Kueue"
-# API group -> pulumi_kubernetes module, for the kinds upstream's install holds.
+# API group -> pulumi_kubernetes module, for the kinds upstream's install holds (and the
+# NetworkPolicy of its namespace, plan/network.py).
 MODULES = {
     "": "core", "apps": "apps", "rbac.authorization.k8s.io": "rbac", "apiextensions.k8s.io": "apiextensions",
     "admissionregistration.k8s.io": "admissionregistration", "apiregistration.k8s.io": "apiregistration",
+    "networking.k8s.io": "networking",
 }
 # Top-level keys of those kinds, as the resource classes take them.
 ARGUMENTS = {"roleRef": "role_ref", "aggregationRule": "aggregation_rule", "stringData": "string_data",

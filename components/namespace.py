@@ -1,8 +1,9 @@
 """JobNamespace: the per-entry namespace and the guard rails around it.
 
 Namespace (owner labels, Pod Security level), LimitRange `kns-defaults`, ResourceQuota
-`kns-quota`, and a least-privilege runner: ServiceAccount `kns-runner` with a Role that
-has no wildcard verbs and no access to secrets.
+`kns-quota`, NetworkPolicy `kns-isolation` (docs/network.md), and a least-privilege
+runner: ServiceAccount `kns-runner` with a Role that has no wildcard verbs and no access
+to secrets.
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ class JobNamespace(pulumi.ComponentResource):
         self.service_account = k8s.core.v1.ServiceAccount(
             f"{name}-runner", metadata=meta(RUNNER), automount_service_account_token=False, opts=inside
         )
+        # Its tenancy on the network (plan/network.py): registered before anything runs in it.
+        self.network_policy = k8s.networking.v1.NetworkPolicy(
+            f"{name}-isolation", metadata=plan.network_policy["metadata"], spec=plan.network_policy["spec"],
+            opts=inside) if plan.network_policy is not None else None
         self.role = k8s.rbac.v1.Role(f"{name}-runner", metadata=meta(RUNNER), rules=plan.role_rules, opts=inside)
         self.role_binding = k8s.rbac.v1.RoleBinding(
             f"{name}-runner",
@@ -75,5 +80,7 @@ class JobNamespace(pulumi.ComponentResource):
 
     @property
     def guards(self) -> list[pulumi.Resource]:
-        """What a workload must wait for: admission defaults, quota and its Secrets in place."""
-        return [self.namespace, self.limit_range, self.quota, *self.credential_secrets]
+        """What a workload must wait for: admission defaults, quota, its Secrets and its
+        isolation in place."""
+        return [self.namespace, self.limit_range, self.quota, *self.credential_secrets,
+                *([self.network_policy] if self.network_policy is not None else [])]

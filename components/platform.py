@@ -41,6 +41,8 @@ class PlatformArgs:
     priority_classes: list[dict[str, Any]] = field(default_factory=list)
     # Before every component name: "" on the manager, "<worker>-" on a worker.
     prefix: str = ""
+    # The system namespace's NetworkPolicy (plan/network.py), None without isolation.
+    system_policy: Optional[dict[str, Any]] = None
 
 
 def register_platform(args: PlatformArgs, opts: pulumi.ResourceOptions) -> Optional[KueueInstall]:
@@ -51,7 +53,7 @@ def register_platform(args: PlatformArgs, opts: pulumi.ResourceOptions) -> Optio
         NodePool(pool.name, NodePoolArgs(pool, args.site), opts)
     if args.packing.enabled or args.kns.enabled:
         system = SystemNamespace(prefix + args.system_namespace,
-                                 SystemNamespaceArgs(args.system_namespace, args.site), opts)
+                                 SystemNamespaceArgs(args.system_namespace, args.site, args.system_policy), opts)
         if args.packing.enabled:
             PackingScheduler(prefix + args.packing.name, PackingSchedulerArgs(
                 args.packing, system.name, args.pools, args.site, [system.namespace]), opts)

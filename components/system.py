@@ -1,4 +1,5 @@
-"""SystemNamespace: where the platform's own services (the schedulers) run."""
+"""SystemNamespace: where the platform's own services (the schedulers) run, and what it
+admits (docs/network.md)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ TYPE = "kns:cluster:SystemNamespace"
 class SystemNamespaceArgs:
     name: str
     cluster_name: str
+    # Its NetworkPolicy (plan/network.py), None with kns:network.isolation: none.
+    policy: Optional[dict] = None
 
 
 class SystemNamespace(pulumi.ComponentResource):
@@ -28,4 +31,7 @@ class SystemNamespace(pulumi.ComponentResource):
         self.namespace = k8s.core.v1.Namespace(
             name, metadata={"name": args.name, "labels": labels}, opts=pulumi.ResourceOptions(parent=self)
         )
+        self.policy = k8s.networking.v1.NetworkPolicy(
+            f"{name}-isolation", metadata=args.policy["metadata"], spec=args.policy["spec"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.namespace])) if args.policy is not None else None
         self.register_outputs({"namespace": self.name})

@@ -27,6 +27,7 @@ from .models import (
     Cluster,
     Job,
     JobFile,
+    Network,
     KnsScheduler,
     NodePool,
     PackingScheduler,
@@ -41,6 +42,7 @@ from .models import (
 )
 from chrono.prescale import Primers
 from .budgets import Budget, check_budgets, ttl_problems
+from .network import check_network
 from .reservations import Reservation, check_entry_references, check_reservations
 from .rules import JOB_FILE_KEYS, at_worker
 from .source import KNOWN_KEYS, NAMESPACE, SECRET_KEYS, StackFile, item_name, render_path, restore_order
@@ -83,6 +85,8 @@ class PlatformConfig:
     reservations: list[Reservation] = field(default_factory=list)
     # `kns:budgets` (docs/budgets.md).
     budgets: list[Budget] = field(default_factory=list)
+    # `kns:network` (docs/network.md).
+    network: Network = field(default_factory=Network)
     # What is allowed but likely not meant (a one-off window already over); shown by
     # `./kns validate`, `./kns explain` and the program.
     warnings: list[str] = field(default_factory=list)
@@ -203,6 +207,8 @@ def check_config(
     raw_reservations = _list(raw, "reservations", problems)
     reservations, broken_reservations = _named_items(raw_reservations, "reservations", Reservation, problems,
                                                      quiet=True)
+    network = problems.validate(Network, raw["network"], "kns:network") if raw.get("network") is not None else None
+    network = network or Network()
     raw_budgets = _list(raw, "budgets", problems)
     budgets, _ = _named_items(raw_budgets, "budgets", Budget, problems, quiet=True)
     check_budgets(budgets, bool(raw_budgets), queueing, queues, broken_queues, problems)
@@ -314,6 +320,9 @@ def check_config(
                                 names.KUEUE_INSTALL_NAMESPACES if installs_kueue else frozenset())
         checks.check_dynamic_labels(jobs + schedules, cluster.name, stack, paths, problems)
 
+    serves = (kns is not None and kns.enabled) or (queueing.enabled and queueing.install)
+    network_warnings = check_network(network, jobs + schedules, cluster, paths, problems, serves)
+
     primers = checks.derive_primers(schedules, paths, problems, now)
     broken_entries = {path.rpartition("[")[2][:-1]: path for path, _ in unchecked}
     warnings = check_reservations(reservations, {p.name: p for p in pools}, queueing, queues, jobs + schedules,
@@ -350,7 +359,8 @@ def check_config(
         state=state,
         reservations=reservations,
         budgets=budgets,
-        warnings=warnings,
+        network=network,
+        warnings=warnings + network_warnings,
     )
     return Checked(config, problems)
 

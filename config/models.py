@@ -10,6 +10,7 @@ nearest known key).
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
 from types import UnionType
 from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin
@@ -642,6 +643,94 @@ class KnsScheduler(Model):
         return base64.b64encode(text.encode()).decode()
 
 
+# ---- 18. network (docs/network.md) ------------------------------------------------------
+
+
+def _cidr_problem(value: str) -> Optional[str]:
+    """A CIDR as the API server takes it in an ipBlock: an address, a slash and a prefix
+    length, with no bits set past the prefix."""
+    address, slash, _ = value.partition("/")
+    try:
+        network = ipaddress.ip_network(value, strict=False)
+        first = ipaddress.ip_address(address)
+    except ValueError:
+        return rules.NETWORK_CIDR.message
+    if not slash:
+        return rules.NETWORK_CIDR.message
+    if network.network_address != first:
+        return f"has bits set past its prefix length: the network is {network}"
+    return None
+
+
+Cidr = Annotated[str, _check(_cidr_problem)]
+Port = Annotated[int, Field(strict=True, ge=1, le=65535)]
+
+
+class NetworkSource(Model):
+    """Who may open connections to an entry's pods: the pods of one namespace, by name or
+    by its labels, on some TCP ports (all, left out)."""
+
+    namespace: Optional[DnsLabel] = None
+    namespace_labels: Optional[Labels] = None
+    ports: Optional[list[Port]] = None
+
+    @model_validator(mode="after")
+    def _one(self) -> "NetworkSource":
+        found: list[tuple[tuple[str, ...], str]] = []
+        if (self.namespace is None) == (self.namespace_labels is None):
+            found.append(((), rules.NETWORK_SOURCE_ONE.message))
+        if self.namespace_labels == {}:
+            found.append((("namespaceLabels",), rules.NETWORK_EVERY_NAMESPACE.message))
+        if self.ports == []:
+            found.append((("ports",), rules.NETWORK_NO_PORTS.message))
+        podspec.raise_if_any(found)
+        return self
+
+
+class NetworkDestination(Model):
+    """Where an entry's pods may open connections when egress is restricted: addresses
+    (a CIDR) or the pods of one namespace, on some TCP ports (all, left out)."""
+
+    cidr: Optional[Cidr] = None
+    namespace: Optional[DnsLabel] = None
+    ports: Optional[list[Port]] = None
+
+    @model_validator(mode="after")
+    def _one(self) -> "NetworkDestination":
+        found: list[tuple[tuple[str, ...], str]] = []
+        if (self.cidr is None) == (self.namespace is None):
+            found.append(((), rules.NETWORK_DESTINATION_ONE.message))
+        if self.ports == []:
+            found.append((("ports",), rules.NETWORK_NO_PORTS.message))
+        podspec.raise_if_any(found)
+        return self
+
+
+class Network(Model):
+    """`kns:network`: every entry's namespace a tenant on the network (docs/network.md)."""
+
+    isolation: Literal["namespace", "none"] = "namespace"
+    allow_from: list[NetworkSource] = Field(default_factory=list)
+    egress: Literal["all", "cluster", "none"] = "all"
+    allow_to: list[NetworkDestination] = Field(default_factory=list)
+    # The cluster's pod addresses: what "outside the cluster" excludes where the platform's
+    # own pods admit callers that are no pod (the API server to Kueue's webhooks).
+    pod_network: list[Cidr] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _isolated(self) -> "Network":
+        if self.isolation == "none":
+            given = {"allowFrom": self.allow_from, "egress": self.egress != "all", "allowTo": self.allow_to,
+                     "podNetwork": self.pod_network}
+            podspec.raise_if_any([((key,), rules.NETWORK_OFF_SETTING.message) for key, value in given.items()
+                                  if value])
+        return self
+
+    @property
+    def isolated(self) -> bool:
+        return self.isolation == "namespace"
+
+
 # ---- 5. profiles ------------------------------------------------------------------------
 
 
@@ -677,6 +766,8 @@ class Profile(Model):
     cpu_request_ratio: Optional[Ratio] = None
     memory_request_ratio: Optional[Ratio] = None
     allow_privileged: Optional[bool] = None
+    # Whether the entries it covers may set their own `allowFrom` (docs/network.md).
+    allow_network_from: Optional[bool] = None
     json_overrides: Annotated[Optional[list[JsonOverride]], UNREPEATED] = None
     queue: Optional[DnsLabel] = None
     # For the queued entries it covers (kns:priorities; docs/queueing.md).
@@ -832,6 +923,8 @@ class Workload(Model):
     leader_port: Optional[Annotated[int, Field(strict=True, ge=1, le=65535)]] = None
     restart_workers: Literal["together", "individually"] = "together"
     topology: Optional[TopologyAsk] = None
+    # Sources this entry admits beyond kns:network.allowFrom (docs/network.md).
+    allow_from: Optional[list[NetworkSource]] = None
 
     @property
     def distributed(self) -> bool:

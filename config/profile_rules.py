@@ -21,6 +21,7 @@ from decimal import Decimal
 from typing import Any, Mapping, Optional, Sequence
 
 from . import names
+from .rules import NETWORK_FROM_NEEDS_PROFILE
 from .models import Profile, Workload
 from .quantity import kind_for_resource, parse, render
 from .resolve import PlacementError, pod_spec_containers
@@ -50,6 +51,7 @@ class Facts:
     selectors: list[Seen] = field(default_factory=list)
     privileged: Optional[Seen] = None
     workers: Optional[Seen] = None
+    network_from: Optional[Seen] = None
 
 
 def rule_name(source: Mapping[str, str], setting: str) -> str:
@@ -98,6 +100,11 @@ def check(facts: Facts, profile: Profile, source: Mapping[str, str], rules: Sequ
         if "allow_privileged" in source:
             where = f"{rule_name(source, 'allow_privileged')} sets it false"
         reject(facts.privileged, f"needs a profile with allowPrivileged: true ({where})")
+    if facts.network_from is not None and not profile.allow_network_from:
+        where = f"rules applied: {', '.join(rules)}" if rules else "no profile rule matches"
+        if "allow_network_from" in source:
+            where = f"{rule_name(source, 'allow_network_from')} sets it false"
+        reject(facts.network_from, f"{NETWORK_FROM_NEEDS_PROFILE.message} ({where})")
     return problems
 
 
@@ -145,6 +152,8 @@ def entry_facts(entry: Workload) -> Facts:
         facts.selectors += [Seen((k, v), f"{key_field}.{k}", f'"{k}: {v}" is') for k, v in selector.items()]
     if entry.privileged:
         facts.privileged = Seen(True, "privileged")
+    if entry.allow_from:
+        facts.network_from = Seen(True, "allowFrom")
     facts.workers = Seen(entry.workers, "workers", f"{entry.workers} workers are")
     return facts
 

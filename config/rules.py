@@ -396,3 +396,24 @@ RESERVATION_NOT_FOR_NAMESPACE = Rule("a namespace entry runs no Job of its own t
 # (plan/reservations.py): below every priority an entry may have.
 RESERVATION_HOLDER_PRIORITY = "kns-reservation-holder"
 RESERVATION_HOLDER_VALUE = PRIORITY_VALUE_MIN
+
+
+# ---- tenants on the network: kns:network (docs/network.md) ------------------------------
+
+NETWORK_CIDR = Rule("is not a CIDR: an address and a prefix length, e.g. 10.0.0.0/8, 192.168.1.10/32, fd00::/8")
+NETWORK_SOURCE_ONE = Rule("a source is {namespace: NAME} or {namespaceLabels: {key: value}}, one of the two")
+NETWORK_DESTINATION_ONE = Rule("a destination is {cidr: CIDR} or {namespace: NAME}, one of the two")
+NETWORK_NO_PORTS = Rule("lists no port, so it selects nothing: list the ports, or leave ports out for every port")
+NETWORK_EVERY_NAMESPACE = Rule("selects every namespace, other entries' included: name the labels the sources' "
+                               "namespaces carry")
+NETWORK_OFF_SETTING = Rule("has no effect: kns:network.isolation is none, which leaves the network to the site; set "
+                           "isolation: namespace, or remove it")
+NETWORK_FROM_NEEDS_PROFILE = Rule("admits sources other entries do not: it needs a profile rule with "
+                                  "allowNetworkFrom: true")
+NETWORK_ENTRY_SOURCE = Rule("is the namespace of every entry's pods: an entry admits its own pods already, and "
+                            "other entries' pods only through its own allowFrom")
+# Where every entry's pods resolve names when their egress is restricted: the cluster's DNS
+# (CoreDNS and kube-dns both carry this label in kube-system), UDP and TCP.
+DNS_NAMESPACE = "kube-system"
+DNS_POD_LABELS = {"k8s-app": "kube-dns"}
+DNS_PORT = 53

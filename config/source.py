@@ -20,7 +20,8 @@ from . import yamldoc
 from .errors import ConfigError, Problem, parent_cut
 
 NAMESPACE = "kns"
-OBJECT_KEYS = ("cluster", "packingScheduler", "knsScheduler", "profiles", "credentials", "queueing", "state")
+OBJECT_KEYS = ("cluster", "packingScheduler", "knsScheduler", "profiles", "credentials", "queueing", "state",
+               "network")
 LIST_KEYS = ("nodePools", "jobs", "schedules", "jobFiles", "queues", "priorities", "workers", "reservations",
              "budgets")
 STRING_KEYS = ("keycloakClientSecret",)
@@ -32,7 +33,7 @@ ENTRY_KEYS = ("jobs", "schedules", "jobFiles")
 # CI applies the whole stack for it and `./kns up ENTRY` refuses after it changed (docs/cli.md,
 # "./kns changed"); in the order they are reported. Together with ENTRY_KEYS: KNOWN_KEYS.
 SHARED_KEYS = ("cluster", "nodePools", "packingScheduler", "knsScheduler", "queueing", "queues", "priorities",
-               "profiles", "credentials", "keycloakClientSecret", "workers", "reservations", "budgets", "state")
+               "profiles", "credentials", "keycloakClientSecret", "workers", "reservations", "budgets", "network", "state")
 
 
 def decode_value(key: str, value: Any) -> Any:

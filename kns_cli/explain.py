@@ -16,7 +16,7 @@ from chrono import calendar, moments
 from config import reservations, resolve, rules
 from config.quantity import human_of, kind_for_resource, parse, scale
 from config.loader import PlatformConfig
-from plan import accounting, fits, manifests, queues, wait
+from plan import accounting, fits, manifests, network, queues, wait
 from plan.model import WorkloadPlan
 from plan.reservations import ReservationPlan
 from plan.stackplan import StackPlan
@@ -190,6 +190,9 @@ def entry_facts(planned: StackPlan, plan: WorkloadPlan, now: Optional[datetime] 
         "start": start_facts((starts or {}).get(entry.name)),
         "reservation": entry_reservation(planned, plan, now or planned.now),
         "budgets": entry_budgets(planned, plan, now or planned.now),
+        "network": {"isolation": cfg.network.isolation, "policy": (plan.network_policy or {}).get(
+                        "metadata", {}).get("name"),
+                    "admits": network.admits(cfg.network, entry.allow_from), "reaches": network.reaches(cfg.network)},
     }
     if facts["start"] is not None and facts["start"]["guaranteed"] and facts["queue"] is not None:
         # The verdict counts who may hold the queue at warm-up; what it can preempt does not delay it.
@@ -533,6 +536,10 @@ def render_entry(facts: dict[str, Any]) -> list[str]:
                 False: f"admits nothing now: {budget['why']}"}[budget["admitsNow"]]
         reset = f"refilled {budget['nextReset']}" if budget["nextReset"] else "a grant"
         field_rows.append(["budget", f"{budget['name']} ({limits}; {reset}; when spent: {budget['atLimit']}; {said})"])
+    reach = facts["network"]
+    policy = f"NetworkPolicy {reach['policy']}" if reach["policy"] else "no NetworkPolicy"
+    field_rows.append(["admits", f"{'; '.join(reach['admits'])} ({policy}, docs/network.md)"])
+    field_rows.append(["reaches", "; ".join(reach["reaches"])])
     workers = facts["workers"]
     if workers is not None:
         failing = ("a failed worker fails the whole Job" if workers["restart"] == "together"

@@ -27,7 +27,7 @@ from config import names
 from config.budgets import Budget
 from config.loader import PlatformConfig
 
-from . import pod_code
+from . import network, pod_code
 from .budget_counter import EVENTS_NAMESPACE
 from .model import WorkloadPlan
 from .reservations import cluster_queue_name as reservation_queue
@@ -141,8 +141,10 @@ def _objects(cfg: PlatformConfig, plan: BudgetPlan) -> list[dict[str, Any]]:
                       "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                   "name": cluster_role_name(budget.name)}}
     code = pod_code.config_map(_metadata(cfg, budget, COUNTER, ns), _code(budget))
-    return [namespace, account, role, binding, queues, queues_binding, events, events_binding, code,
-            cronjob_manifest(cfg, plan)]
+    # The counter serves nothing: its namespace admits no one (plan/network.py).
+    isolation = network.platform_policy(cfg.network, ns, _metadata(cfg, budget, ns)["labels"])
+    return [namespace, *([isolation] if isolation is not None else []), account, role, binding, queues,
+            queues_binding, events, events_binding, code, cronjob_manifest(cfg, plan)]
 
 
 def cronjob_manifest(cfg: PlatformConfig, plan: BudgetPlan) -> dict[str, Any]:

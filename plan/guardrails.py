@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional, Se
 
 from config import resolve
 
-from . import manifests, nodepools, reservations, schedulers
+from . import manifests, network, nodepools, reservations, schedulers
 
 if TYPE_CHECKING:
     from .stackplan import StackPlan
@@ -339,6 +339,56 @@ def cluster_admin_only_kns(resources: Iterable[Resource], config: Mapping[str, A
     return found
 
 
+ISOLATED = (network.ISOLATED_LABEL, network.ISOLATED)
+
+
+def _widening(rule: Mapping[str, Any]) -> Optional[str]:
+    """Why an ingress rule lets in more than named namespaces: no `from` (every source), a
+    peer selecting every namespace, or addresses (an ipBlock)."""
+    peers = _sequence(rule.get("from"))
+    if not peers:
+        return "admits every source (a rule without from)"
+    for peer in map(_mapping, peers):
+        if "ipBlock" in peer:
+            return f"admits addresses ({_mapping(peer['ipBlock']).get('cidr')})"
+        selector = peer.get("namespaceSelector")
+        if selector is not None and not _mapping(selector).get("matchLabels") and \
+                not _sequence(_mapping(selector).get("matchExpressions")):
+            return "admits every namespace (an empty namespaceSelector)"
+    return None
+
+
+def entry_namespaces_are_isolated(resources: Iterable[Resource], config: Mapping[str, Any]) -> list[Violation]:
+    """An entry namespace labelled isolated (`kns.io/network: isolated`, kns:network) has a
+    NetworkPolicy selecting all its pods for ingress and egress, and no NetworkPolicy in it
+    admits every source, every namespace or addresses (docs/network.md)."""
+    resources = list(resources)
+    policies: dict[str, list[Resource]] = {}
+    for resource in resources:
+        if resource.kind == "NetworkPolicy":
+            namespace = _mapping(resource.props.get("metadata")).get("namespace") or "default"
+            policies.setdefault(namespace, []).append(resource)
+    found = []
+    for resource in resources:
+        labels = _mapping(_mapping(resource.props.get("metadata")).get("labels"))
+        if resource.kind != "Namespace" or ENTRY_LABEL not in labels or labels.get(ISOLATED[0]) != ISOLATED[1]:
+            continue
+        namespace = _mapping(resource.props.get("metadata")).get("name")
+        inside = policies.get(namespace, [])
+        if not any(not _mapping(_mapping(p.props.get("spec")).get("podSelector")) and
+                   {"Ingress", "Egress"} <= set(_sequence(_mapping(p.props.get("spec")).get("policyTypes")))
+                   for p in inside):
+            found.append(Violation(resource.urn, f"{resource.label}: is labelled {ISOLATED[0]}: {ISOLATED[1]}, but no "
+                                                 "NetworkPolicy selects all its pods for ingress and egress"))
+        for policy in inside:
+            for index, rule in enumerate(_sequence(_mapping(policy.props.get("spec")).get("ingress"))):
+                why = _widening(_mapping(rule))
+                if why:
+                    found.append(Violation(policy.urn, f"{policy.label}: ingress[{index}] {why} into isolated entry "
+                                                       f"namespace {namespace}"))
+    return found
+
+
 # ---- the guard rails as the pack serves them, and as the checks run them ------------------
 
 RESERVATION_LABEL = "kns.io/reservation"
@@ -452,6 +502,9 @@ GUARD_RAILS = (
     GuardRail("device-claims-are-counted",
               "Device claims ask a count of devices of one class, which the quota and the queues count.",
               device_claims_are_counted, {}),
+    GuardRail("entry-namespaces-are-isolated",
+              "An isolated entry namespace has a NetworkPolicy for all its pods, and none that lets everyone in.",
+              entry_namespaces_are_isolated, {}, stack=True),
     GuardRail("reservation-rbac-is-narrow",
               "A reservation's switch is bound only inside namespaces, with no wildcard, naming what it changes.",
               reservation_rbac_is_narrow, {}, stack=True),
@@ -502,6 +555,8 @@ def _objects(planned: "StackPlan") -> Iterator[tuple[str, Resource]]:
         path = cfg.paths[plan.entry.name]
         yield path, Resource("kubernetes:core/v1:Namespace", path, {
             "metadata": {"name": plan.namespace, "labels": manifests.namespace_labels(plan)}})
+        if plan.network_policy is not None:
+            yield path, Resource(network.TYPE_TOKEN, path, plan.network_policy)
         for manifest in plan.objects.values():
             yield path, Resource(f"kubernetes:batch/v1:{manifest['kind']}", path, manifest)
         if plan.claim is not None:

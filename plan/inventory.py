@@ -33,7 +33,7 @@ from config.rules import DERIVED_NAME
 
 from config import devices as config_devices, names
 
-from . import budgets, devices, kueue_install, multikueue, queues, reservations
+from . import budgets, devices, kueue_install, multikueue, network, queues, reservations
 from .model import WorkloadPlan
 from .stackplan import StackPlan
 from .schedulers import KNS_ACCOUNT
@@ -123,6 +123,9 @@ def _schedulers(cfg: PlatformConfig, base: tuple[str, ...] = (), prefix: str = "
     yield Registration(base + ("kns:cluster:SystemNamespace", "kubernetes:core/v1:Namespace"), prefix + system,
                        "kns:cluster", "systemNamespace", "system namespace",
                        object=_named(cluster, "/Namespace", system))
+    if cfg.network.isolated:
+        yield Registration(base + ("kns:cluster:SystemNamespace", network.TYPE_TOKEN), f"{prefix}{system}-isolation",
+                           "kns:cluster", "systemNamespace", "system namespace's NetworkPolicy")
     if packing.enabled:
         name, chain = prefix + packing.name, base + ("kns:scheduling:PackingScheduler",)
         parts = [("", ""), ("kubernetes:core/v1:ServiceAccount", ""),
@@ -190,7 +193,7 @@ def _queueing(cfg: PlatformConfig, objects: tuple[list, list, list, list], base:
     if cfg.queueing.install:
         chain = base + ("kns:queueing:Kueue",)
         yield Registration(chain, prefix + kueue_install.COMPONENT, "kns:queueing", "install", "Kueue install component")
-        for token, name, kind in kueue_install.registered():
+        for token, name, kind in kueue_install.registered(isolated=cfg.network.isolated):
             yield Registration(chain + (token,), prefix + name, "kns:queueing", "install", f"Kueue's {kind}")
     flavors, cluster_queues, topologies, priority_classes = objects
     if not (cluster_queues or priority_classes):
@@ -267,9 +270,12 @@ def _namespace(plan: WorkloadPlan, top: tuple[str, ...], name: str, owner: str, 
     yield Registration(inner, name, owner, "name", "namespace component" + where)
     yield Registration(inner + ("kubernetes:core/v1:Namespace",), name, owner, "name", "Namespace" + where,
                        object=_named(cluster, "/Namespace", plan.namespace))
+    isolation = (("kubernetes:networking.k8s.io/v1:NetworkPolicy", "-isolation", "NetworkPolicy"),) \
+        if plan.network_policy is not None else ()
     for kind, suffix, what in (("kubernetes:core/v1:LimitRange", "-defaults", "LimitRange"),
                                ("kubernetes:core/v1:ResourceQuota", "-quota", "ResourceQuota"),
                                ("kubernetes:core/v1:ServiceAccount", "-runner", "ServiceAccount"),
+                               *isolation,
                                ("kubernetes:rbac.authorization.k8s.io/v1:Role", "-runner", "Role"),
                                ("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "-runner", "RoleBinding")):
         yield Registration(inner + (kind,), name + suffix, owner, "name", what + where)

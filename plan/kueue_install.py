@@ -23,8 +23,9 @@ from typing import Any, Optional
 import yaml
 
 from config import names
-from config.models import PLATFORM_UID, FairSharing, MultiKueueSettings, NodePool
+from config.models import PLATFORM_UID, FairSharing, MultiKueueSettings, Network, NodePool
 
+from . import network
 from .schedulers import EPHEMERAL, KUBE_SCORE_IGNORE, system_placement
 
 # The Kueue version the vendored manifests are of; versions.env pins the same one for the
@@ -72,13 +73,18 @@ def _registered(path: str, stamp: tuple[int, int]) -> tuple[tuple[str, str, str]
     return tuple((type_token(obj), resource_name(obj), obj["kind"]) for obj in objects)
 
 
-def registered(project_dir: Path = PROJECT_DIR) -> tuple[tuple[str, str, str], ...]:
+def registered(project_dir: Path = PROJECT_DIR, isolated: bool = False) -> tuple[tuple[str, str, str], ...]:
     """(type, logical name, kind) of every object the component registers, in file order
-    (install_objects changes neither kinds nor names); read once per process and file
-    version, for plan/inventory.py."""
+    (install_objects changes neither kinds nor names), then each namespace's isolation
+    when `isolated` (kns:network); read once per process and file version, for
+    plan/inventory.py."""
     path = manifest_path(project_dir)
     stat = path.stat()
-    return _registered(str(path), (stat.st_mtime_ns, stat.st_size))
+    found = _registered(str(path), (stat.st_mtime_ns, stat.st_size))
+    if not isolated:
+        return found
+    return found + tuple((network.TYPE_TOKEN, f"{name}/{network.POLICY}", "NetworkPolicy")
+                         for _, name, kind in found if kind == "Namespace")
 
 
 CONFIG_KEY = "controller_manager_config.yaml"
@@ -145,10 +151,11 @@ def install_objects(upstream: list[dict[str, Any]], cluster: str, pools: list[No
                     wait_for_pods_ready: Optional[str] = None,
                     device_mappings: Optional[list[dict[str, Any]]] = None,
                     multi_kueue: Optional[MultiKueueSettings] = None,
-                    fair_sharing: Optional[FairSharing] = None) -> list[dict[str, Any]]:
+                    fair_sharing: Optional[FairSharing] = None,
+                    isolation: Optional[Network] = None) -> list[dict[str, Any]]:
     """The upstream objects with the platform's rules applied (see the module docstring),
-    and the settings of `kns:queueing` the program owns (`owned_configuration`) in the
-    controller's configuration."""
+    the settings of `kns:queueing` the program owns (`owned_configuration`) in the
+    controller's configuration, and the isolation of Kueue's namespace (`kns:network`)."""
     out = []
     configured = None
     owned = owned_configuration(wait_for_pods_ready, device_mappings, multi_kueue, fair_sharing)
@@ -170,6 +177,11 @@ def install_objects(upstream: list[dict[str, Any]], cluster: str, pools: list[No
             if configured is not None:
                 template = obj["spec"]["template"].setdefault("metadata", {})
                 template.setdefault("annotations", {})[CONFIG_HASH] = hashlib.sha256(configured.encode()).hexdigest()[:16]
+    if isolation is not None:
+        for obj in [o for o in out if o["kind"] == "Namespace"]:
+            policy = network.platform_policy(isolation, obj["metadata"]["name"],
+                                             {names.LABEL_CLUSTER: cluster, **names.MANAGED_BY}, network.KUEUE_SERVED)
+            out += [policy] if policy is not None else []
     return out
 
 

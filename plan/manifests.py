@@ -12,7 +12,7 @@ from config import names, resolve, rules
 from config.loader import PlatformConfig
 from config.models import Schedule, Workload
 
-from . import devices, wait
+from . import devices, network, wait
 from .model import CREDENTIALS_VOLUME, WorkloadPlan, credential_secret_name
 
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
@@ -65,6 +65,8 @@ NAMESPACE_RUNNER_RULES = [
 
 def namespace_labels(plan: WorkloadPlan) -> dict[str, str]:
     labels = dict(plan.labels)
+    if plan.network_policy is not None:  # what the guard rail holds it to (plan/guardrails.py)
+        labels[network.ISOLATED_LABEL] = network.ISOLATED
     for mode in POD_SECURITY_MODES:
         labels[f"pod-security.kubernetes.io/{mode}"] = plan.pod_security
     return labels

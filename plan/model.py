@@ -46,6 +46,8 @@ class WorkloadPlan:
     claim: Optional[dict[str, Any]] = None
     # What one pod counts and how many run at once (plan/accounting.py), settled by the planner.
     account: Optional["PodAccount"] = None
+    # The NetworkPolicy of its namespace (plan/network.py); None with kns:network.isolation: none.
+    network_policy: Optional[dict[str, Any]] = None
 
     @property
     def is_schedule(self) -> bool:

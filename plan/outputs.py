@@ -12,7 +12,7 @@ from config.reservations import holdings
 from config.loader import PlatformConfig
 from config.models import NodePool, Schedule
 
-from . import digests
+from . import digests, network
 from .budgets import period_spec
 from .model import WorkloadPlan
 from .multikueue import queue_objects, served
@@ -58,6 +58,7 @@ def stack_outputs(cfg: PlatformConfig, plans: list[WorkloadPlan], now: Optional[
         "nodePools": {pool.name: pool_output(pool) for pool in cfg.node_pools},
         "reservations": reservations_output(cfg, now),
         "budgets": budgets_output(cfg, now),
+        "network": network.output(cfg.network),
         **({"queues": queues_output(cfg)} if cfg.queueing.enabled else {}),
         **({"workers": served(cfg)} if cfg.workers else {}),
     }

@@ -25,7 +25,8 @@ from config.loader import POLICY_CONFIG_VARIABLE, Checked, PlatformConfig
 from config.models import Profile, Workload
 from config.quantity import kind_for_resource, parse
 
-from . import accounting, devices, final, fits, guardrails, inventory, multikueue, nodepools, queues, reservations, wait
+from . import (accounting, devices, final, fits, guardrails, inventory, multikueue, network, nodepools, queues,
+               reservations, wait)
 from .manifests import (
     NAMESPACE_RUNNER_RULES,
     POD_RUNNER_RULES,
@@ -79,6 +80,7 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
         primers=cfg.primers.get(entry.name),
         credentials={name: cfg.credentials[name] for name in entry.credentials},
     )
+    plan.network_policy = network.entry_policy(cfg.network, plan.namespace, plan.labels, entry.allow_from)
     if entry.type == "namespace":
         plan.quota = profile_rules.cap_quota(plan.quota, profile, entry.quota or {})
         found = profile_rules.check(profile_rules.quota_facts(plan.quota, "quota"), profile, source)

@@ -46,7 +46,7 @@ from config.quantity import kind_for_resource, parse, render
 from config.errors import Problem
 from config.reservations import Reservation, gpu_resource, holdings, lending_cohort, pool_capacity, show
 
-from . import devices, kueue_install, pod_code, queues
+from . import devices, kueue_install, network, pod_code, queues
 from .model import WorkloadPlan
 from .schedulers import RESTRICTED_CONTAINER, RESTRICTED_POD
 
@@ -221,9 +221,11 @@ def _objects(cfg: PlatformConfig, plan: ReservationPlan) -> list[dict[str, Any]]
                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                 "name": f"{plan.cluster_queue}-find"}}
     claim = holder_claim_manifest(cfg, plan)
-    return [namespace, cluster_queue_manifest(cfg, plan), holder_queue, account, role, binding, find, find_binding,
-            entries_role(cfg, plan), code_config_map(cfg, plan), cronjob_manifest(cfg, plan),
-            *([claim] if claim is not None else [])]
+    # The switch serves nothing: its namespace admits no one (plan/network.py).
+    isolation = network.platform_policy(cfg.network, ns, _metadata(cfg, item, ns)["labels"])
+    return [namespace, *([isolation] if isolation is not None else []), cluster_queue_manifest(cfg, plan),
+            holder_queue, account, role, binding, find, find_binding, entries_role(cfg, plan),
+            code_config_map(cfg, plan), cronjob_manifest(cfg, plan), *([claim] if claim is not None else [])]
 
 
 def entries_role(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, Any]:

@@ -3,7 +3,9 @@
 # network this needs): kube-score (github.com/zegl/kube-score, best-practice checks) and
 # kubeconform (github.com/yannh/kubeconform, validation against the API's schemas), plus
 # offline strict JSON schemas for kubeconform. tests/test_manifest_lint.py runs both on
-# the rendered stacks.
+# the rendered stacks. And tools/netpol-check, cyclonus's NetworkPolicy matcher
+# (github.com/mattfenwick/cyclonus) behind a JSON door, with which
+# tests/test_network_matrix.py checks the program's NetworkPolicies offline.
 #
 # Versions come from versions.env at the repository root (KNS_VERSIONS_FILE overrides the
 # path): KUBE_SCORE_VERSION, KUBECONFORM_VERSION and KUBERNETES_VERSION (the schemas');
@@ -11,6 +13,7 @@
 # Cached under ${KNS_TOOLS_DIR:-$HOME/.cache/kns-platform/tools}, only what is missing is made:
 #   kube-score-<ver>-kubeconform-<ver>/bin/{kube-score,kubeconform}
 #   kubeconform-schemas-<k8s ver>/<kind>[-<group>]-<version>.json
+#   netpol-check-cyclonus-<ver>-<digest of tools/netpol-check>/bin/netpol-check
 #
 # The schemas are derived from the OpenAPI document of the Kubernetes we run, shipped in
 # its own module (k8s.io/kubernetes@v<KUBERNETES_VERSION>, api/openapi-spec/swagger.json,
@@ -21,8 +24,8 @@
 # standalone-strict layout (inlined $refs, additionalProperties: false, kind/apiVersion
 # enums); the directory is remade when that script changes (its sha256 is in .converter).
 #
-# Progress goes to stderr; stdout is two lines, the absolute bin directory, then the
-# absolute schema directory:
+# Progress goes to stderr; stdout is three lines, the absolute bin directory, the absolute
+# schema directory, then netpol-check's bin directory:
 #   { read -r bin; read -r schemas; } < <(bash scripts/linters.sh)
 #   "$bin/kubeconform" -strict -summary \
 #     -schema-location "$schemas/{{.ResourceKind}}{{.KindSuffix}}.json" build/manifests/dev
@@ -39,7 +42,8 @@ load_versions
 KUBE_SCORE_VERSION=${KNS_KUBE_SCORE_VERSION:-${KUBE_SCORE_VERSION:-}}
 KUBECONFORM_VERSION=${KNS_KUBECONFORM_VERSION:-${KUBECONFORM_VERSION:-}}
 KUBERNETES_VERSION=${KNS_KUBERNETES_VERSION:-${KUBERNETES_VERSION:-}}
-for var in KUBE_SCORE_VERSION KUBECONFORM_VERSION KUBERNETES_VERSION; do
+CYCLONUS_VERSION=${KNS_CYCLONUS_VERSION:-${CYCLONUS_VERSION:-}}
+for var in KUBE_SCORE_VERSION KUBECONFORM_VERSION KUBERNETES_VERSION CYCLONUS_VERSION; do
   [[ ${!var} =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "$var must be set (x.y.z) in $versions_file or KNS_$var (got '${!var}')"
 done
 
@@ -47,6 +51,11 @@ bin_dir=$tools_root/kube-score-$KUBE_SCORE_VERSION-kubeconform-$KUBECONFORM_VERS
 schema_dir=$tools_root/kubeconform-schemas-$KUBERNETES_VERSION
 converter=$repo_root/scripts/openapi2jsonschema.py
 converter_sum=$(sha256sum "$converter" | cut -d' ' -f1)
+netpol_src=$repo_root/tools/netpol-check
+grep -q "github.com/mattfenwick/cyclonus v$CYCLONUS_VERSION\$" "$netpol_src/go.mod" ||
+  die "tools/netpol-check/go.mod does not require github.com/mattfenwick/cyclonus v$CYCLONUS_VERSION (versions.env)"
+netpol_sum=$(cat "$netpol_src/main.go" "$netpol_src/go.mod" "$netpol_src/go.sum" | sha256sum | cut -c1-12)
+netpol_dir=$tools_root/netpol-check-cyclonus-$CYCLONUS_VERSION-$netpol_sum/bin
 
 KUBE_SCORE_MOD=github.com/zegl/kube-score
 KUBECONFORM_MOD=github.com/yannh/kubeconform
@@ -56,10 +65,11 @@ missing=()
 [[ -x $bin_dir/kube-score ]] || missing+=(kube-score)
 [[ -x $bin_dir/kubeconform ]] || missing+=(kubeconform)
 [[ -r $schema_dir/.converter && $(<"$schema_dir/.converter") == "$converter_sum" ]] || missing+=(schemas)
+[[ -x $netpol_dir/netpol-check ]] || missing+=(netpol-check)
 
 if ((${#missing[@]} == 0)); then
-  log "cached kube-score v$KUBE_SCORE_VERSION, kubeconform v$KUBECONFORM_VERSION in $bin_dir; schemas of k8s v$KUBERNETES_VERSION in $schema_dir"
-  printf '%s\n' "$bin_dir" "$schema_dir"
+  log "cached kube-score v$KUBE_SCORE_VERSION, kubeconform v$KUBECONFORM_VERSION in $bin_dir; schemas of k8s v$KUBERNETES_VERSION in $schema_dir; netpol-check in $netpol_dir"
+  printf '%s\n' "$bin_dir" "$schema_dir" "$netpol_dir"
   exit 0
 fi
 
@@ -110,4 +120,11 @@ if need schemas; then
   log "schemas of k8s v$KUBERNETES_VERSION in $schema_dir"
 fi
 
-printf '%s\n' "$bin_dir" "$schema_dir"
+if need netpol-check; then
+  # The module as committed (its go.sum pins every dependency), built outside the repository.
+  mkdir -p "$netpol_dir" "$work/netpol-check"
+  cp "$netpol_src/main.go" "$netpol_src/go.mod" "$netpol_src/go.sum" "$work/netpol-check/"
+  go_build "$work/netpol-check" "$netpol_dir/netpol-check" "" "-s -w" .
+fi
+
+printf '%s\n' "$bin_dir" "$schema_dir" "$netpol_dir"

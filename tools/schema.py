@@ -372,6 +372,12 @@ MODEL_HELP = {
     "one window), lent to the pool's queues between windows. See docs/reservations.md.",
     "Budget": "A budget: hours of each resource its queues may be admitted per period (recurring, or one "
     "grant); when spent its queues hold (or also stop what runs). See docs/budgets.md.",
+    "Network": "`kns:network`: every entry's namespace a tenant on the network: what reaches its pods "
+    "(its own pods, `allowFrom`) and where they reach (`egress`, `allowTo`). See docs/network.md.",
+    "NetworkSource": "A source an entry admits: the pods of a namespace named, or of the namespaces with these "
+    "labels, on some TCP ports (all, left out).",
+    "NetworkDestination": "Where entries' pods may connect when egress is restricted: addresses (a CIDR) or the "
+    "pods of a namespace, on some TCP ports (all, left out).",
     "Schedule": "An entry of `kns:schedules` (or of `schedules:` in a job file): a CronJob in its "
     "own namespace. See docs/workloads.md and docs/prescaling.md.",
 }
@@ -492,6 +498,12 @@ def _rules(cls: type[BaseModel]) -> list[dict[str, Any]]:
                    "errorMessage": rules.RESERVATION_HOLDS_ONE.message},
                   {"oneOf": [{"required": ["schedule"]}, {"required": ["start"]}],
                    "errorMessage": rules.RESERVATION_WHEN_ONE.message}]
+    if issubclass(cls, models.NetworkSource):
+        found.append({"oneOf": [{"required": ["namespace"]}, {"required": ["namespaceLabels"]}],
+                      "errorMessage": rules.NETWORK_SOURCE_ONE.message})
+    if issubclass(cls, models.NetworkDestination):
+        found.append({"oneOf": [{"required": ["cidr"]}, {"required": ["namespace"]}],
+                      "errorMessage": rules.NETWORK_DESTINATION_ONE.message})
     if issubclass(cls, budgets.Budget):
         found.append({"oneOf": [{"required": ["reset"]}, {"required": ["start", "end"]}],
                       "errorMessage": rules.BUDGET_PERIOD_ONE.message})
@@ -741,6 +753,7 @@ def _config_keys() -> dict[str, dict[str, Any]]:
         "budgets": {"type": ["array", "null"], "items": _ref("Budget"),
                     "description": "Budgets: resource-hours per team and period (allocations); a spent budget "
                     "holds its queues until the next period. See docs/budgets.md."},
+        "network": _or_null(_ref("Network")) | {"description": MODEL_HELP["Network"]},
         "workers": {"type": ["array", "null"], "items": _ref("Worker"), "maxItems": rules.SITE_WORKERS_MAX,
                     "description": "Worker clusters of a MultiKueue site: kns:cluster is the manager, which "
                     "dispatches queued Jobs to them. See docs/multicluster.md."},
@@ -773,7 +786,7 @@ def stack_config_schema() -> dict[str, Any]:
     definitions = _definitions([
         models.Cluster, models.NodePool, models.PackingScheduler, models.KnsScheduler,
         models.Profile, models.Job, models.Schedule, models.Queueing, models.Queue, models.Priority, models.Worker,
-        models.StateLayout, reservations.Reservation, budgets.Budget,
+        models.StateLayout, reservations.Reservation, budgets.Budget, models.Network,
     ])
     definitions[SECURE] = _secure_value()
     definitions[CREDENTIALS] = _credential_sets()
