@@ -28,6 +28,8 @@ class KnsSchedulerArgs:
     cluster_name: str
     keycloak_client_secret: Optional[str]
     depends_on: list[pulumi.Resource]
+    # Its namespace has a NetworkPolicy (kns:network, plan/network.py).
+    isolated: bool = False
 
 
 class KnsScheduler(pulumi.ComponentResource):
@@ -70,7 +72,7 @@ class KnsScheduler(pulumi.ComponentResource):
             waits.append(self.secret)
         self.deployment = k8s.apps.v1.Deployment(
             name,
-            metadata=meta(account, annotations=specs.kns_annotations(kns)),
+            metadata=meta(account, annotations=specs.kns_annotations(kns, args.isolated)),
             spec={
                 "replicas": kns.replicas,
                 "selector": {"matchLabels": selector},

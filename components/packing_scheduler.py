@@ -26,6 +26,8 @@ class PackingSchedulerArgs:
     pools: list[NodePool]
     cluster_name: str
     depends_on: list[pulumi.Resource]
+    # Its namespace has a NetworkPolicy (kns:network, plan/network.py).
+    isolated: bool = False
 
 
 class PackingScheduler(pulumi.ComponentResource):
@@ -92,7 +94,7 @@ class PackingScheduler(pulumi.ComponentResource):
         )
         self.deployment = k8s.apps.v1.Deployment(
             name,
-            metadata={**meta(packing.name), "annotations": specs.packing_annotations(packing)},
+            metadata={**meta(packing.name), "annotations": specs.packing_annotations(packing, args.isolated)},
             spec={
                 "replicas": packing.replicas,
                 "selector": {"matchLabels": selector},

@@ -56,10 +56,12 @@ def register_platform(args: PlatformArgs, opts: pulumi.ResourceOptions) -> Optio
                                  SystemNamespaceArgs(args.system_namespace, args.site, args.system_policy), opts)
         if args.packing.enabled:
             PackingScheduler(prefix + args.packing.name, PackingSchedulerArgs(
-                args.packing, system.name, args.pools, args.site, [system.namespace]), opts)
+                args.packing, system.name, args.pools, args.site, [system.namespace],
+                isolated=args.system_policy is not None), opts)
         if args.kns.enabled:
             KnsScheduler(prefix + "kns-scheduler", KnsSchedulerArgs(
-                args.kns, system.name, args.pools, args.site, args.keycloak_client_secret, [system.namespace]), opts)
+                args.kns, system.name, args.pools, args.site, args.keycloak_client_secret, [system.namespace],
+                isolated=args.system_policy is not None), opts)
     if args.kueue_objects is None:
         return None
     return KueueInstall(prefix + kueue_install.COMPONENT, KueueInstallArgs(args.kueue_objects, prefix), opts)

@@ -208,7 +208,10 @@ def check_config(
     reservations, broken_reservations = _named_items(raw_reservations, "reservations", Reservation, problems,
                                                      quiet=True)
     network = problems.validate(Network, raw["network"], "kns:network") if raw.get("network") is not None else None
-    network = network or Network()
+    if network is None:  # its problems are reported; `isolation: none`, if written, still holds
+        written = raw.get("network")
+        network = Network(isolation="none") if isinstance(written, dict) and written.get("isolation") == "none" \
+            else Network()
     raw_budgets = _list(raw, "budgets", problems)
     budgets, _ = _named_items(raw_budgets, "budgets", Budget, problems, quiet=True)
     check_budgets(budgets, bool(raw_budgets), queueing, queues, broken_queues, problems)

@@ -663,7 +663,13 @@ def _cidr_problem(value: str) -> Optional[str]:
 
 
 Cidr = Annotated[str, _check(_cidr_problem)]
-Port = Annotated[int, Field(strict=True, ge=1, le=65535)]
+def _port(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool) and not 1 <= value <= 65535:
+        raise ValueError(f"{value} is not a port: {rules.PORTS.message}")
+    return value
+
+
+Port = Annotated[int, BeforeValidator(_port), Field(strict=True, ge=1, le=65535)]
 
 
 class NetworkSource(Model):

@@ -34,7 +34,7 @@ def check_network(network: Network, entries: list[Workload], cluster: Optional[C
     for i, source in enumerate(network.allow_from):
         if source.namespace in entry_namespaces:
             problems.add(f"kns:network.allowFrom[{i}].namespace",
-                         f'"{source.namespace}" is entry {entry_namespaces[source.namespace]}\'s namespace: '
+                         f'"{source.namespace}" is the namespace of entry {entry_namespaces[source.namespace]}: '
                          f"{rules.NETWORK_ENTRY_SOURCE.message}")
     if serves and not network.pod_network:
         warnings.append(POD_NETWORK_UNSET)

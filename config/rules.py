@@ -410,8 +410,8 @@ NETWORK_OFF_SETTING = Rule("has no effect: kns:network.isolation is none, which 
                            "isolation: namespace, or remove it")
 NETWORK_FROM_NEEDS_PROFILE = Rule("admits sources other entries do not: it needs a profile rule with "
                                   "allowNetworkFrom: true")
-NETWORK_ENTRY_SOURCE = Rule("is the namespace of every entry's pods: an entry admits its own pods already, and "
-                            "other entries' pods only through its own allowFrom")
+NETWORK_ENTRY_SOURCE = Rule("every entry admits the sources of kns:network.allowFrom, so every entry would admit "
+                            "its pods: let the entries that need them admit them with their own allowFrom")
 # Where every entry's pods resolve names when their egress is restricted: the cluster's DNS
 # (CoreDNS and kube-dns both carry this label in kube-system), UDP and TCP.
 DNS_NAMESPACE = "kube-system"

@@ -79,6 +79,7 @@ def entry_fingerprint(plan: WorkloadPlan, sealed: Mapping[str, str]) -> dict[str
         "credentials": plan.credentials,
         "objects": plan.objects,
         "service": plan.service,
+        "networkPolicy": plan.network_policy,
         "sealed": dict(sealed),
     }
 
@@ -102,6 +103,7 @@ def shared_sections(cfg: PlatformConfig) -> dict[str, Any]:
         "kns:workers": [dump(worker) for worker in cfg.workers],
         "kns:reservations": [dump(reservation) for reservation in cfg.reservations],
         "kns:budgets": [dump(budget) for budget in cfg.budgets],
+        "kns:network": dump(cfg.network),
         # The layout: a change moves state between stacks (`./kns restack`), which only a
         # full `make up` does, so CI's apply must not read it as "nothing changed".
         "kns:state": dump(cfg.state) if cfg.state is not None else None,

@@ -92,8 +92,8 @@ CONFIG_KEY = "controller_manager_config.yaml"
 # rolls the controller (it reads the file once, at start).
 CONFIG_HASH = "kns.io/kueue-config"
 # kube-score checks the controller's Deployment keeps on purpose (docs/queueing.md,
-# tests/test_manifest_lint.py): pod-networkpolicy, a site decision as for every pod the
-# platform runs; deployment-replicas, upstream's single replica (its manager leader-elects,
+# tests/test_manifest_lint.py): pod-networkpolicy without kns:network isolation (the network
+# is the site's then; isolated, its namespace has its NetworkPolicy); deployment-replicas, upstream's single replica (its manager leader-elects,
 # so a second one would only stand by).
 KUBE_SCORE_IGNORED = ("pod-networkpolicy", "deployment-replicas")
 
@@ -173,7 +173,9 @@ def install_objects(upstream: list[dict[str, Any]], cluster: str, pools: list[No
     for obj in out:
         if obj["kind"] == "Deployment":
             _harden(obj["spec"]["template"]["spec"], pools)
-            obj["metadata"].setdefault("annotations", {})[KUBE_SCORE_IGNORE] = ",".join(KUBE_SCORE_IGNORED)
+            ignored = [check for check in KUBE_SCORE_IGNORED if check != "pod-networkpolicy" or isolation is None
+                       or not isolation.isolated]
+            obj["metadata"].setdefault("annotations", {})[KUBE_SCORE_IGNORE] = ",".join(ignored)
             if configured is not None:
                 template = obj["spec"]["template"].setdefault("metadata", {})
                 template.setdefault("annotations", {})[CONFIG_HASH] = hashlib.sha256(configured.encode()).hexdigest()[:16]

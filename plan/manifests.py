@@ -43,7 +43,7 @@ WORKLOAD_LINT_EXCEPTIONS = {
     "container-image-pull-policy",
     # local disk is bounded only when the entry sets `storage`.
     "container-ephemeral-storage-request-and-limit",
-    # NetworkPolicy is a site decision (CNI, ingress, where the data lives).
+    # With kns:network.isolation: none the network is the site's (docs/network.md).
     "pod-networkpolicy",
 }
 HIGH_ID = 10000  # kube-score's "low user ID" threshold
@@ -287,12 +287,13 @@ def _queue_label(entry: Workload) -> dict[str, str]:
     return labels
 
 
-def lint_exceptions(template: dict[str, Any]) -> list[str]:
-    """The WORKLOAD_LINT_EXCEPTIONS this pod template really needs."""
+def lint_exceptions(template: dict[str, Any], isolated: bool = False) -> list[str]:
+    """The WORKLOAD_LINT_EXCEPTIONS this pod template really needs; an isolated namespace's
+    pods have their NetworkPolicy (plan/network.py)."""
     spec = template.get("spec", {})
     pod_security = spec.get("securityContext") or {}
     containers = list(spec.get("initContainers", [])) + list(spec.get("containers", []))
-    found = {"pod-networkpolicy"}
+    found = set() if isolated else {"pod-networkpolicy"}
     for container in containers:
         security = {**pod_security, **(container.get("securityContext") or {})}
         if not all(isinstance(security.get(k), int) and security[k] > HIGH_ID for k in ("runAsUser", "runAsGroup")):
@@ -307,9 +308,9 @@ def lint_exceptions(template: dict[str, Any]) -> list[str]:
     return sorted(found & WORKLOAD_LINT_EXCEPTIONS)
 
 
-def _lint_annotation(entry: Workload, template: dict[str, Any]) -> dict[str, str]:
-    own = [t.strip() for t in entry.annotations.get(KUBE_SCORE_IGNORE, "").split(",") if t.strip()]
-    ignored = own + [t for t in lint_exceptions(template) if t not in own]
+def _lint_annotation(plan: WorkloadPlan, template: dict[str, Any]) -> dict[str, str]:
+    own = [t.strip() for t in plan.entry.annotations.get(KUBE_SCORE_IGNORE, "").split(",") if t.strip()]
+    ignored = own + [t for t in lint_exceptions(template, plan.network_policy is not None) if t not in own]
     return {KUBE_SCORE_IGNORE: ",".join(ignored)} if ignored else {}
 
 
@@ -330,7 +331,7 @@ def job_manifest(plan: WorkloadPlan, template: dict[str, Any]) -> dict[str, Any]
     """A Job that `pulumi up` does not wait on, expiring `ttlHours` after it finishes."""
     spec = _job_spec(plan.entry, template)
     spec["ttlSecondsAfterFinished"] = _ttl_seconds(plan.entry)
-    metadata = _metadata(plan, {**SKIP_AWAIT, **JOB_DELETION, **_lint_annotation(plan.entry, template)})
+    metadata = _metadata(plan, {**SKIP_AWAIT, **JOB_DELETION, **_lint_annotation(plan, template)})
     metadata["labels"].update(_queue_label(plan.entry))
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": spec}
 
@@ -359,7 +360,7 @@ def cronjob_manifest(plan: WorkloadPlan, template: dict[str, Any]) -> dict[str, 
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
-        "metadata": _metadata(plan, _lint_annotation(entry, template)),
+        "metadata": _metadata(plan, _lint_annotation(plan, template)),
         "spec": spec,
     }
 

@@ -101,13 +101,17 @@ def _policy(namespace: str, labels: dict[str, str], ingress: list[dict[str, Any]
 
 
 def entry_policy(network: Network, namespace: str, labels: dict[str, str],
-                 own: Optional[list[NetworkSource]] = None) -> Optional[dict[str, Any]]:
-    """The policy of an entry's namespace; None with `isolation: none`."""
+                 own: Optional[list[NetworkSource]] = None, runs_pods: bool = True) -> Optional[dict[str, Any]]:
+    """The policy of an entry's namespace; None with `isolation: none`. A namespace entry
+    runs no pod of the program's (its users start theirs): kube-score is told so."""
     if not network.isolated:
         return None
     ingress = [_rule("from", [{"podSelector": {}}])]
     ingress += [_rule("from", [source_peer(s)], s.ports) for s in [*network.allow_from, *(own or [])]]
-    return _policy(namespace, labels, ingress, egress_rules(network))
+    policy = _policy(namespace, labels, ingress, egress_rules(network))
+    if not runs_pods:
+        policy["metadata"]["annotations"] = {rules.KUBE_SCORE_IGNORE: "networkpolicy-targets-pod"}
+    return policy
 
 
 def outside(network: Network) -> list[dict[str, Any]]:

@@ -80,7 +80,8 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
         primers=cfg.primers.get(entry.name),
         credentials={name: cfg.credentials[name] for name in entry.credentials},
     )
-    plan.network_policy = network.entry_policy(cfg.network, plan.namespace, plan.labels, entry.allow_from)
+    plan.network_policy = network.entry_policy(cfg.network, plan.namespace, plan.labels, entry.allow_from,
+                                               runs_pods=entry.type == "pod")
     if entry.type == "namespace":
         plan.quota = profile_rules.cap_quota(plan.quota, profile, entry.quota or {})
         found = profile_rules.check(profile_rules.quota_facts(plan.quota, "quota"), profile, source)

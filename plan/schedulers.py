@@ -44,16 +44,16 @@ KNS_TMP = "/tmp"
 KUBE_SCORE_IGNORE = rules.KUBE_SCORE_IGNORE
 
 
-def packing_annotations(packing: PackingScheduler) -> dict[str, str]:
-    # NetworkPolicy is a site decision: the scheduler talks only to the API server, whose
-    # address and CNI differ per cluster.
-    return {KUBE_SCORE_IGNORE: "pod-networkpolicy"}
+def packing_annotations(packing: PackingScheduler, isolated: bool) -> dict[str, str]:
+    # pod-networkpolicy: with kns:network.isolation: none the network is the site's; isolated,
+    # the system namespace has its NetworkPolicy (plan/network.py).
+    return {} if isolated else {KUBE_SCORE_IGNORE: "pod-networkpolicy"}
 
 
-def kns_annotations(kns: KnsScheduler) -> dict[str, str]:
+def kns_annotations(kns: KnsScheduler, isolated: bool) -> dict[str, str]:
     # pod-probes-identical: the JARVICE image offers only its TCP port to probe.
     # deployment-replicas: one replica is the KNS's documented default; `replicas` is the site's.
-    ignored = ["pod-networkpolicy", "pod-probes-identical"]
+    ignored = ([] if isolated else ["pod-networkpolicy"]) + ["pod-probes-identical"]
     if kns.replicas < 2:
         ignored.append("deployment-replicas")
     return {KUBE_SCORE_IGNORE: ",".join(ignored)}

@@ -148,6 +148,12 @@ def test_every_resource_is_accepted_and_a_second_up_changes_nothing(stack, clust
     assert " unchanged" in done.stdout
     namespaces = {n["metadata"]["name"] for n in cluster.get("namespaces")["items"]}
     assert {"kns-cpu-job", "kns-gpu-job", "kns-sandbox", "kns-quota-probe", "kns-system"} <= namespaces
+    # Every namespace isolated on the network (docs/network.md): the API server took the
+    # policies, and the second up found nothing to change in them.
+    policies = {(p["metadata"]["namespace"], p["metadata"]["name"])
+                for p in cluster.get("networkpolicies", "--all-namespaces")["items"]}
+    assert {(n, "kns-isolation") for n in ("kns-cpu-job", "kns-gpu-job", "kns-sandbox", "kns-quota-probe",
+                                           "kns-system")} <= policies
     node = cluster.get("node", "gpu-node-1")
     assert node["metadata"]["labels"]["kns.io/pool"] == "a100"
     assert {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"} in node["spec"]["taints"]
