@@ -664,9 +664,13 @@ def _cidr_problem(value: str) -> Optional[str]:
 
 Cidr = Annotated[str, _check(_cidr_problem)]
 def _port(value: Any) -> Any:
+    """A number out of range says what a port is (the bounds stand in the schema)."""
     if isinstance(value, int) and not isinstance(value, bool) and not 1 <= value <= 65535:
         raise ValueError(f"{value} is not a port: {rules.PORTS.message}")
     return value
+
+
+_port.only_refuses = True  # type: ignore[attr-defined]  # tools/schema.py: the field's own schema stands
 
 
 Port = Annotated[int, BeforeValidator(_port), Field(strict=True, ge=1, le=65535)]

@@ -68,6 +68,8 @@ def site(**over: Any) -> dict[str, Any]:
             {"name": "sweep", "image": "busybox:1.36", "cpu": "1", "memory": "1Gi", "queue": "batch", "workers": 2},
         ],
         "credentials": {"data": {"token.txt": "data-token"}},
+        # Each cluster's pod CIDRs (docs/network.md): the site says where its API servers call from.
+        "network": {"podNetwork": ["10.244.0.0/16"]},
     }
     config.update(over)
     return config
