@@ -28,6 +28,16 @@ def netpol_check() -> Path:
     return binary
 
 
+def as_delivered(value: Any) -> Any:
+    """A registered object's inputs as the engine delivers them to the provider: the mocks
+    hand numbers back as floats, a whole one is an integer."""
+    if isinstance(value, dict):
+        return {k: as_delivered(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [as_delivered(v) for v in value]
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 @dataclass(frozen=True)
 class Peer:
     """A pod (namespace, its namespace's labels, its own labels) or, without a namespace,

@@ -13,6 +13,7 @@ import pytest
 
 from config import rules
 from config.loader import check_config
+from kns_testing.netpol import as_delivered
 from kns_testing.program import ROOT, RecordingMocks, run_program
 from plan import guardrails
 from plan.guardrails import Resource
@@ -242,14 +243,6 @@ def test_the_rail_leaves_a_namespace_the_site_isolates_alone():
 # ---- docs/network.md ------------------------------------------------------------------------------
 
 
-def _whole(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _whole(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_whole(v) for v in value]
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
 def page_blocks() -> tuple[dict[str, Any], dict[str, Any], str, dict[str, Any]]:
     """docs/network.md's config example, its worked example, the policy it shows and the
     explain lines."""
@@ -273,8 +266,8 @@ def test_the_pages_worked_example_is_the_programs(tmp_path, capsys):
     run = run_program(config)
     policy = run.named(POLICY, "portal-isolation").inputs
     assert {k: policy["metadata"][k] for k in ("name", "namespace")} == documented["metadata"]
-    assert _whole(policy["spec"]) == documented["spec"]
-    train = _whole(run.named(POLICY, "train-isolation").inputs["spec"])
+    assert as_delivered(policy["spec"]) == documented["spec"]
+    train = as_delivered(run.named(POLICY, "train-isolation").inputs["spec"])
     assert train["ingress"] == documented["spec"]["ingress"][:2] and train["egress"] == documented["spec"]["egress"]
     plain = {k.split(":", 1)[1]: v for k, v in config.items()}
     code, out, _ = run_cli(tmp_path, capsys, plain, "explain", "portal")

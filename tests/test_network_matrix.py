@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 
 import pytest
 
-from kns_testing.netpol import Flow, Peer, allowed
+from kns_testing.netpol import Flow, Peer, allowed, as_delivered
 from kns_testing.program import Run, run_program
 
 POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
@@ -85,19 +85,10 @@ def pods(run: Run) -> dict[str, list[Peer]]:
     return out
 
 
-def _whole(value: Any) -> Any:
-    """Numbers as the engine delivers them to a provider (a whole float is an integer)."""
-    if isinstance(value, dict):
-        return {k: _whole(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_whole(v) for v in value]
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
 def policies(run: Run) -> list[dict[str, Any]]:
     """The NetworkPolicies the program registered, as the provider sends them."""
     return [{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": p.metadata,
-             "spec": _whole(p.inputs["spec"])} for p in run.of_type(POLICY)]
+             "spec": as_delivered(p.inputs["spec"])} for p in run.of_type(POLICY)]
 
 
 def expected_matrix(run: Run, network: dict[str, Any]) -> list[tuple[Flow, bool]]:
@@ -252,14 +243,19 @@ def test_removing_one_entrys_policy_lets_other_entries_in(runs):
                for line in wrong), wrong
 
 
-def test_widening_a_policy_lets_everyone_in(runs):
-    def widened(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def added(where: Callable[[dict[str, Any]], bool], section: str, rule: dict[str, Any]):
+    """A change of the program's policies: `rule` added to `section` of those `where` picks."""
+    def change(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out = copy.deepcopy(found)
         for policy in out:
-            if policy["metadata"]["namespace"] == "kns-fold":
-                policy["spec"]["ingress"].append({"from": [{"namespaceSelector": {}}]})
+            if where(policy) and section in policy["spec"]:
+                policy["spec"][section].append(rule)
         return out
+    return change
 
+
+def test_widening_a_policy_lets_everyone_in(runs):
+    widened = added(lambda p: p["metadata"]["namespace"] == "kns-fold", "ingress", {"from": [{"namespaceSelector": {}}]})
     wrong = check(runs["default"], MODES["default"], widened)
     assert any(line.startswith("kns-train pod 1 -> kns-fold pod 1:80/TCP: section 18 says denied") for line in wrong)
 
@@ -273,15 +269,8 @@ def test_a_platform_namespace_without_its_policy_admits_entries(runs):
 
 
 def test_an_egress_that_leaks_is_caught(runs):
-    network = MODES["egress none"]
-
-    def opened(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        out = copy.deepcopy(found)
-        for policy in out:
-            if policy["metadata"]["namespace"].startswith("kns-") and "egress" in policy["spec"]:
-                policy["spec"]["egress"].append({"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]})
-        return out
-
-    wrong = check(runs["egress none"], network, opened)
+    opened = added(lambda p: p["metadata"]["namespace"].startswith("kns-"), "egress",
+                   {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]})
+    wrong = check(runs["egress none"], MODES["egress none"], opened)
     assert any(line.startswith("kns-train pod 1 -> an outside address:80/TCP: section 18 says denied")
                for line in wrong), wrong
