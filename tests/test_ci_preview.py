@@ -361,7 +361,7 @@ def test_a_pull_request_s_summary_shows_what_its_entries_ask_and_writes_nothing_
     done = project.preview("dev", base)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = project.summary("dev")
-    assert "### Job `gamma`: `+` 9 to create" in summary
+    assert "### Job `gamma`: `+` 10 to create" in summary
     assert "| `+-` replace | `Job` | `kns-beta/beta` | `spec.template.spec.containers[0].image` (replaces) |" in summary
     asks = summary.split("### What the changed entries ask", 1)[1]
     gamma, beta = asks.split("#### `gamma` (added)", 1)[1].split("#### `beta` (changed)")
@@ -392,7 +392,7 @@ def test_an_entry_in_a_job_file_is_explained_to_the_reviewer(applied):
     done = project.preview("dev", base)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = project.summary("dev")
-    assert "### Job `delta`: `+` 9 to create" in summary
+    assert "### Job `delta`: `+` 10 to create" in summary
     delta = summary.split("#### `delta` (added)", 1)[1]
     assert "images:         ghcr.io/example/sim:2.1" in delta and "node pool:      vcluster (static)" in delta
     assert "user:           erin" in delta and "cpu=2 memory=1Gi" in delta
@@ -410,7 +410,7 @@ def test_a_new_stack_previews_as_creates_without_being_created(applied):
     (steps,) = project.steps("qa").values()
     assert steps and {s["op"] for s in steps} == {"create"}
     summary = project.summary("qa")
-    assert "### Job `alpha`: `+` 9 to create" in summary and "#### `alpha` (added)" in summary
+    assert "### Job `alpha`: `+` 10 to create" in summary and "#### `alpha` (added)" in summary
     assert project.backend() == shared and project.shared_stacks() == ["dev"]
     assert project.run("git", "status", "--porcelain").stdout == ""
 
@@ -437,6 +437,6 @@ def test_a_layout_change_previews_the_moves_not_deletions(tmp_path):
     steps = project.steps("dev")
     assert sorted(steps) == ["dev", "dev.entries-0", "dev.entries-1", "dev.entries-2"]
     assert {s["op"] for each in steps.values() for s in each} == {"same"}  # no deletion, no create
-    assert "**Unchanged entries (2):** `alpha` (9), `beta` (9)" in summary and "`-` delete" not in summary
+    assert "**Unchanged entries (2):** `alpha` (10), `beta` (10)" in summary and "`-` delete" not in summary
     assert project.backend() == shared
     assert project.shared_stacks() == ["dev", "dev.entries-0", "dev.entries-1"]

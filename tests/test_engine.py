@@ -76,7 +76,7 @@ def changed(steps: list[dict]) -> dict[str, set[str]]:
 
 
 def entry_names(entry: str) -> set[str]:
-    return {entry, f"{entry}-defaults", f"{entry}-quota", f"{entry}-runner"}
+    return {entry, f"{entry}-defaults", f"{entry}-quota", f"{entry}-runner", f"{entry}-isolation"}
 
 
 # The tests below run in order, on one stack, as a user would.

@@ -270,28 +270,36 @@ def annotation(resource) -> list[str]:
 
 
 def test_user_workloads_carry_only_the_exceptions_their_pods_need(run):
+    # Each entry's namespace has its NetworkPolicy (kns:network, isolated by default).
     assert annotation(run.named(JOB, "plain")) == [
         "container-ephemeral-storage-request-and-limit", "container-image-pull-policy",
-        "container-security-context-readonlyrootfilesystem", "container-security-context-user-group-id",
-        "pod-networkpolicy"]
+        "container-security-context-readonlyrootfilesystem", "container-security-context-user-group-id"]
     # imagePullPolicy Always and storage set: those two checks pass and are not ignored.
     assert annotation(run.named(CRONJOB, "pulled")) == [
-        "container-security-context-readonlyrootfilesystem", "container-security-context-user-group-id",
-        "pod-networkpolicy"]
+        "container-security-context-readonlyrootfilesystem", "container-security-context-user-group-id"]
     assert set(annotation(run.named(CRONJOB, "primed"))) <= manifests.WORKLOAD_LINT_EXCEPTIONS
+    # With the network left to the site, no pod of it has a NetworkPolicy.
+    unisolated = run_program(with_(network={"isolation": "none"}))
+    assert annotation(unisolated.named(JOB, "plain"))[-1] == "pod-networkpolicy"
+    assert annotation(unisolated.named(CRONJOB, "pulled"))[-1] == "pod-networkpolicy"
 
 
 def test_the_schedulers_carry_their_documented_exceptions(run):
-    assert annotation(run.named(DEPLOY, "kns-packing")) == ["pod-networkpolicy"]
-    assert annotation(run.named(DEPLOY, "kns-scheduler")) == ["pod-networkpolicy", "pod-probes-identical",
-                                                              "deployment-replicas"]
+    assert annotation(run.named(DEPLOY, "kns-packing")) == [""]  # nothing to except: its namespace is isolated
+    assert annotation(run.named(DEPLOY, "kns-scheduler")) == ["pod-probes-identical", "deployment-replicas"]
     two = run_program(with_(knsScheduler={**KNS, "replicas": 2}))
-    assert annotation(two.named(DEPLOY, "kns-scheduler")) == ["pod-networkpolicy", "pod-probes-identical"]
+    assert annotation(two.named(DEPLOY, "kns-scheduler")) == ["pod-probes-identical"]
+    unisolated = run_program(with_(network={"isolation": "none"}))
+    assert annotation(unisolated.named(DEPLOY, "kns-packing")) == ["pod-networkpolicy"]
+    assert annotation(unisolated.named(DEPLOY, "kns-scheduler")) == ["pod-networkpolicy", "pod-probes-identical",
+                                                                     "deployment-replicas"]
 
 
 def test_an_entrys_own_kube_score_ignore_is_kept():
     jobs = [{**BASE["jobs"][0], "annotations": {"kube-score/ignore": "container-resources"}}]
     job = run_program(with_(jobs=jobs)).named(JOB, "plain")
+    assert annotation(job)[0] == "container-resources" and "container-image-pull-policy" in annotation(job)
+    job = run_program(with_(jobs=jobs, network={"isolation": "none"})).named(JOB, "plain")
     assert annotation(job)[0] == "container-resources" and "pod-networkpolicy" in annotation(job)
 
 

@@ -341,7 +341,8 @@ def test_stack_policies_report_through_the_engine_callback():
 def test_every_policy_is_mandatory_and_documented():
     assert {p.name for p in POLICIES} == {"containers-have-limits", "privileged-only-where-allowed", "allowed-registries",
                                          "gpu-pods-tolerate-gpu-taint", "gpu-pools-are-tainted", "cluster-admin-only-kns",
-                                         "device-claims-are-counted", "reservation-rbac-is-narrow"}
+                                         "device-claims-are-counted", "reservation-rbac-is-narrow",
+                                         "entry-namespaces-are-isolated"}
     assert all(p.enforcement_level.value == "mandatory" for p in POLICIES)
     page = (ROOT / "docs" / "policy.md").read_text()
     assert all(f"`{p.name}`" in page for p in POLICIES)

@@ -82,7 +82,7 @@ def test_the_targets_are_the_urns_the_engine_gave_the_entry(project):
                 and r["type"] != "pulumi:providers:kubernetes"}
     cfg, plans = load_stack(ROOT, "dev")
     assert set(entry_urns(plan_stack(cfg, plans), ["train-resnet"], "dev", "kns-platform")) == in_state
-    assert len(in_state) == 9
+    assert len(in_state) == 10
 
 
 def test_targeted_preview_shows_exactly_the_named_entries_changes(project):
@@ -107,8 +107,8 @@ def test_targeted_preview_shows_exactly_the_named_entries_changes(project):
 def test_a_new_entry_is_previewed_with_its_summary(project):
     done = kns_preview(project, "added-smoke", "--format", "markdown")
     assert done.returncode == 0, done.stderr
-    assert "### Job `added-smoke`: `+` 9 to create" in done.stdout
-    assert "**Totals:** `+` 9 to create (9 resources)" in done.stdout
+    assert "### Job `added-smoke`: `+` 10 to create" in done.stdout
+    assert "**Totals:** `+` 10 to create (10 resources)" in done.stdout
     assert "| `+` create | `LimitRange` | `kns-added-smoke/kns-defaults` |  |" in done.stdout
     for other in ("train-resnet", "weekly-finetune", "added-other", "### Platform"):
         assert other not in done.stdout
