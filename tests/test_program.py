@@ -138,6 +138,7 @@ def test_cpu_job_namespace(base_run):
         "pod-security.kubernetes.io/enforce": "baseline",
         "pod-security.kubernetes.io/audit": "baseline",
         "pod-security.kubernetes.io/warn": "baseline",
+        "kns.io/network": "isolated",  # its NetworkPolicy holds it (docs/network.md)
     }
 
 
@@ -196,7 +197,7 @@ def test_cpu_job_workload(base_run):
         # the linters' exceptions a user image needs (docs/testing.md)
         "kube-score/ignore": "container-ephemeral-storage-request-and-limit,container-image-pull-policy,"
                              "container-security-context-readonlyrootfilesystem,"
-                             "container-security-context-user-group-id,pod-networkpolicy"}
+                             "container-security-context-user-group-id"}
     spec = spec_of(job)
     assert spec["ttlSecondsAfterFinished"] == 7200
     template = spec["template"]
@@ -394,7 +395,7 @@ def test_adding_an_entry_only_adds_resources():
     assert set(before) <= set(after)
     assert all(before[key] == after[key] for key in before)
     assert {name for _, name in added} == {
-        "new-first", "new-first-defaults", "new-first-quota", "new-first-runner",
+        "new-first", "new-first-defaults", "new-first-quota", "new-first-runner", "new-first-isolation",
     }
 
 
