@@ -119,7 +119,7 @@ def test_on_a_terminal_the_preview_is_aligned_rows_with_the_cluster_s_names(proj
     done = kns_preview(project, "added-smoke", "train-resnet")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == "Preview of stack dev, 2 entries: 7 to create, 2 to update, 1 to replace, 4 unchanged"
+    assert lines[0] == "Preview of stack dev, 2 entries: 8 to create, 2 to update, 1 to replace, 5 unchanged"
     assert lines[1].split() == ["ENTRY", "OP", "KIND", "NAME", "CHANGED", "FIELDS"]
     assert any(re.fullmatch(r"train-resnet +\+- replace +Job +kns-train-resnet/train-resnet +"
                             r"spec\.template\.spec\.containers\[0\]\.resources\.\{limits\.cpu, requests\.cpu\}", line)
