@@ -126,7 +126,7 @@ def test_on_a_terminal_the_preview_is_aligned_rows_with_the_cluster_s_names(proj
                for line in lines), done.stdout
     assert any(re.fullmatch(r"added-smoke +\+ create +LimitRange +kns-added-smoke/kns-defaults", line) for line in lines)
     rows = [line for line in lines[2:] if line.startswith(("added-smoke ", "train-resnet "))]
-    assert len(rows) == 10
+    assert len(rows) == 11
     for column in ("KIND", "NAME"):  # aligned: every row's cell starts under its heading
         start = lines[1].index(column)
         assert all(row[start - 2:start] == "  " and row[start] != " " for row in rows), column
