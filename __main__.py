@@ -25,7 +25,7 @@ from pulumi.runtime import config as runtime_config
 from components.cluster import KnsCluster, KnsClusterArgs, cluster_provider, own_declared_fields
 from components.multikueue import MultiKueue, MultiKueueArgs, WorkerConnection
 from components.output_drain import linear_output_drain
-from components.platform import PlatformArgs, register_platform, register_queues
+from components.platform import register_platform, register_queues
 from components.budget import Budget, BudgetArgs
 from components.reservation import Reservation, ReservationArgs, ReservedPool
 from components.sdk_messages import debug_messages_on_request
@@ -36,9 +36,10 @@ from chrono import clock
 from config import fingerprint, kubeconfig, source
 from config.errors import ConfigError
 from config.loader import check_stack_config
-from plan import budgets, devices, digests, kueue_install, multikueue, network, queues, reservations, stacks
+from plan import budgets, digests, multikueue, reservations, stacks
 from plan.outputs import ENTRY_OUTPUTS, stack_outputs
 from plan.planner import plan_checked, plan_own
+from plan.platform import plan_platform
 from plan.targeting import plans_to_register
 
 PROJECT_DIR = Path(__file__).resolve().parent
@@ -85,11 +86,9 @@ innermost_frame_only()
 linear_output_drain()
 # The SDK's per-resource debug messages stay in the program (components/sdk_messages.py).
 debug_messages_on_request()
-site = bool(cfg.workers)
-
 manager_cluster = multikueue.site_cluster(cfg)
 if this.index is None:
-    cluster = KnsCluster(cfg.cluster.name, KnsClusterArgs(manager_cluster, PROJECT_DIR))
+    cluster = KnsCluster(cfg.cluster.name, KnsClusterArgs(cluster=manager_cluster, project_dir=PROJECT_DIR))
     provider = cluster.provider
 else:
     # An entry stack holds its entries and the providers they use; the platform they run
@@ -100,53 +99,37 @@ on_cluster = pulumi.ResourceOptions(providers=[provider], transformations=[own_d
 
 worker_sides: dict[str, tuple[pulumi.ProviderResource, list[pulumi.Resource]]] = {}
 if this.index is None:
-    kueue_objects = None
-    # Every Kueue of the site counts each kind of GPU device the same way (docs/gpus.md).
-    device_mappings = devices.mappings(cfg.node_pools)
-    if cfg.queueing.enabled and cfg.queueing.install:
-        upstream = kueue_install.load(PROJECT_DIR)
-        kueue_objects = kueue_install.install_objects(upstream, cfg.cluster.name, cfg.pools_of(None),
-                                                      cfg.queueing.wait_for_pods_ready, device_mappings,
-                                                      cfg.queueing.multi_kueue if site else None,
-                                                      cfg.queueing.fair_sharing, cfg.network)
-    queue_objects = multikueue.queue_objects(cfg) if cfg.queueing.enabled else multikueue.QueueObjects()
-    system_policy = network.system_policy(cfg.network, cfg.cluster.system_namespace, cfg.cluster.name,
-                                          cfg.packing_scheduler, cfg.kns_scheduler)
-    manager = PlatformArgs(
-        cfg.cluster.name, cfg.cluster.system_namespace, cfg.pools_of(None), cfg.packing_scheduler, cfg.kns_scheduler,
-        cfg.keycloak_client_secret, kueue_objects, *queue_objects.manager, system_policy=system_policy)
-    kueue = register_platform(manager, on_cluster)
+    platform = plan_platform(cfg, PROJECT_DIR)
+    kueue = register_platform(platform.manager, on_cluster)
 
     # A MultiKueue site (docs/multicluster.md): each worker with its own provider and platform,
     # then the manager's connection to them.
     workers: dict[str, KnsWorker] = {}
     for worker in cfg.workers:
         workers[worker.name] = KnsWorker(worker.name, KnsWorkerArgs(
-            worker, multikueue.site_cluster(cfg, worker.name), cfg.worker_servers[worker.name], PlatformArgs(
-                cfg.cluster.name, cfg.cluster.system_namespace, worker.node_pools, cfg.packing_scheduler,
-                cfg.kns_scheduler, cfg.keycloak_client_secret,
-                kueue_install.install_objects(upstream, cfg.cluster.name, worker.node_pools,
-                                              cfg.queueing.wait_for_pods_ready, device_mappings,
-                                              fair_sharing=cfg.queueing.fair_sharing, isolation=cfg.network)
-                if kueue_objects is not None else None,
-                *queue_objects.workers[worker.name], prefix=f"{worker.name}-", system_policy=system_policy),
-            multikueue.worker_access(cfg.cluster.name), PROJECT_DIR))
+            worker=worker, cluster=multikueue.site_cluster(cfg, worker.name), server=cfg.worker_servers[worker.name],
+            platform=platform.workers[worker.name], access=multikueue.worker_access(cfg.cluster.name),
+            project_dir=PROJECT_DIR))
         worker_sides[worker.name] = (workers[worker.name].provider, workers[worker.name].queue_dependencies)
-    connection = [MultiKueue(multikueue.COMPONENT, MultiKueueArgs(
-        [WorkerConnection(w.name, multikueue.kubeconfig_secret_metadata(w.name, cfg.cluster.name),
-                          workers[w.name].kubeconfig, multikueue.multikueue_cluster(w.name, cfg.cluster.name))
-         for w in cfg.workers],
-        *multikueue.connection_objects(cfg), depends_on=[kueue] if kueue else []), on_cluster)] if site else []
-    queue_dependencies = register_queues(manager, kueue, connection, on_cluster)
+    connection: list[pulumi.Resource] = []
+    if cfg.workers:
+        configs, checks = multikueue.connection_objects(cfg)
+        connection.append(MultiKueue(multikueue.COMPONENT, MultiKueueArgs(
+            workers=[WorkerConnection(w.name, multikueue.kubeconfig_secret_metadata(w.name, cfg.cluster.name),
+                                      workers[w.name].kubeconfig, multikueue.multikueue_cluster(w.name, cfg.cluster.name))
+                     for w in cfg.workers],
+            configs=configs, checks=checks, depends_on=[kueue] if kueue else []), on_cluster))
+    queue_dependencies = register_queues(platform.manager, kueue, connection, on_cluster)
     # A pool's reserved capacity from now on (plan/reservations.py pool_cohorts).
     pools_set_aside = [ReservedPool(cohort["metadata"]["name"], cohort, queue_dependencies, on_cluster)
                        for cohort in stack_plan.cohorts]
     for planned in stack_plan.reservations:
         Reservation(reservations.component_name(planned.name),
-                    ReservationArgs(planned.objects, [*queue_dependencies, *pools_set_aside]), on_cluster)
+                    ReservationArgs(objects=planned.objects, depends_on=[*queue_dependencies, *pools_set_aside]),
+                    on_cluster)
     for planned_budget in stack_plan.budgets:
-        Budget(budgets.component_name(planned_budget.name), BudgetArgs(planned_budget.objects, queue_dependencies),
-               on_cluster)
+        Budget(budgets.component_name(planned_budget.name),
+               BudgetArgs(objects=planned_budget.objects, depends_on=queue_dependencies), on_cluster)
 else:
     for worker in cfg.workers:
         worker_sides[worker.name] = (cluster_provider(worker.name, multikueue.site_cluster(cfg, worker.name),
@@ -154,15 +137,11 @@ else:
     queue_dependencies = []
 
 for plan in registered:
-    local_queue = queues.local_queue_manifest(plan) if plan.entry.queue is not None else None
-    remote = [RemoteSide(name, *worker_sides[name]) for name in stack_plan.workers[plan.entry.name]]
-    reserved_objects = []
-    planned = stack_plan.reservation(plan.entry.reservation)
-    if planned is not None:
-        reserved_objects = reservations.entry_objects(cfg, planned, next(
-            e for e in planned.entries if e.entry == plan.entry.name), now)
-    KnsWorkload(plan.entry.name, KnsWorkloadArgs(plan, local_queue, queue_dependencies, remote, reserved_objects),
-                on_cluster)
+    name = plan.entry.name
+    KnsWorkload(name, KnsWorkloadArgs(
+        plan=plan, local_queue=stack_plan.local_queues[name], queue_dependencies=queue_dependencies,
+        remote=[RemoteSide(worker, *worker_sides[worker]) for worker in stack_plan.workers[name]],
+        reservation_objects=stack_plan.reserved_objects[name]), on_cluster)
 
 outputs = stack_outputs(cfg, held, now)
 # The kubeconfig files this stack's providers read: in its digests (plan/digests.py).

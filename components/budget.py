@@ -15,7 +15,7 @@ from plan.inventory import BUDGET_TYPE as TYPE
 from plan.reservations import child_name, type_token
 
 
-@dataclass
+@dataclass(kw_only=True)
 class BudgetArgs:
     objects: list[dict[str, Any]]
     # Kueue (its CRDs) and the queues the counter holds.

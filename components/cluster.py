@@ -37,7 +37,7 @@ def own_declared_fields(args: pulumi.ResourceTransformationArgs) -> Optional[pul
                                                args.opts)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class KnsClusterArgs:
     cluster: Cluster
     project_dir: Path

@@ -20,7 +20,7 @@ from plan import schedulers as specs
 TYPE = "kns:scheduling:KnsScheduler"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class KnsSchedulerArgs:
     kns: KnsSchedulerModel
     namespace: str

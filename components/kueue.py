@@ -30,7 +30,7 @@ ARGUMENTS = {"roleRef": "role_ref", "aggregationRule": "aggregation_rule", "stri
              "automountServiceAccountToken": "automount_service_account_token"}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class KueueInstallArgs:
     objects: list[dict[str, Any]]
     # Before each child's logical name: a worker's install (`<worker>-`) is apart from the

@@ -24,7 +24,7 @@ class WorkerConnection:
     cluster: dict[str, Any]  # its MultiKueueCluster
 
 
-@dataclass
+@dataclass(kw_only=True)
 class MultiKueueArgs:
     workers: list[WorkerConnection]
     configs: list[dict[str, Any]]

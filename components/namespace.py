@@ -23,7 +23,7 @@ QUOTA = "kns-quota"
 RUNNER = "kns-runner"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class JobNamespaceArgs:
     plan: WorkloadPlan
 

@@ -32,7 +32,7 @@ def patch_name(pool: str, node: str) -> str:
     return f"{pool}.{node}"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class NodePoolArgs:
     pool: NodePoolModel
     cluster_name: str

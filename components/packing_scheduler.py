@@ -19,7 +19,7 @@ from plan import schedulers as specs
 TYPE = "kns:scheduling:PackingScheduler"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PackingSchedulerArgs:
     packing: PackingSchedulerModel
     namespace: str

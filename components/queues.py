@@ -16,7 +16,7 @@ from plan.queues import resource_name, type_token
 TYPE = "kns:queueing:Queues"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class QueuesArgs:
     flavors: list[dict[str, Any]]
     cluster_queues: list[dict[str, Any]]

@@ -27,7 +27,7 @@ def register(prefix: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions
                                      delete_before_replace=manifest["kind"] in REPLACED)))
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ReservationArgs:
     objects: list[dict[str, Any]]
     # Kueue (its CRDs) and the queues' flavors, which the ClusterQueue names.

@@ -14,7 +14,7 @@ from config import names
 TYPE = "kns:cluster:SystemNamespace"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SystemNamespaceArgs:
     name: str
     cluster_name: str

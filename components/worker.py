@@ -18,15 +18,16 @@ import pulumi_kubernetes as k8s
 
 from config.models import Cluster, Worker
 from plan import multikueue
+from plan.platform import ClusterPlatform
 
 from .cluster import KnsCluster, KnsClusterArgs, own_declared_fields
 from .kueue import ARGUMENTS, resource_class
-from .platform import PlatformArgs, register_platform, register_queues
+from .platform import register_platform, register_queues
 
 TYPE = multikueue.WORKER_TYPE
 
 
-@dataclass
+@dataclass(kw_only=True)
 class KnsWorkerArgs:
     worker: Worker
     # What its provider reaches (plan/multikueue.py site_cluster): its context or
@@ -34,7 +35,7 @@ class KnsWorkerArgs:
     cluster: Cluster
     # The URL the manager's Kueue dials (config: apiServer, or the context's server).
     server: str
-    platform: PlatformArgs
+    platform: ClusterPlatform
     access: list[dict[str, Any]]
     project_dir: Path
 
@@ -47,7 +48,7 @@ class KnsWorker(pulumi.ComponentResource):
     def __init__(self, name: str, args: KnsWorkerArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(TYPE, name, None, opts)
         worker = args.worker
-        self.cluster = KnsCluster(name, KnsClusterArgs(args.cluster, args.project_dir),
+        self.cluster = KnsCluster(name, KnsClusterArgs(cluster=args.cluster, project_dir=args.project_dir),
                                   pulumi.ResourceOptions(parent=self))
         self.provider = self.cluster.provider
         on_worker = pulumi.ResourceOptions(parent=self, providers=[self.provider],

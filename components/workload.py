@@ -62,7 +62,7 @@ class RemoteSide:
     queue_dependencies: list[pulumi.Resource] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class KnsWorkloadArgs:
     plan: WorkloadPlan
     # A queued entry's LocalQueue `kns` (plan/queues.py), and what it waits for (Kueue's
@@ -86,7 +86,7 @@ class KnsWorkload(pulumi.ComponentResource):
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=[other_kind(plan)]))
         super().__init__(SCHEDULE_TYPE if plan.is_schedule else JOB_TYPE, name, None, opts)
         self.plan = plan
-        self.job_namespace = JobNamespace(name, JobNamespaceArgs(plan), pulumi.ResourceOptions(parent=self))
+        self.job_namespace = JobNamespace(name, JobNamespaceArgs(plan=plan), pulumi.ResourceOptions(parent=self))
         self.namespace_name = plan.namespace
         guards = list(self.job_namespace.guards)
         self.local_queue = self._queue_and_service(name, args.local_queue, self.job_namespace, args.queue_dependencies,
@@ -99,7 +99,7 @@ class KnsWorkload(pulumi.ComponentResource):
         self.remote_namespaces = []
         for side in args.remote:
             on_worker = pulumi.ResourceOptions(parent=self, providers=[side.provider])
-            remote = JobNamespace(f"{side.worker}-{name}", JobNamespaceArgs(plan), on_worker)
+            remote = JobNamespace(f"{side.worker}-{name}", JobNamespaceArgs(plan=plan), on_worker)
             self.remote_namespaces.append(remote)
             guards += remote.guards
             self._queue_and_service(f"{side.worker}-{name}", args.local_queue, remote, side.queue_dependencies,

@@ -98,6 +98,10 @@ class PlatformConfig:
     def pool(self, name: str) -> NodePool:
         return next(p for p in self.node_pools if p.name == name)
 
+    def reservation(self, name: Optional[str]) -> Optional[Reservation]:
+        """The reservation named `name` (an entry's `reservation`), if there is one."""
+        return next((r for r in self.reservations if r.name == name), None)
+
     def pools_of(self, worker: Optional[str]) -> list[NodePool]:
         """The pools of one cluster of the site: a worker's, or the manager's (None)."""
         return [p for p in self.node_pools if self.pool_worker.get(p.name) == worker]

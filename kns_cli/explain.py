@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Iterable, Optional, Sequence
 
 from chrono import calendar, moments
-from config import reservations, resolve, rules
+from config import reservations, rules
 from config.quantity import human_of, kind_for_resource, parse, scale
 from config.loader import PlatformConfig
 from plan import accounting, fits, manifests, network, queues, wait
@@ -132,7 +132,6 @@ def entry_facts(planned: StackPlan, plan: WorkloadPlan, now: Optional[datetime] 
     """Everything `explain` shows about one entry, JSON-ready. `lines`: the stack's queue
     usage (plan/queues.py), for the queue warnings; `starts`: the stack's start checks."""
     cfg, entry = planned.config, plan.entry
-    _, rules, _ = resolve.resolve_profile_sources(cfg.profiles, entry.user, entry.groups)
     pod = plan.pod_spec
     containers: list[dict[str, Any]] = []
     totals = None
@@ -173,7 +172,7 @@ def entry_facts(planned: StackPlan, plan: WorkloadPlan, now: Optional[datetime] 
         "nodePool": plan.pool.name if plan.pool else None,
         "nodePoolAutoscale": autoscale_summary(plan.pool) if plan.pool else None,
         "schedulerName": (pod or {}).get("schedulerName", plan.scheduler_name),
-        "profileRules": list(rules),
+        "profileRules": list(plan.profile_rules),
         "podSecurity": plan.pod_security,
         "images": images,
         "containers": containers,
@@ -188,7 +187,7 @@ def entry_facts(planned: StackPlan, plan: WorkloadPlan, now: Optional[datetime] 
         "priority": ({"name": entry.priority, "source": cfg.priority_sources.get(entry.name)}
                      if entry.priority is not None else None),
         "start": start_facts((starts or {}).get(entry.name)),
-        "reservation": entry_reservation(planned, plan, now or planned.now),
+        "reservation": entry_reservation(planned, plan),
         "budgets": entry_budgets(planned, plan, now or planned.now),
         "network": {"isolation": cfg.network.isolation, "policy": (plan.network_policy or {}).get(
                         "metadata", {}).get("name"),
@@ -213,11 +212,10 @@ def entry_facts(planned: StackPlan, plan: WorkloadPlan, now: Optional[datetime] 
     return facts
 
 
-def reservation_facts(planned: StackPlan, reserved: ReservationPlan, now: datetime) -> dict[str, Any]:
-    """A reservation (docs/reservations.md): what it holds, who may use it, its state now
-    and next windows (in its zone), and which queues borrow it between windows."""
-    item = reserved.reservation
-    phase, window = calendar.phase_at(item.calendar(), now)
+def reservation_facts(planned: StackPlan, reserved: ReservationPlan) -> dict[str, Any]:
+    """A reservation (docs/reservations.md): what it holds, who may use it, its state at the
+    plan's instant and next windows (in its zone), and which queues borrow it between windows."""
+    item, phase, window = reserved.reservation, reserved.phase, reserved.window
     zone = item.zone()
     cohort, users = reserved.lent_to, reserved.pool_queues
     return {
@@ -232,23 +230,22 @@ def reservation_facts(planned: StackPlan, reserved: ReservationPlan, now: dateti
         "atEnd": item.at_end,
         "stateNow": phase,
         "window": calendar.describe(window, zone) if window else None,
-        "nextWindows": [calendar.describe(w, zone) for w in calendar.next_windows(item.calendar(), now)],
+        "nextWindows": [calendar.describe(w, zone) for w in calendar.next_windows(item.calendar(), planned.now)],
         "lentTo": ({"cohort": cohort, "queues": users} if cohort else None),
     }
 
 
-def entry_reservation(planned: StackPlan, plan: WorkloadPlan, now: datetime) -> Optional[dict[str, Any]]:
-    """An entry's reservation and when its Jobs can next run: now in a window (or its
-    warm-up), else from the next warm-up."""
+def entry_reservation(planned: StackPlan, plan: WorkloadPlan) -> Optional[dict[str, Any]]:
+    """An entry's reservation and when its Jobs can next run: at the plan's instant in a
+    window (or its warm-up), else from the next warm-up."""
     reserved = planned.reservation(plan.entry.reservation)
     if reserved is None:
         return None
-    item = reserved.reservation
-    phase, window = calendar.phase_at(item.calendar(), now)
+    item, phase, window = reserved.reservation, reserved.phase, reserved.window
     if window is not None:
         runs = f"now (window {calendar.describe(window, item.zone())})"
     else:
-        upcoming = calendar.next_holds(item.calendar(), now, 1)
+        upcoming = calendar.next_holds(item.calendar(), planned.now, 1)
         runs = (f"from {calendar.moment(upcoming[0].start, item.zone(), upcoming[0].window.start)}"
                 f" (warm-up of the window {calendar.describe(upcoming[0].window, item.zone())})" if upcoming
                 else "never: its last window is over")
@@ -402,10 +399,13 @@ def concerning(warnings: Iterable[str], planned: StackPlan, names: Sequence[str]
 
 
 def explain(planned: StackPlan, names: Iterable[str] = (), now: Optional[datetime] = None) -> dict[str, Any]:
-    """The JSON document of `kns explain --format json`, read from the stack's plan; `now`
-    (default: the plan's instant) is when the states and next runs are computed from.
-    Without names: every entry and reservation; with names, each named thing of every kind
-    that has the name (an entry's reservation with it)."""
+    """The JSON document of `kns explain --format json`, read from the stack's plan, whose
+    instant the states and next runs are computed from: `now`, when given, is that instant
+    (shown in the document), never another. Without names: every entry and reservation;
+    with names, each named thing of every kind that has the name (an entry's reservation
+    with it)."""
+    if now is not None and now != planned.now:
+        raise ValueError(f"the plan is of {planned.now.isoformat()}, not {now.isoformat()}: plan at the instant shown")
     cfg, plans = planned.config, planned.entries
     names = list(dict.fromkeys(names))
     lines = queues.usage(cfg, plans)
@@ -420,7 +420,7 @@ def explain(planned: StackPlan, names: Iterable[str] = (), now: Optional[datetim
         "stack": cfg.stack,
         "now": moments.shown(now) if now else None,
         "entries": [entry_facts(planned, plan, now, lines, starts) for plan in chosen],
-        "reservations": [reservation_facts(planned, r, moment) for r in planned.reservations if r.name in wanted],
+        "reservations": [reservation_facts(planned, r) for r in planned.reservations if r.name in wanted],
         "warnings": concerning(cfg.warnings, planned, names, {p.entry.reservation for p in chosen} - {None}),
     }
     makers = {"pool": lambda n: pool_facts(planned, n), "queue": lambda n: named_queue_facts(planned, n),

@@ -117,7 +117,7 @@ def _reserved_starts(cfg: PlatformConfig, plan: WorkloadPlan, plans: list[Worklo
     reservation that may run at any time, and no other prescaled schedule of it whose
     warm-up meets this one's asking, with it, more than the reservation holds."""
     entry = plan.entry
-    item = next((r for r in cfg.reservations if r.name == entry.reservation), None)
+    item = cfg.reservation(entry.reservation)
     if item is None:
         return None
     value = values[entry.name]

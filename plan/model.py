@@ -29,6 +29,8 @@ class WorkloadPlan:
     pod_security: str
     pool: Optional[NodePool]
     profile: Profile
+    # The profile rules that match the entry, in the order they apply (config/resolve.py).
+    profile_rules: list[str]
     resources: dict[str, dict[str, str]]
     limit_range: dict[str, Any]
     quota: dict[str, str]

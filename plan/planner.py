@@ -44,7 +44,7 @@ from .stackplan import StackPlan, plan_stack
 def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
     """Everything one entry produces. Raises `PlanError` for what only the built objects
     reveal (an override pointer that does not fit, a bad quantity in a raw pod spec)."""
-    profile, _, source = resolve.resolve_profile_sources(cfg.profiles, entry.user, entry.groups)
+    profile, matching, source = resolve.resolve_profile_sources(cfg.profiles, entry.user, entry.groups)
     pool = resolve.resolve_pool(entry, cfg.node_pools)
     ask = config_devices.ask_of(entry, pool)
     if entry.pod_spec is not None:
@@ -72,6 +72,7 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
         pod_security="privileged" if entry.privileged else "baseline",
         pool=pool,
         profile=profile,
+        profile_rules=matching,
         resources=resources,
         limit_range=limits,
         quota=accounting.quota(entry, resources, limits),

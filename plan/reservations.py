@@ -102,6 +102,11 @@ class ReservationPlan:
     holds: dict[str, Decimal] = field(default_factory=dict)
     lent_to: Optional[str] = None
     pool_queues: list[str] = field(default_factory=list)
+    # Its calendar's phase at the run's instant, and the window that phase belongs to (None
+    # outside windows and warm-ups): the entries' LocalQueues are created in it, and
+    # `./kns explain` shows it.
+    phase: str = calendar.CLOSED
+    window: Optional[calendar.Window] = None
 
     @property
     def name(self) -> str:
@@ -145,12 +150,13 @@ def _metadata(cfg: PlatformConfig, item: Reservation, name: str, namespace: Opti
     return names.labelled_metadata(cfg.cluster.name, names.LABEL_RESERVATION, item.name, name, namespace)
 
 
-def plan_reservations(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> list[ReservationPlan]:
-    """Every reservation's objects."""
+def plan_reservations(cfg: PlatformConfig, plans: list[WorkloadPlan], now: datetime) -> list[ReservationPlan]:
+    """Every reservation's objects, and its phase at `now` (the run's instant)."""
     out = []
     for item in cfg.reservations:
         plan = ReservationPlan(item, cfg.pool(item.pool), namespace_name(cfg, item.name),
                                cluster_queue_name(item.name), pool_cohort_name(item.pool))
+        plan.phase, plan.window = calendar.phase_at(item.calendar(), now)
         plan.entries = [EntryQueue(p.entry.name, p.namespace,
                                    names.LOCAL_QUEUE if item.at_end == "requeue" and p.entry.queue else None)
                         for p in plans if p.entry.reservation == item.name]
@@ -282,10 +288,9 @@ def fit_problems(cfg: PlatformConfig, plans: list[WorkloadPlan]) -> list[Problem
     """An entry whose Job (all its workers at once, its pod as finally built) asks more of
     a resource its reservation holds than the reservation holds: Kueue would never admit
     it there."""
-    by_name = {r.name: r for r in cfg.reservations}
     found = []
     for plan in plans:
-        item = by_name.get(plan.entry.reservation or "")
+        item = cfg.reservation(plan.entry.reservation)
         if item is None or item.pool not in {p.name for p in cfg.node_pools}:
             continue
         held = holdings(item, cfg.pool(item.pool))
@@ -419,21 +424,20 @@ def cronjob_manifest(cfg: PlatformConfig, plan: ReservationPlan) -> dict[str, An
                              "volumes": [pod_code.volume(SWITCH, _code_files(code_zones(item)))]}}}}}}
 
 
-def entry_objects(cfg: PlatformConfig, plan: ReservationPlan, entry: EntryQueue, now: datetime) -> list[dict[str, Any]]:
+def entry_objects(cfg: PlatformConfig, plan: ReservationPlan, entry: EntryQueue) -> list[dict[str, Any]]:
     """In an entry's namespace: the LocalQueue its Jobs go to, and the binding that lets the
-    switch switch it. The LocalQueue is created as the calendar says at `now` (an entry
+    switch switch it. The LocalQueue is created in the phase the plan has (an entry
     added inside a window runs in it; the switch owns the field from then on), labelled
     with its reservation so the switch finds it, and naming the entry's own queue where the
     end of a window requeues its Jobs."""
     item = plan.reservation
-    phase, _ = calendar.phase_at(item.calendar(), now)
     closed = "HoldAndDrain" if item.at_end == "requeue" else "Hold"
     metadata = _metadata(cfg, item, names.RESERVATION_LOCAL_QUEUE, entry.namespace)
     if entry.own_queue is not None:
         metadata["annotations"] = {OWN_QUEUE: entry.own_queue}
     queue = {"apiVersion": queues.API_VERSION, "kind": "LocalQueue", "metadata": metadata,
              "spec": {"clusterQueue": plan.cluster_queue,
-                      "stopPolicy": closed if phase == calendar.CLOSED else "None"}}
+                      "stopPolicy": closed if plan.phase == calendar.CLOSED else "None"}}
     binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                "metadata": _metadata(cfg, item, SWITCH_BINDING, entry.namespace),
                "subjects": [{"kind": "ServiceAccount", "name": SWITCH, "namespace": plan.namespace}],

@@ -34,6 +34,11 @@ class StackPlan:
     queues: dict[str, Optional[Queue]] = field(default_factory=dict)
     workers: dict[str, list[str]] = field(default_factory=dict)
     budgets: list[BudgetPlan] = field(default_factory=list)
+    # Entry name -> the objects of its namespace that tie it to the queues: its LocalQueue
+    # (None: not queued), and its reservation's LocalQueue and the switch's RoleBinding there
+    # (created in the reservation's phase at `now`).
+    local_queues: dict[str, Optional[dict[str, Any]]] = field(default_factory=dict)
+    reserved_objects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def reservation(self, name: Optional[str]) -> Optional[ReservationPlan]:
         """The plan of the reservation named `name` (an entry's `reservation`), if any."""
@@ -47,8 +52,15 @@ def plan_stack(cfg: PlatformConfig, entries: list[WorkloadPlan], now: Optional[d
     """What the whole stack needs beyond each entry's plan, computed once for `now` (the
     run's instant; default: the clock's)."""
     now = now or clock.now()
-    return StackPlan(cfg, entries, now, reservations.plan_reservations(cfg, entries),
-                     reservations.pool_cohorts(cfg, now),
-                     {p.entry.name: queues.queue_of(cfg, p) for p in entries},
-                     {p.entry.name: multikueue.entry_workers(cfg, p) for p in entries},
-                     budgets.plan_budgets(cfg, entries))
+    planned = StackPlan(cfg, entries, now, reservations.plan_reservations(cfg, entries, now),
+                        reservations.pool_cohorts(cfg, now),
+                        {p.entry.name: queues.queue_of(cfg, p) for p in entries},
+                        {p.entry.name: multikueue.entry_workers(cfg, p) for p in entries},
+                        budgets.plan_budgets(cfg, entries))
+    for plan in entries:
+        name = plan.entry.name
+        planned.local_queues[name] = queues.local_queue_manifest(plan) if plan.entry.queue is not None else None
+        reserved = planned.reservation(plan.entry.reservation)
+        planned.reserved_objects[name] = [] if reserved is None else reservations.entry_objects(
+            cfg, reserved, next(e for e in reserved.entries if e.entry == name))
+    return planned

@@ -257,7 +257,7 @@ def test_explain_json_from_the_real_command(tmp_path):
 
 def test_explain_facts_are_the_plan_objects():
     cfg, plans = stack.load_stack(ROOT, "dev")
-    document = explain.explain(plan_stack(cfg, plans), (), NOW)
+    document = explain.explain(plan_stack(cfg, plans, NOW), (), NOW)
     assert [f["name"] for f in document["entries"]] == [p.entry.name for p in plans]
     for facts, plan in zip(document["entries"], plans):
         pod = plan.pod_spec
@@ -305,7 +305,7 @@ def test_explain_requests_after_a_profile(tmp_path):
     config["profiles"] = PROFILES
     root = project(tmp_path, config, "profiles")
     cfg, plans = stack.load_stack(root, "profiles")
-    facts = {f["name"]: f for f in explain.explain(plan_stack(cfg, plans), (), NOW)["entries"]}
+    facts = {f["name"]: f for f in explain.explain(plan_stack(cfg, plans, NOW), (), NOW)["entries"]}
     train = next(p for p in plans if p.entry.name == "train-resnet")
     # alice is in @ml: "*", "alice", "@ml" apply in file order, and @ml's ratio wins
     assert facts["train-resnet"]["profileRules"] == ["*", "alice", "@ml"]
@@ -314,7 +314,7 @@ def test_explain_requests_after_a_profile(tmp_path):
     assert container["requests"]["cpu"] == "2" and container["limits"]["cpu"] == "8"
     assert facts["nightly-report"]["profileRules"] == ["*"]
     assert facts["nightly-report"]["containers"][1]["requests"] == {"cpu": "500m", "memory": "2Gi"}
-    text = explain.render_text(explain.explain(plan_stack(cfg, plans), ["train-resnet"], NOW))
+    text = explain.render_text(explain.explain(plan_stack(cfg, plans, NOW), ["train-resnet"], NOW))
     assert "profile rules:  *, alice, @ml" in text
     assert "cpu=2 memory=64Gi nvidia.com/gpu=4  cpu=8 memory=64Gi nvidia.com/gpu=4" in text
 

@@ -444,7 +444,7 @@ def test_one_failed_worker_fails_the_whole_job_and_its_other_workers_are_removed
 def start_verdict(stack: Stack, name: str, now: datetime) -> dict:
     """What `./kns explain` says of the entry's start, offline, from the stack's config."""
     cfg, plans = kns_stack.load_stack(stack.root, "local")
-    (facts,) = explain.explain(plan_stack(cfg, plans), [name], now=now)["entries"]
+    (facts,) = explain.explain(plan_stack(cfg, plans, now), [name], now=now)["entries"]
     return facts["start"]
 
 

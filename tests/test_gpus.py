@@ -394,7 +394,7 @@ def test_a_reservation_on_a_dra_pool_holds_gpu_devices_and_its_holder_claims_the
     (cohort,) = plan_reservations.pool_cohorts(cfg, datetime.now(timezone.utc))
     quota = {r["name"]: r["nominalQuota"] for r in cohort["spec"]["resourceGroups"][0]["flavors"][0]["resources"]}
     assert quota["gpu.nvidia.com/gpu"] == "8" and quota["gpu.nvidia.com/1g.10gb"] == "7"
-    planned = {p.name: p for p in plan_reservations.plan_reservations(cfg, plans)}
+    planned = {p.name: p for p in plan_reservations.plan_reservations(cfg, plans, datetime.now(timezone.utc))}
     for name, device_class, count, pods in (("course", "kns-a100-gpu", 1, 8), ("labs", "kns-a100-1g.10gb", 1, 7)):
         (claim,) = [o for o in planned[name].objects if o["kind"] == "ResourceClaimTemplate"]
         (request,) = claim["spec"]["spec"]["devices"]["requests"]

@@ -712,9 +712,9 @@ def test_a_prescaled_start_on_a_draining_workers_pool_is_not_guaranteed():
     config["schedules"] = [{"name": "report", "image": "busybox:1.36", "cpu": "1", "memory": "1Gi",
                             "queue": "research", "pool": "west-cpu", "schedule": "30 2 * * *", "warmUpMinutes": 10}]
     now = datetime(2026, 12, 1, tzinfo=timezone.utc)
-    assert explain(plan_checked(checked(config)), ["report"], now)["entries"][0]["start"]["guaranteed"] is True
+    assert explain(plan_checked(checked(config), now), ["report"], now)["entries"][0]["start"]["guaranteed"] is True
     config["workers"][1]["drain"] = True
-    document = explain(plan_checked(checked(config)), ["report"], now)
+    document = explain(plan_checked(checked(config), now), ["report"], now)
     start = document["entries"][0]["start"]
     assert start["guaranteed"] is False
     assert start["reasons"] == ["pool west-cpu is on worker west, which is draining (kns:workers[west].drain): its "

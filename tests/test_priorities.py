@@ -154,7 +154,7 @@ def verdicts(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     from kns_cli import stack
     root = write_project_dir(config)
     cfg, plans = stack.load_stack(root, "case")
-    document = explain.explain(plan_stack(cfg, plans), now=NOW)
+    document = explain.explain(plan_stack(cfg, plans, NOW), now=NOW)
     return {facts["name"]: facts["start"] for facts in document["entries"] if facts["start"] is not None}
 
 

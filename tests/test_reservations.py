@@ -471,7 +471,8 @@ def test_the_cohort_sets_aside_what_back_to_back_windows_hold_in_the_warm_up():
 def test_explain_and_the_timeline_say_a_warm_up_holds(tmp_path):
     from kns_cli import explain, timeline
     cfg, plans = offline(tmp_path, back_to_back(64))
-    found = {r["name"]: r["stateNow"] for r in explain.explain(plan_stack(cfg, plans), now=tuesday_in_paris(11, 30))["reservations"]}
+    at = tuesday_in_paris(11, 30)
+    found = {r["name"]: r["stateNow"] for r in explain.explain(plan_stack(cfg, plans, at), now=at)["reservations"]}
     assert found == {"course": "open", "lab": "warm-up"}
     from tests.test_cli import svg_ids, tooltip
     ids = svg_ids(timeline.render(cfg, plans, tuesday_in_paris(6), 12))
@@ -501,7 +502,7 @@ def test_explain_says_each_reservations_state_who_may_use_it_and_when_an_entry_c
     from kns_cli import explain
     cfg, plans = offline(tmp_path, CONFIG)
     during = tuesday_in_paris(10)
-    document = explain.explain(plan_stack(cfg, plans), now=during)
+    document = explain.explain(plan_stack(cfg, plans, during), now=during)
     found = {r["name"]: r for r in document["reservations"]}
     assert found["course"]["stateNow"] == "open"
     offset = during.isoformat()[-6:]  # +01:00 in winter, +02:00 in summer
@@ -517,7 +518,8 @@ def test_explain_says_each_reservations_state_who_may_use_it_and_when_an_entry_c
     assert entries["plain"]["reservation"] is None
     text = explain.render_text(document)
     assert "reservation course" in text and "for:" in text and "group teach" in text
-    before = explain.explain(plan_stack(cfg, plans), now=tuesday_in_paris(8, 50))
+    at = tuesday_in_paris(8, 50)
+    before = explain.explain(plan_stack(cfg, plans, at), now=at)
     course = next(r for r in before["reservations"] if r["name"] == "course")
     assert course["stateNow"] == "warm-up"  # 15 minutes of warm-up before 09:00
 
@@ -639,7 +641,8 @@ def test_a_prescaled_schedule_on_a_reservation_gets_its_verdict_from_the_reserva
     config["schedules"].append(gpu_job("plain-weekly", queue="batch", schedule="30 9 * * 2", timeZone="Europe/Paris",
                                        warmUpMinutes=10))
     cfg, plans = offline(tmp_path, config)
-    document = explain.explain(plan_stack(cfg, plans), now=tuesday_in_paris(6))
+    at = tuesday_in_paris(6)
+    document = explain.explain(plan_stack(cfg, plans, at), now=at)
     entries = {e["name"]: e for e in document["entries"]}
     assert entries["plain-weekly"]["start"]["reservation"] is None  # the control: its own queue's verdict
     verdicts = {name: entries[name]["start"]["guaranteed"] for name in ("weekly", "edge", "early", "after")}
@@ -655,7 +658,8 @@ def test_a_prescaled_schedule_on_a_reservation_gets_its_verdict_from_the_reserva
     # Another entry of the reservation may hold it at any time: no run is guaranteed.
     config["jobs"].append(gpu_job("lab", groups=["teach"], reservation="course", queue="batch"))
     cfg, plans = offline(tmp_path / "shared", config)
-    entries = {e["name"]: e for e in explain.explain(plan_stack(cfg, plans), now=tuesday_in_paris(6))["entries"]}
+    at = tuesday_in_paris(6)
+    entries = {e["name"]: e for e in explain.explain(plan_stack(cfg, plans, at), now=at)["entries"]}
     assert entries["weekly"]["start"]["guaranteed"] is False
     assert "use reservation \"course\" (lab)" in entries["weekly"]["start"]["reasons"][0]
 
