@@ -21,7 +21,6 @@ import yaml
 
 from kns_cli.passphrase import DEV_PASSPHRASE
 from kns_testing.program import PROJECT_FILES, ROOT, built_toolchain, ci_checkout
-from tests.test_changed import GIT_ENV, git
 
 CI_UP = ROOT / "scripts" / "ci-up.sh"
 
@@ -396,6 +395,7 @@ def test_the_up_step_hands_the_kubeconfig_over_as_a_private_file_and_converges_o
 # ---- what the drift check calls drift (kns_cli/drift.py) ------------------------------------
 
 from kns_cli import drift  # noqa: E402
+from kns_testing.repos import GIT_ENV, git
 
 STACK_URN = "urn:pulumi:prod::kns-platform::pulumi:pulumi:Stack::kns-platform-prod"
 PROVIDER_URN = "urn:pulumi:prod::kns-platform::pulumi:providers:kubernetes::kns-prod-kubernetes"

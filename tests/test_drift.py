@@ -31,10 +31,10 @@ from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
 from kns_testing.kueue import start_kueue
 from kns_testing.pace import slack
 from kns_testing.program import ROOT, ci_checkout, dev_stack_config, engine_project, registration_requests, run_program
+from kns_testing.queueing import CONFIG as QUEUED_CONFIG, without_queueing
+from kns_testing.stacks import Stack
+from kns_testing.watch import Watch
 from plan import stacks
-from tests.test_e2e import Stack, Watch
-from tests.test_queueing import CONFIG as QUEUED_CONFIG
-from tests.test_queueing import without_queueing
 
 NODES = [("sys-node-1", 8, 0), ("cpu-node-1", 16, 0), ("cpu-node-2", 16, 0), ("gpu-node-1", 32, 8)]
 PASSPHRASE = "kns-local-drift"

@@ -33,10 +33,10 @@ from kns_cli.passphrase import DEV_PASSPHRASE
 from kns_cli.stack import UsageError, load_stack
 from kns_cli.state import StackState
 from kns_testing.program import ROOT, RecordingMocks, built_toolchain, dev_stack_config, run_program
+from kns_testing.sites import SECRETS, site
 from plan import digests, stacks
 from plan.outputs import ENTRY_OUTPUTS, merge_outputs
 from plan.targeting import ONLY_ENTRIES, entry_urns
-from tests.test_multicluster import SECRETS, site
 from plan.stackplan import plan_stack
 
 SPLIT = 3

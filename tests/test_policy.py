@@ -218,7 +218,7 @@ def test_a_gpu_pool_without_the_gpu_taint_is_refused_static_or_autoscaled():
 
 def test_the_program_tolerates_no_untainted_gpu_pool_and_overrides_are_caught():
     """Through the real program: its GPU pools pass; a NodePool stripped of the taint does not."""
-    from tests.test_autoscale import CONFIG
+    from kns_testing.autoscale import CONFIG
 
     done = run_program(CONFIG)
     resources = [kns_rules.Resource(r.type, urn(r.type, r.name), r.inputs) for r in done.resources]

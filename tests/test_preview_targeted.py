@@ -19,10 +19,10 @@ from config.invocation import TARGETED_RUN
 from kns_cli import cli
 from kns_cli import preview as preview_module
 from kns_cli.stack import load_stack
+from kns_testing.engine import PASSPHRASE, Project  # a copy of the dev stack through the real engine
 from kns_testing.program import PROJECT_FILES, ROOT, built_toolchain, dev_stack_config, engine_project, run_program
 from plan import targeting
 from plan.targeting import ONLY_ENTRIES, entry_urns, plans_to_register
-from tests.test_engine import PASSPHRASE, Project  # a copy of the dev stack through the real engine
 from plan.stackplan import plan_stack
 
 KNS = ROOT / "kns"
