@@ -25,6 +25,7 @@ import pulumi
 import yaml
 
 from kns_cli import versions
+from kns_testing import tokens
 from pulumi.runtime import rpc, settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -267,10 +268,10 @@ def site_steps() -> list[dict[str, Any]]:
     LimitRange `kns-train/kns-defaults` through the manager's provider and each worker's
     (`<cluster>-kubernetes`), as `pulumi preview --json` lists them."""
     project = "urn:pulumi:site::kns-platform::"
-    entry = f"{project}kns:workload:Job::train"
-    steps = [{"op": "create", "urn": entry, "newState": {"type": "kns:workload:Job", "parent": ""}}]
+    entry = f"{project}{tokens.JOB}::train"
+    steps = [{"op": "create", "urn": entry, "newState": {"type": tokens.JOB, "parent": ""}}]
     for cluster in ("site", "east", "west"):
-        steps.append({"op": "create", "urn": f"{project}kns:workload:Job$kubernetes:core/v1:LimitRange::train-{cluster}",
+        steps.append({"op": "create", "urn": f"{project}{tokens.JOB}$kubernetes:core/v1:LimitRange::train-{cluster}",
                       "newState": {"type": "kubernetes:core/v1:LimitRange", "parent": entry,
                                    "provider": f"{project}pulumi:providers:kubernetes::{cluster}-kubernetes::0a1b",
                                    "inputs": {"metadata": {"name": "kns-defaults", "namespace": "kns-train"}}}})

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 
 from config import names, rules
 from kns_testing import apiserver
+from kns_testing import tokens
 from kns_testing.autoscale import AWS_CLASS, CONFIG, KWOK_CLASS, autoscaled_pool, requirement
 from kns_testing.doors import expected_text, program_text, refused, validate_text
 from kns_testing.program import run_program
@@ -76,7 +77,7 @@ def test_a_gpu_pool_template_has_the_gpu_and_vcluster_rules_and_its_count_where_
 def test_static_pools_keep_their_patches_and_autoscaled_ones_have_none(run):
     assert sorted(r.name for r in run.of_type(PATCH)) == ["static.n1", "static.n2"]
     assert sorted(r.name for r in run.of_type(NODEPOOL)) == ["burst", "h100", "kwok-gpu"]
-    component = run.named("kns:cluster:NodePool", "burst")
+    component = run.named(tokens.NODE_POOL, "burst")
     assert [r.name for r in run.of_type(NODEPOOL) if r.name == component.name]
 
 
@@ -406,7 +407,7 @@ def test_a_gpu_count_requirement_that_leaves_room_is_taken(operator, values):
     config = copy.deepcopy(CONFIG)
     config["nodePools"][2]["autoscale"]["requirements"] = [
         {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": operator, "values": values}]
-    assert run_program(config).named("kns:cluster:NodePool", "h100") is not None
+    assert run_program(config).named(tokens.NODE_POOL, "h100") is not None
 
 
 @pytest.mark.parametrize("requirement, label", [
@@ -470,7 +471,7 @@ def test_a_node_selector_on_a_label_the_provider_never_sets_is_refused(tmp_path,
 ])
 def test_a_requirement_the_pools_own_labels_meet_is_taken(requirement):
     config = bad(pool_change=lambda pool: pool.update(labels={"team": "ml", "tier": "3"}), requirements=[requirement])
-    assert run_program(config).named("kns:cluster:NodePool", "p") is not None
+    assert run_program(config).named(tokens.NODE_POOL, "p") is not None
 
 
 @pytest.mark.parametrize("selector", [{"karpenter.sh/capacity-type": "spot"}, {"kubernetes.io/arch": "amd64"},
@@ -479,7 +480,7 @@ def test_a_requirement_the_pools_own_labels_meet_is_taken(requirement):
 def test_a_node_selector_some_node_of_the_pool_matches_is_taken(selector):
     config = copy.deepcopy(CONFIG)
     config["jobs"][0]["nodeSelector"] = selector
-    assert run_program(config).named("kns:cluster:NodePool", "burst") is not None
+    assert run_program(config).named(tokens.NODE_POOL, "burst") is not None
 
 
 def test_the_provider_labels_documented_are_the_ones_the_program_takes():

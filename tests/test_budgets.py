@@ -11,6 +11,7 @@ import pytest
 
 from config import rules
 from config.loader import check_config
+from kns_testing import tokens
 from kns_testing.budgets import doc_blocks
 from kns_testing.doors import refused
 from kns_testing.program import ROOT, run_laid_out
@@ -115,7 +116,7 @@ def counter_specs(run) -> dict[str, dict[str, Any]]:
 
 
 def test_each_budget_is_a_component_with_its_counter_told_its_budget(run):
-    components = [r for r in run.resources if r.type == "kns:queueing:Budget"]
+    components = [r for r in run.resources if r.type == tokens.BUDGET]
     assert sorted(r.name for r in components) == ["budget-bio-grant", "budget-physics-q"]
     specs = counter_specs(run)
     assert set(specs) == {"kns-budget-physics-q", "kns-budget-bio-grant"}

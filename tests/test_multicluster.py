@@ -18,6 +18,7 @@ from google.protobuf import json_format
 from config import rules
 from config.multikueue import kubeconfig_problems
 from kns_cli import queues as queues_cli
+from kns_testing import tokens
 from kns_testing.program import ROOT, RecordingMocks, mock_token_data, registration_requests, run_program, secret_value
 from kns_testing.sites import EAST_KUBECONFIG, SECRETS, TOKEN, checked, problems, site
 from plan import inventory, kueue_install, targeting
@@ -449,7 +450,7 @@ def test_a_single_cluster_stack_registers_what_it_did_before():
                             "nodes": ["node-2"]}]
     run = run_program(config, secret_keys=("credentials",))
     assert not [r for r in run.resources if "MultiKueue" in r.type or "AdmissionCheck" in r.type
-                or r.type == "kns:cluster:Worker"]
+                or r.type == tokens.WORKER]
     spec = run.named("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "clusterqueue-research").inputs["spec"]
     assert [f["name"] for f in spec["resourceGroups"][0]["flavors"]] == ["east-cpu", "west-gpu"]
     assert "admissionChecksStrategy" not in spec and "workers" not in run.outputs

@@ -18,6 +18,7 @@ import pytest
 from config import names, rules
 from kns_cli import cli
 from kns_testing import apiserver
+from kns_testing import tokens
 from kns_testing.doors import refused, write_project
 from kns_testing.program import ROOT, pinned_versions, run_program
 from kns_testing.queueing import CONFIG, without_queueing
@@ -141,7 +142,7 @@ def test_the_crd_check_can_fail(run):
 
 
 def test_install_registers_the_vendored_kueue_held_to_the_system_namespace_rules(run):
-    component = run.named("kns:queueing:Kueue", "kueue")
+    component = run.named(tokens.KUEUE, "kueue")
     assert component is not None
     crds = {apiserver.manifest(r)["metadata"]["name"] for r in run.of_type(CRD)}
     assert {"clusterqueues.kueue.x-k8s.io", "localqueues.kueue.x-k8s.io", "resourceflavors.kueue.x-k8s.io",
@@ -199,7 +200,7 @@ def test_install_false_registers_queues_but_not_kueue():
     config = copy.deepcopy(CONFIG)
     config["queueing"]["install"] = False
     done = run_program(config)
-    assert not done.of_type("kns:queueing:Kueue") and not done.of_type(CRD)
+    assert not done.of_type(tokens.KUEUE) and not done.of_type(CRD)
     assert len(done.of_type(CLUSTER_QUEUE)) == 2 and len(done.of_type(LOCAL_QUEUE)) == 5
 
 
