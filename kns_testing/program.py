@@ -19,12 +19,13 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import pulumi
 import yaml
 
 from kns_cli import versions
+from kns_testing import tokens
 from pulumi.runtime import rpc, settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,8 +128,7 @@ def run_program(
         main = project_dir / MAIN.name
         shutil.copy(MAIN, main)
     mocks = mocks if mocks is not None else RecordingMocks()
-    settings.ROOT.set(None)
-    pulumi.runtime.set_mocks(mocks, project="kns-platform", stack=stack, preview=False)
+    _fresh_runtime(mocks, stack)
     pulumi.runtime.set_all_config(encode_config(config), [f"kns:{k}" for k in secret_keys])
     stack_resource = settings.get_root_resource()
     outputs: dict[str, Any] = {}
@@ -137,6 +137,28 @@ def run_program(
     def program():
         runpy.run_path(str(main), run_name="__main__")
         return pulumi.Output.from_input(dict(stack_resource.outputs)).apply(outputs.update)
+
+    program()
+    return Run(mocks.resources, outputs)
+
+
+def _fresh_runtime(mocks: RecordingMocks, stack: str) -> None:
+    settings.ROOT.set(None)
+    pulumi.runtime.set_mocks(mocks, project="kns-platform", stack=stack, preview=False)
+
+
+def register_components(build: Callable[[], dict[str, Any]]) -> Run:
+    """Run `build` (components registered by hand, from a plan made by hand: no config, no
+    planner, no `__main__.py`) under recording mocks. The Run's outputs are what `build`
+    returned, every Output in it resolved, so a test reads the children through the
+    component's own attributes as well as through what the mocks were sent."""
+    mocks = RecordingMocks()
+    _fresh_runtime(mocks, "test")
+    outputs: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def program():
+        return pulumi.Output.from_input(build()).apply(outputs.update)
 
     program()
     return Run(mocks.resources, outputs)
@@ -267,10 +289,10 @@ def site_steps() -> list[dict[str, Any]]:
     LimitRange `kns-train/kns-defaults` through the manager's provider and each worker's
     (`<cluster>-kubernetes`), as `pulumi preview --json` lists them."""
     project = "urn:pulumi:site::kns-platform::"
-    entry = f"{project}kns:workload:Job::train"
-    steps = [{"op": "create", "urn": entry, "newState": {"type": "kns:workload:Job", "parent": ""}}]
+    entry = f"{project}{tokens.JOB}::train"
+    steps = [{"op": "create", "urn": entry, "newState": {"type": tokens.JOB, "parent": ""}}]
     for cluster in ("site", "east", "west"):
-        steps.append({"op": "create", "urn": f"{project}kns:workload:Job$kubernetes:core/v1:LimitRange::train-{cluster}",
+        steps.append({"op": "create", "urn": f"{project}{tokens.JOB}$kubernetes:core/v1:LimitRange::train-{cluster}",
                       "newState": {"type": "kubernetes:core/v1:LimitRange", "parent": entry,
                                    "provider": f"{project}pulumi:providers:kubernetes::{cluster}-kubernetes::0a1b",
                                    "inputs": {"metadata": {"name": "kns-defaults", "namespace": "kns-train"}}}})

@@ -13,45 +13,16 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from config import names, rules
 from kns_testing import apiserver
+from kns_testing import tokens
+from kns_testing.autoscale import AWS_CLASS, CONFIG, KWOK_CLASS, autoscaled_pool, requirement
+from kns_testing.doors import expected_text, program_text, refused, validate_text
 from kns_testing.program import run_program
-from tests.test_pod_classes import expected_text, program_text, refused, validate_text
 
 NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
 PATCH = "kubernetes:core/v1:NodePatch"
-KWOK_CLASS = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
-AWS_CLASS = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "gpu"}
-
-CONFIG: dict[str, Any] = {
-    "cluster": {"name": "kns-test", "renderDir": "out"},
-    "nodePools": [
-        {"name": "static", "role": "compute", "nodes": ["n1", "n2"]},
-        {"name": "burst", "role": "compute", "labels": {"team": "ml"},
-         "taints": [{"key": "kns.io/burst", "effect": "NoSchedule"}],
-         "autoscale": {"nodeClassRef": KWOK_CLASS,
-                       "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
-                                        {"key": "karpenter.sh/capacity-type", "operator": "In",
-                                         "values": ["on-demand", "spot"], "minValues": 1}],
-                       "limits": {"cpu": 64, "memory": 262144}, "consolidation": "WhenEmpty",
-                       "consolidateAfter": "45s", "expireAfter": "Never", "weight": 10}},
-        {"name": "h100", "role": "gpu", "vcluster": True, "gpu": {"vendor": "nvidia", "perNode": 4},
-         "autoscale": {"nodeClassRef": AWS_CLASS, "limits": {"nvidia.com/gpu": 16}}},
-        {"name": "kwok-gpu", "role": "gpu", "gpu": {"vendor": "amd", "perNode": 2},
-         "autoscale": {"nodeClassRef": KWOK_CLASS}},
-    ],
-    "jobs": [
-        {"name": "burst-job", "user": "bob", "image": "busybox:1.37", "cpu": 4, "memory": 2048, "pool": "burst"},
-        {"name": "static-job", "user": "bob", "image": "busybox:1.37", "pool": "static"},
-        {"name": "train", "user": "ann", "image": "pytorch:2", "cpu": 8, "memory": "32Gi", "gpus": 4, "pool": "h100"},
-    ],
-    "schedules": [
-        {"name": "warm", "user": "bob", "image": "busybox:1.37", "cpu": 6, "memory": 4096, "pool": "burst",
-         "schedule": "0 6 * * *", "timeZone": "Etc/UTC", "warmUpMinutes": 10},
-    ],
-}
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +77,7 @@ def test_a_gpu_pool_template_has_the_gpu_and_vcluster_rules_and_its_count_where_
 def test_static_pools_keep_their_patches_and_autoscaled_ones_have_none(run):
     assert sorted(r.name for r in run.of_type(PATCH)) == ["static.n1", "static.n2"]
     assert sorted(r.name for r in run.of_type(NODEPOOL)) == ["burst", "h100", "kwok-gpu"]
-    component = run.named("kns:cluster:NodePool", "burst")
+    component = run.named(tokens.NODE_POOL, "burst")
     assert [r.name for r in run.of_type(NODEPOOL) if r.name == component.name]
 
 
@@ -167,68 +138,6 @@ def test_stack_outputs_show_autoscaled_pools(run):
 
 
 # ---- every NodePool the program emits is one the CRD accepts ----------------------------
-
-_label_name = st.from_regex(r"\A[a-z][a-z0-9]{0,8}\Z")
-_value = st.from_regex(r"\A[A-Za-z0-9]([-A-Za-z0-9_.]{0,10}[A-Za-z0-9])?\Z")
-_duration = st.lists(st.tuples(st.integers(0, 999), st.sampled_from("smh")), min_size=1, max_size=3).map(
-    lambda parts: "".join(f"{n}{u}" for n, u in parts))
-
-
-@st.composite
-def requirement(draw) -> dict[str, Any]:
-    operator = draw(st.sampled_from(rules.REQUIREMENT_OPERATORS))
-    key = draw(st.sampled_from(["kubernetes.io/arch", "topology.kubernetes.io/zone", "karpenter.sh/capacity-type",
-                                "example.com/tier"]) | _label_name)
-    if operator in ("Exists", "DoesNotExist"):
-        return {"key": key, "operator": operator}
-    if operator in rules.NUMERIC_OPERATORS:
-        return {"key": key, "operator": operator, "values": [str(draw(st.integers(0, 10**6)))]}
-    values = draw(st.lists(_value, min_size=1, max_size=4, unique=True))
-    if key == "karpenter.sh/capacity-type":
-        values = ["spot", *values]
-    item = {"key": key, "operator": operator, "values": values}
-    if operator == "In" and draw(st.booleans()):
-        item["minValues"] = draw(st.integers(1, len(values)))
-    return item
-
-
-@st.composite
-def autoscaled_pool(draw) -> dict[str, Any]:
-    role = draw(st.sampled_from(["compute", "gpu", "vcluster", "system"]))
-    gpu = ({"vendor": draw(st.sampled_from(["nvidia", "amd"])), "perNode": draw(st.integers(1, 16))}
-           if role == "gpu" else None)
-    auto: dict[str, Any] = {"nodeClassRef": draw(st.sampled_from([KWOK_CLASS, AWS_CLASS]))}
-    if draw(st.booleans()):
-        auto["requirements"] = draw(st.lists(requirement(), max_size=5))
-    if draw(st.booleans()):
-        # at least one node's worth: a limit no node fits under is refused (test above)
-        amounts = {"cpu": st.integers(1, 4096) | st.sampled_from(["500m", "1.5", "64"]),
-                   "memory": st.integers(1, 10**6) | st.sampled_from(["2Gi", "1.5Ti", "4096Mi"]),
-                   "pods": st.integers(1, 4096), "nodes": st.integers(1, 100)}
-        if gpu is not None:  # a GPU limit on a pool not tainted for that GPU is refused (tests/test_policy.py)
-            amounts[names.gpu_resource_name(gpu["vendor"])] = st.integers(16 * gpu["perNode"], 256)
-        chosen = draw(st.lists(st.sampled_from(sorted(amounts)), unique=True, max_size=3))
-        auto["limits"] = {name: draw(amounts[name]) for name in chosen}
-    if draw(st.booleans()):
-        auto["consolidation"] = draw(st.sampled_from(["WhenEmpty", "WhenEmptyOrUnderutilized"]))
-    if draw(st.booleans()):
-        auto["consolidateAfter"] = draw(_duration | st.just("Never"))
-    if draw(st.booleans()):
-        auto["expireAfter"] = draw(_duration | st.just("Never"))
-    if draw(st.booleans()):
-        auto["weight"] = draw(st.integers(rules.WEIGHT_MIN, rules.WEIGHT_MAX))
-    pool: dict[str, Any] = {"name": "p", "role": role, "autoscale": auto,
-                            "labels": draw(st.dictionaries(_label_name, _value, max_size=3)),
-                            "taints": draw(st.lists(st.fixed_dictionaries(
-                                {"key": _label_name.map(lambda n: "example.com/" + n),
-                                 "effect": st.sampled_from(["NoSchedule", "PreferNoSchedule", "NoExecute"])},
-                                optional={"value": _value}), max_size=2, unique_by=lambda t: (t["key"], t["effect"])))}
-    if role == "gpu":
-        pool["gpu"] = gpu
-        pool["vcluster"] = draw(st.booleans())
-    # a requirement on a key the template labels set may contradict them (refused, a test below)
-    auto["requirements"] = [r for r in auto.get("requirements", []) if r["key"] not in pool["labels"]]
-    return pool
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -498,7 +407,7 @@ def test_a_gpu_count_requirement_that_leaves_room_is_taken(operator, values):
     config = copy.deepcopy(CONFIG)
     config["nodePools"][2]["autoscale"]["requirements"] = [
         {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": operator, "values": values}]
-    assert run_program(config).named("kns:cluster:NodePool", "h100") is not None
+    assert run_program(config).named(tokens.NODE_POOL, "h100") is not None
 
 
 @pytest.mark.parametrize("requirement, label", [
@@ -562,7 +471,7 @@ def test_a_node_selector_on_a_label_the_provider_never_sets_is_refused(tmp_path,
 ])
 def test_a_requirement_the_pools_own_labels_meet_is_taken(requirement):
     config = bad(pool_change=lambda pool: pool.update(labels={"team": "ml", "tier": "3"}), requirements=[requirement])
-    assert run_program(config).named("kns:cluster:NodePool", "p") is not None
+    assert run_program(config).named(tokens.NODE_POOL, "p") is not None
 
 
 @pytest.mark.parametrize("selector", [{"karpenter.sh/capacity-type": "spot"}, {"kubernetes.io/arch": "amd64"},
@@ -571,7 +480,7 @@ def test_a_requirement_the_pools_own_labels_meet_is_taken(requirement):
 def test_a_node_selector_some_node_of_the_pool_matches_is_taken(selector):
     config = copy.deepcopy(CONFIG)
     config["jobs"][0]["nodeSelector"] = selector
-    assert run_program(config).named("kns:cluster:NodePool", "burst") is not None
+    assert run_program(config).named(tokens.NODE_POOL, "burst") is not None
 
 
 def test_the_provider_labels_documented_are_the_ones_the_program_takes():

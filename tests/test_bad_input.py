@@ -11,106 +11,14 @@ from __future__ import annotations
 
 import re
 
-import shutil
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable
 
-import pulumi
 import pytest
-import yaml
 
 from config import rules, yamldoc
-from kns_cli import cli
-from kns_testing.program import ROOT, RecordingMocks, dev_stack_config, run_program, without_places
-
-STACK = "case"
-Files = dict[str, "str | bytes"]
-
-
-def project(tmp_path: Path, stack_text: "str | bytes", files: Optional[Files] = None, stack: str = STACK) -> Path:
-    root = tmp_path / "project"
-    root.mkdir(parents=True)
-    shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
-    shutil.copytree(ROOT / "jobs", root / "jobs")
-    shutil.copytree(ROOT / "vendor", root / "vendor")  # the Kueue install the program reads (dev has queueing on)
-    for name, content in {f"Pulumi.{stack}.yaml": stack_text, **(files or {})}.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(content.encode() if isinstance(content, str) else content)
-    return root
-
-
-def stack_text(change: Optional[Callable[[dict], None]] = None, extra: str = "") -> str:
-    """The dev stack's config (changed by `change`) as a stack file, plus raw `extra` lines
-    inside its `config:` mapping."""
-    config = dev_stack_config()
-    if change:
-        change(config)
-    text = yaml.safe_dump({"config": {f"kns:{k}": v for k, v in config.items()}}, sort_keys=False)
-    return text + "".join(f"  {line}\n" for line in extra.splitlines())
-
-
-def delivered(root: Path, stack: str = STACK) -> tuple[dict, tuple[str, ...]]:
-    """The config as the engine delivers it: the stack file's `kns:` values (YAML 1.2 reads
-    `NO` as text, as config/yamldoc.py keeps it); encrypted values are not used here."""
-    value, _ = yamldoc.load((root / f"Pulumi.{stack}.yaml").read_bytes())
-    config = {k.partition(":")[2]: v for k, v in (value.get("config") or {}).items() if k.startswith("kns:")}
-    return {k: v for k, v in config.items() if v is not None}, ()
-
-
-def program_lines(root: Path, config: Optional[dict] = None, secret: tuple[str, ...] = (),
-                  stack: str = STACK) -> list[str]:
-    """The program's problem lines ([] when it ran), asserting nothing was registered on failure."""
-    if config is None:
-        config, secret = delivered(root, stack)
-    mocks = RecordingMocks()
-    try:
-        run_program(config, secret_keys=secret, stack=stack, mocks=mocks, project_dir=root)
-    except pulumi.RunError as exc:
-        assert mocks.resources == [], [r.name for r in mocks.resources]
-        return str(exc).splitlines()
-    assert mocks.resources, "the program ran but registered nothing"
-    return []
-
-
-def validate_lines(capsys, root: Path, stack: str = STACK) -> tuple[int, list[str], str]:
-    code = cli.main(["validate", "--stack", stack, "--project-dir", str(root)])
-    out, err = capsys.readouterr()
-    return code, err.splitlines(), out
-
-
-def both(capsys, root: Path, stack: str = STACK, places: bool = False, **program) -> list[str]:
-    """The problem lines, asserted equal through the program and `./kns validate` (of
-    stack `stack`); without the stack file's places unless `places`
-    (tests/test_stack_file_places.py holds them)."""
-    code, lines, _ = validate_lines(capsys, root, stack)
-    from_program = program_lines(root, stack=stack, **program)
-    assert lines == from_program
-    assert code == (1 if lines else 0)
-    text = "\n".join(lines)
-    assert "Traceback" not in text and "Error:" not in text and "Exception" not in text
-    return [line.removeprefix("  - ") if places else without_places(line.removeprefix("  - ")) for line in lines[1:]]
-
-
-JOB_FILE_LINE = re.compile(r"^([^:]+\.ya?ml):[0-9]+:")
-
-
-def problem_at(lines: list[str], path: str) -> str:
-    """The message of the one line at `path` (a job file's line number after its name, a
-    stack file's place before the path, are not part of the path: tests/test_config.py and
-    tests/test_stack_file_places.py hold them)."""
-    plain = [JOB_FILE_LINE.sub(r"\1:", without_places(line)) for line in lines]
-    found = [line[len(path) + 2:] for line in plain if line.startswith(path + ": ")]
-    assert len(found) == 1, (path, lines)
-    return found[0]
-
-
-def job_file(name: str, text: "str | bytes") -> Files:
-    return {f"jobs/{name}": text}
-
-
-def with_job_files(config: dict) -> None:
-    config["jobFiles"] = ["jobs/*.yaml"]
+from kns_testing.doors import STACK, both, delivered, job_file, problem_at, program_lines, project, stack_text, validate_lines, with_job_files
+from kns_testing.program import ROOT, dev_stack_config, run_program, without_places
 
 
 # ---- reading: bytes, depth, duplicate keys, YAML 1.1 scalars, keys ----------------------
@@ -472,7 +380,7 @@ def site_lines(tmp_path, capsys, *entries: dict) -> list[str]:
     """The problem lines of the MultiKueue site of tests/test_multicluster.py (east's
     kubeconfig a file of the project), with rack topology on west's CPU pool, which queue
     research then holds quota on, and `entries`."""
-    from tests.test_multicluster import EAST_KUBECONFIG, site
+    from kns_testing.sites import EAST_KUBECONFIG, site
 
     def change(config):
         config.clear()

@@ -14,10 +14,11 @@ import yaml
 
 from config.errors import ConfigError
 from config.loader import check_config
+from kns_testing import gpus, reserving
+from kns_testing.budgets import doc_blocks
+from kns_testing.doors import both, problem_at, project
+from kns_testing.sites import EAST_KUBECONFIG, site
 from plan.planner import plan_checked
-from tests import test_budgets, test_gpus, test_reservations
-from tests.test_bad_input import both, problem_at, project
-from tests.test_multicluster import EAST_KUBECONFIG, site
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,11 +39,11 @@ def site_project(tmp_path: Path, change: Callable[[dict], Any] = lambda c: None)
 
 
 def seeds() -> dict[str, dict]:
-    budgets = {k.split(":", 1)[1]: v for k, v in test_budgets.doc_blocks()[0].items()}
-    reserved = test_reservations.doc_example()[0]
+    budgets = {k.split(":", 1)[1]: v for k, v in doc_blocks()[0].items()}
+    reserved = reserving.doc_example()[0]
     for config in (budgets, reserved):
         config["cluster"] = {"name": "hpc", "renderDir": "out"}
-    return {"site": site(), "budgets": budgets, "reservations": reserved, "gpus": test_gpus.doc_example()}
+    return {"site": site(), "budgets": budgets, "reservations": reserved, "gpus": gpus.doc_example()}
 
 
 SEEDS = seeds()
@@ -151,7 +152,7 @@ MERGED = {
 
 @pytest.mark.parametrize("case", sorted(MERGED))
 def test_a_merge_key_is_one_problem_not_also_what_it_would_have_given(tmp_path, capsys, case):
-    from tests.test_bad_input import job_file, stack_text, with_job_files
+    from kns_testing.doors import job_file, stack_text, with_job_files
     lines = both(capsys, project(tmp_path, stack_text(with_job_files), job_file("merged.yaml", MERGED[case])))
     mine = [line for line in lines if "[merged]" in line]
     assert [line.split(": ", 1)[1] for line in mine] == ["uses a merge key (<<); write the keys out"], lines
@@ -200,7 +201,7 @@ def test_a_misspelt_key_is_one_line_and_what_names_its_item_points_at_it(section
                                             ("multiKueue", {"workerLostTimeout": "20m"})])
 @pytest.mark.parametrize("enabled", [False, None])
 def test_a_kueue_setting_with_queueing_off_is_refused(tmp_path, capsys, setting, value, enabled):
-    from tests.test_bad_input import stack_text
+    from kns_testing.doors import stack_text
 
     def change(config):
         for key in ("queues", "priorities", "profiles"):

@@ -5,33 +5,13 @@ counts (within one counting interval, the documented bound)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from decimal import Decimal
 
+from kns_testing.budgets import T0, workload
 from plan.budget_count import Ledger, count, quantity, spent, warnings
 
-T0 = datetime(2026, 12, 1, 8, 0, tzinfo=timezone.utc)
 PERIOD = T0 - timedelta(days=1)  # the period started a day before
-
-
-def stamp(minutes: float) -> str:
-    return (T0 + timedelta(minutes=minutes)).isoformat().replace("+00:00", "Z")
-
-
-def workload(uid: str, queue: str = "physics", gpus: str = "4", admitted: float = 0, finished: float | None = None,
-             evicted: float | None = None, readmitted: float | None = None) -> dict:
-    conditions = [{"type": "QuotaReserved", "status": "True", "lastTransitionTime": stamp(admitted)}]
-    if evicted is not None:
-        conditions = [{"type": "QuotaReserved", "status": "False", "lastTransitionTime": stamp(evicted)},
-                      {"type": "Evicted", "status": "True", "lastTransitionTime": stamp(evicted)}]
-        if readmitted is not None:
-            conditions[0] = {"type": "QuotaReserved", "status": "True", "lastTransitionTime": stamp(readmitted)}
-    if finished is not None:
-        conditions.append({"type": "Finished", "status": "True", "lastTransitionTime": stamp(finished)})
-    return {"metadata": {"uid": uid},
-            "status": {"conditions": conditions,
-                       "admission": {"clusterQueue": queue, "podSetAssignments": [
-                           {"name": "main", "resourceUsage": {"nvidia.com/gpu": gpus, "cpu": "500m"}}]}}}
 
 
 def at(minutes: float) -> datetime:

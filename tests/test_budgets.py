@@ -11,8 +11,10 @@ import pytest
 
 from config import rules
 from config.loader import check_config
+from kns_testing import tokens
+from kns_testing.budgets import doc_blocks
+from kns_testing.doors import refused
 from kns_testing.program import ROOT, run_laid_out
-from tests.test_pod_classes import refused
 
 CLUSTER = {"name": "kns-budget", "renderDir": "build/manifests/budget"}
 POOLS = [{"name": "a100", "role": "gpu", "nodes": ["gpu-1"], "gpu": {"vendor": "nvidia", "perNode": 8}},
@@ -114,7 +116,7 @@ def counter_specs(run) -> dict[str, dict[str, Any]]:
 
 
 def test_each_budget_is_a_component_with_its_counter_told_its_budget(run):
-    components = [r for r in run.resources if r.type == "kns:queueing:Budget"]
+    components = [r for r in run.resources if r.type == tokens.BUDGET]
     assert sorted(r.name for r in components) == ["budget-bio-grant", "budget-physics-q"]
     specs = counter_specs(run)
     assert set(specs) == {"kns-budget-physics-q", "kns-budget-bio-grant"}
@@ -198,17 +200,6 @@ def test_a_counting_interval_that_does_not_divide_an_hour_is_refused(tmp_path, c
 
 # ---- docs/budgets.md's example ---------------------------------------------------------------
 
-def doc_blocks() -> tuple[dict[str, Any], dict[str, Any], list[str]]:
-    import json
-    import re
-    import yaml
-    text = (ROOT / "docs" / "budgets.md").read_text()
-    example = text[text.index("## Example"):]
-    stack_text = example.split("```yaml\n", 1)[1].split("```", 1)[0]
-    outputs = json.loads(example.split("```json\n", 1)[1].split("```", 1)[0])
-    texts = re.findall(r"```text\n(.*?)```", text, re.S)
-    return yaml.safe_load(stack_text)["config"], outputs, texts
-
 
 def test_the_pages_example_exports_what_it_shows_and_is_refused_as_it_says(monkeypatch, tmp_path, capsys):
     from chrono import clock
@@ -224,7 +215,7 @@ def test_the_pages_example_exports_what_it_shows_and_is_refused_as_it_says(monke
 
 
 def test_the_pages_ttl_refusal_is_the_programs():
-    from tests.test_pod_classes import checked
+    from kns_testing.doors import checked
     config, _, texts = doc_blocks()
     plain = {k.split(":", 1)[1]: v for k, v in config.items()}
     plain["cluster"] = {"name": "hpc-prod", "renderDir": "out"}

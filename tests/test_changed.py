@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -17,19 +15,13 @@ import pytest
 import yaml
 
 from kns_cli import cli
-from kns_testing import program
 from config.loader import check_config
 from kns_testing.program import PROJECT_FILES, ROOT, dev_stack_config
+from kns_testing.repos import git
 
-GIT_ENV = {**os.environ, **program.GIT_ENV}
 # An encrypted value as a stack file holds it: `kns changed` never decrypts, so any text serves.
 CIPHER_A = "v1:c2FsdA==:v1:AAAAAAAAAAAAAAAA:Zmlyc3Qgc2VjcmV0IHZhbHVl"
 CIPHER_B = "v1:c2FsdA==:v1:BBBBBBBBBBBBBBBB:c2Vjb25kIHNlY3JldCB2YWx1ZQ=="
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], env=GIT_ENV, check=True, capture_output=True,
-                          text=True).stdout.strip()
 
 
 class Repo:

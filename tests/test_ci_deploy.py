@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from kns_cli.passphrase import DEV_PASSPHRASE
+from kns_testing import tokens
 from kns_testing.program import PROJECT_FILES, ROOT, built_toolchain, ci_checkout
-from tests.test_changed import GIT_ENV, git
 
 CI_UP = ROOT / "scripts" / "ci-up.sh"
 
@@ -224,7 +224,7 @@ class Site:
         exported = subprocess.run(["pulumi", "stack", "export", "--stack", "dev", "--non-interactive"], cwd=self.repo,
                                   env=self.env, capture_output=True, text=True, check=True)
         resources = json.loads(exported.stdout)["deployment"].get("resources") or []
-        return {r["urn"].rsplit("::", 1)[1] for r in resources if r["type"] in ("kns:workload:Job", "kns:workload:Schedule")}
+        return {r["urn"].rsplit("::", 1)[1] for r in resources if r["type"] in (tokens.JOB, tokens.SCHEDULE)}
 
     def rendered_namespaces(self) -> set[str]:
         return {doc["metadata"]["name"] for path in (self.repo / "build" / "manifests" / "dev").rglob("*.yaml")
@@ -396,10 +396,11 @@ def test_the_up_step_hands_the_kubeconfig_over_as_a_private_file_and_converges_o
 # ---- what the drift check calls drift (kns_cli/drift.py) ------------------------------------
 
 from kns_cli import drift  # noqa: E402
+from kns_testing.repos import GIT_ENV, git
 
 STACK_URN = "urn:pulumi:prod::kns-platform::pulumi:pulumi:Stack::kns-platform-prod"
 PROVIDER_URN = "urn:pulumi:prod::kns-platform::pulumi:providers:kubernetes::kns-prod-kubernetes"
-QUOTA_URN = ("urn:pulumi:prod::kns-platform::kns:workload:Job$kns:workload:JobNamespace$"
+QUOTA_URN = (f"urn:pulumi:prod::kns-platform::{tokens.JOB}${tokens.JOB_NAMESPACE}$"
              "kubernetes:core/v1:ResourceQuota::train-quota")
 
 

@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import subprocess
-import xml.etree.ElementTree as ET
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -29,10 +28,10 @@ from config.loader import parse_config, parse_stack_config
 from config.source import StackFile
 from kns_cli import cli, explain, runs, stack, timeline
 from kns_testing.program import ROOT, RecordingMocks, dev_stack_config, run_program, without_places
+from kns_testing.svg import SVG, parse_svg, path_xs, plot_x, svg_ids, tooltip
 from plan.stackplan import plan_stack
 
 KNS = ROOT / "kns"
-SVG = "{http://www.w3.org/2000/svg}"
 NOW = datetime(2026, 3, 1, 0, 0, tzinfo=timezone.utc)  # a Sunday
 DOC_START = "2026-03-02T00:00Z"
 DOC_HOURS = "12"
@@ -374,39 +373,6 @@ def window_runs(plan, start: datetime, end: datetime) -> list[str]:
     """Runs next_runs gives in [start, end)."""
     times = cron.next_runs(plan.entry.schedule, plan.entry.time_zone, 200, start - timedelta(seconds=1))
     return [t for t in times if datetime.fromisoformat(t) < end]
-
-
-def parse_svg(text: str) -> ET.Element:
-    return ET.fromstring(text.encode())
-
-
-def svg_ids(text: str) -> dict[str, ET.Element]:
-    """Every element of the SVG with an id (matplotlib writes an artist's gid as its id),
-    in document order; an id twice is a failure."""
-    found = [e for e in parse_svg(text).iter() if e.get("id") is not None]
-    ids = {e.get("id"): e for e in found}
-    assert len(ids) == len(found), "an id is used twice"
-    return ids
-
-
-def path_xs(element: ET.Element) -> list[float]:
-    """The x coordinates of the points of the element's paths (SVG units), not those of
-    the shapes it defines for its markers."""
-    out = []
-    for path in element.findall(f"{SVG}path"):
-        numbers = [float(n) for n in re.findall(r"-?[0-9.]+", path.get("d"))]
-        out += numbers[0::2]
-    return out
-
-
-def tooltip(element: ET.Element) -> str:
-    return element.find(f"{SVG}title").text
-
-
-def plot_x(moment: datetime, start: datetime, hours: float) -> float:
-    """Where an instant of the window lies across the plot, from the layout's constants."""
-    offset = (moment - start).total_seconds() / (hours * 3600)
-    return timeline.PLOT_LEFT + min(max(offset, 0.0), 1.0) * timeline.PLOT_WIDTH
 
 
 def numbered(ids: dict, prefix: str) -> list[str]:

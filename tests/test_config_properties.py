@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kns_testing import apiserver
+from kns_testing.doors import STACK, project, validate_lines
 from kns_testing.program import RecordingMocks, dev_stack_config, run_program
 from plan.guardrails import GUARD_RAILS, Resource
-from tests.test_bad_input import STACK, project, validate_lines
 
 BASE = dev_stack_config()
 

@@ -22,8 +22,8 @@ import yaml
 from config import fingerprint
 from kns_cli import fullrun
 from kns_testing.program import ROOT, run_program
+from kns_testing.sites import EAST_KUBECONFIG, site
 from plan import digests, stacks
-from tests.test_multicluster import EAST_KUBECONFIG, site
 
 SPLIT = 2
 MANAGER_KUBECONFIG = yaml.safe_dump({

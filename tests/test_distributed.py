@@ -14,8 +14,8 @@ import yaml
 from config import rules
 from kns_cli import explain
 from kns_testing import apiserver
+from kns_testing.doors import expected_text, program_text, refused, validate_text
 from kns_testing.program import ROOT, run_program
-from tests.test_pod_classes import expected_text, program_text, refused, validate_text
 from plan.stackplan import plan_stack
 
 JOB = "kubernetes:batch/v1:Job"
@@ -348,7 +348,7 @@ def test_the_worked_example_is_what_the_program_and_explain_make():
 
 def test_the_timeline_and_the_queues_count_the_workers(tmp_path, capsys):
     from kns_cli import cli
-    from tests.test_pod_classes import write_project
+    from kns_testing.doors import write_project
     root = write_project(tmp_path / "project", CONFIG)
     svg = tmp_path / "t.svg"
     assert cli.main(["timeline", "--stack", "case", "--project-dir", str(root), "--start", "2026-01-01T00:00:00Z",

@@ -27,14 +27,15 @@ from components.cluster import FORCE_ANNOTATION
 from components.workload import KUEUE_OWNED_JOB_FIELDS
 from kns_cli import up as up_module
 from kns_cli.preview import summary_module
+from kns_testing import tokens
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
 from kns_testing.kueue import start_kueue
 from kns_testing.pace import slack
 from kns_testing.program import ROOT, ci_checkout, dev_stack_config, engine_project, registration_requests, run_program
+from kns_testing.queueing import CONFIG as QUEUED_CONFIG, without_queueing
+from kns_testing.stacks import Stack
+from kns_testing.watch import Watch
 from plan import stacks
-from tests.test_e2e import Stack, Watch
-from tests.test_queueing import CONFIG as QUEUED_CONFIG
-from tests.test_queueing import without_queueing
 
 NODES = [("sys-node-1", 8, 0), ("cpu-node-1", 16, 0), ("cpu-node-2", 16, 0), ("gpu-node-1", 32, 8)]
 PASSPHRASE = "kns-local-drift"
@@ -428,13 +429,13 @@ def test_the_summary_of_a_refreshed_preview_shows_only_what_the_update_would_do(
     the step the update takes: only the latter is a change, so an entry whose objects
     are as declared is unchanged, and a drifted one shows the update or create that
     restores it."""
-    entry_type = "urn:pulumi:local::kns-platform::kns:workload:Job"
+    entry_type = f"urn:pulumi:local::kns-platform::{tokens.JOB}"
 
     def steps(urn: str, op: str = "same", **extra) -> list[dict]:
         return [{"op": "refresh", "urn": urn}, {"op": op, "urn": urn, **extra}]
 
     def child(entry: str, kind: str, suffix: str) -> str:
-        return f"{entry_type}$kns:workload:JobNamespace$kubernetes:core/v1:{kind}::{entry}-{suffix}"
+        return f"{entry_type}${tokens.JOB_NAMESPACE}$kubernetes:core/v1:{kind}::{entry}-{suffix}"
 
     preview = {"changeSummary": {"same": 5, "update": 1, "create": 1}, "steps": [
         *(step for entry in ("clean", "raised", "deleted") for step in steps(f"{entry_type}::{entry}")),

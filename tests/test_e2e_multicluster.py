@@ -33,7 +33,8 @@ from kns_testing.kueue import program_configuration
 from kns_testing.multicluster import is_true, multikueue_site
 from kns_testing.pace import slack
 from kns_testing.program import ROOT, engine_project
-from tests.test_e2e import Stack, Watch, up_with_schedules_ahead
+from kns_testing.stacks import Stack, up_with_schedules_ahead
+from kns_testing.watch import Watch
 
 PASSPHRASE = "kns-local-multicluster"
 NAMESPACE = "kns-lab"

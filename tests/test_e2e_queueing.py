@@ -30,10 +30,11 @@ from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
 from kns_testing.dra import resource_slice
 from kns_testing.kueue import program_configuration, start_kueue
 from kns_testing.pace import slack
+from kns_testing.program import ROOT
 from kns_testing.reservations import SwitchKubelet
+from kns_testing.stacks import Stack, condition, is_true, project, server_time, up_with_schedules_ahead
+from kns_testing.watch import Watch
 from plan.reservation_switch import EDGE_WAIT_SECONDS, edge_schedule
-from kns_testing.program import ROOT, engine_project
-from tests.test_e2e import Stack, Watch, server_time, up_with_schedules_ahead
 from plan.stackplan import plan_stack
 
 # Pool resv of the reservations' stack (the scenario below, on the same control plane and
@@ -57,7 +58,6 @@ def rack_node(name: str, rack: str) -> dict:
     node = node_manifest(name, 8, 0)
     node["metadata"]["labels"].update({"example.com/block": "b1", "example.com/rack": rack})
     return node
-PASSPHRASE = "kns-local-queueing"
 STACK_FILE = ROOT / "tests" / "e2e" / "Pulumi.queueing.yaml"
 
 
@@ -73,15 +73,6 @@ def cluster(tmp_path_factory):
     nodes = [node_manifest(*node) for node in NODES] + [rack_node(*node) for node in RACK_NODES]
     with local_cluster(tmp_path_factory.mktemp("queueing-cluster"), nodes) as live:
         yield live
-
-
-def project(tmp_path_factory, cluster: Cluster, name: str, config: dict) -> Stack:
-    root = tmp_path_factory.mktemp(name) / "kns-platform"
-    env = engine_project(root, script("toolchain.sh"), PASSPHRASE, base_env=cluster.env)
-    (root / "Pulumi.local.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
-    live = Stack(root, env)
-    live.pulumi("stack", "init", "local")
-    return live
 
 
 def stack_config(cluster: Cluster) -> dict:
@@ -186,10 +177,6 @@ def finished_at(watches, job: str) -> str | None:
 
 def workload_of(watches, namespace: str) -> list[dict]:
     return [obj for _, obj in watches["workloads.kueue.x-k8s.io"].all() if obj["metadata"]["namespace"] == namespace]
-
-
-def condition(obj: dict, kind: str) -> dict | None:
-    return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == kind), None)
 
 
 # ---- prescaled reports on full queues (docs/queueing.md, "Start times on a busy queue") ------
@@ -453,11 +440,6 @@ def end_pod(kueue: Cluster, namespace: str) -> None:
     (pod,) = [p for p in kueue.get("pods", "-n", namespace)["items"] if p["status"].get("phase") == "Running"]
     kueue.kubectl("annotate", "pod", "-n", namespace, pod["metadata"]["name"], "--overwrite",
                   "kwok.x-k8s.io/run-for=0s")
-
-
-def is_true(obj: dict, kind: str) -> bool:
-    found = condition(obj, kind)
-    return found is not None and found["status"] == "True"
 
 
 def reserved_at(watches, namespace: str) -> list[datetime]:
@@ -968,8 +950,6 @@ def test_the_switch_may_touch_only_its_own_objects(course, kueue):
     assert not kueue.can(who, "patch", "cronjobs.batch/switch", "kns-res-maint")
     assert not kueue.can(who, "patch", "clusterqueues.kueue.x-k8s.io/kns-res-course")
     assert not kueue.can(who, "create", "jobs.batch", "kns-resv-lab")
-
-
 
 
 # ---- GPUs as devices (docs/gpus.md): a third stack on the same control plane and Kueue -------

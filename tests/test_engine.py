@@ -7,49 +7,12 @@ import base64
 import collections
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 
+from kns_testing.engine import PASSPHRASE, Project
 from kns_testing.program import PROJECT_FILES, ROOT, dev_stack_config, engine_project, run_program
-
-PASSPHRASE = "kns-dev-local"  # the dev stack's committed encryptionsalt belongs to it
-
-
-class Project:
-    def __init__(self, root: Path, env: dict[str, str]):
-        self.root = root
-        self.env = env
-
-    def pulumi(self, *args: str, check: bool = True, timeout: int = 600) -> subprocess.CompletedProcess:
-        done = subprocess.run(["pulumi", *args, "--non-interactive"], cwd=self.root, env=self.env,
-                              capture_output=True, text=True, timeout=timeout)
-        if check and done.returncode != 0:
-            raise AssertionError(f"pulumi {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-        return done
-
-    def preview(self) -> list[dict]:
-        """The steps of `pulumi preview --json`, minus the stack and provider bookkeeping."""
-        done = self.pulumi("preview", "--json")
-        return json.loads(done.stdout).get("steps", [])
-
-    @property
-    def stack_file(self) -> Path:
-        return self.root / "Pulumi.dev.yaml"
-
-    def edit_config(self, change) -> None:
-        document = yaml.safe_load(self.stack_file.read_text())
-        change(document["config"])
-        self.stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
-
-    def rendered(self) -> collections.Counter:
-        kinds: collections.Counter = collections.Counter()
-        for path in (self.root / "build" / "manifests" / "dev").rglob("*.yaml"):
-            for document in yaml.safe_load_all(path.read_text()):
-                if document:
-                    kinds[document["kind"]] += 1
-        return kinds
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,6 @@ up` against a real API server" (bench/apply_vs_kubectl.py)."""
 from __future__ import annotations
 
 import os
-import shutil
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -14,16 +12,9 @@ from pathlib import Path
 import pytest
 
 from kns_cli.engine import engine_settings
+from kns_testing.engine import TUNED, up_sh
 from kns_testing.program import ROOT, built_toolchain, dev_stack_config, run_program
 
-TUNED = {
-    "PULUMI_SKIP_CHECKPOINTS": "true",
-    "PULUMI_PARALLEL": "32",
-    "PULUMI_PARALLEL_DIFF": "true",
-    "PULUMI_K8S_CLIENT_QPS": "200",
-    "PULUMI_K8S_CLIENT_BURST": "400",
-    "PULUMI_AUTOMATIC_LOGGING": "false",
-}
 SKIP_AWAIT = "pulumi.com/skipAwait"
 
 
@@ -57,37 +48,6 @@ def test_the_built_cli_writes_its_automatic_log_unless_told_not_to(tmp_path, set
         assert logs == []
     else:
         assert len(logs) == 1 and "stack_list" in logs[0], logs
-
-
-@pytest.fixture
-def up_sh(tmp_path):
-    """scripts/up.sh and scripts/lib/engine.sh in a project copy whose toolchain is a stub:
-    its `pulumi` records each command line with the PULUMI_* variables it was given."""
-    scripts = tmp_path / "scripts"
-    (scripts / "lib").mkdir(parents=True)
-    shutil.copy(ROOT / "scripts" / "up.sh", scripts / "up.sh")
-    shutil.copy(ROOT / "scripts" / "lib" / "engine.sh", scripts / "lib" / "engine.sh")
-    shutil.copy(ROOT / "scripts" / "preview-summary.py", scripts / "preview-summary.py")
-    # kns_cli, and what its layout module reads the stack's entry stacks with (docs/entry-stacks.md).
-    for package in ("kns_cli", "chrono", "config", "plan"):
-        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
-    # The project: a valid dev stack (and `site`, the same config), which `make up` and
-    # `make preview` check before anything else (kns_cli/fullrun.py).
-    for name in ("Pulumi.yaml", "Pulumi.dev.yaml"):
-        shutil.copy(ROOT / name, tmp_path / name)
-    shutil.copy(ROOT / "Pulumi.dev.yaml", tmp_path / "Pulumi.site.yaml")
-    for directory in ("jobs", "vendor"):
-        shutil.copytree(ROOT / directory, tmp_path / directory)
-    stub_bin = tmp_path / "stub-bin"
-    stub_bin.mkdir()
-    (scripts / "toolchain.sh").write_text(f"#!/usr/bin/env bash\necho {stub_bin}\n")
-    pulumi = stub_bin / "pulumi"
-    pulumi.write_text('#!/usr/bin/env bash\n'
-                      '{ printf "%s" "$1"; env | grep "^PULUMI_" | sort | tr "\\n" " "; echo; } >>"$KNS_STUB_LOG"\n'
-                      'echo "$@" >>"$KNS_STUB_LOG.args"\n'
-                      '[ "$1" != config ]\n')
-    pulumi.chmod(pulumi.stat().st_mode | stat.S_IEXEC)
-    return tmp_path
 
 
 def calls(root: Path, *args: str, **given: str) -> dict[str, dict[str, str]]:

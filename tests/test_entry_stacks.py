@@ -32,11 +32,12 @@ from kns_cli import up as up_module
 from kns_cli.passphrase import DEV_PASSPHRASE
 from kns_cli.stack import UsageError, load_stack
 from kns_cli.state import StackState
+from kns_testing import tokens
 from kns_testing.program import ROOT, RecordingMocks, built_toolchain, dev_stack_config, run_program
+from kns_testing.sites import SECRETS, site
 from plan import digests, stacks
 from plan.outputs import ENTRY_OUTPUTS, merge_outputs
 from plan.targeting import ONLY_ENTRIES, entry_urns
-from tests.test_multicluster import SECRETS, site
 from plan.stackplan import plan_stack
 
 SPLIT = 3
@@ -146,7 +147,7 @@ def objects(run) -> dict[tuple[str, str], dict]:
     return found
 
 
-ENTRY_COMPONENTS = {"kns:workload:Job", "kns:workload:Schedule", "kns:workload:JobNamespace"}
+ENTRY_COMPONENTS = {tokens.JOB, tokens.SCHEDULE, tokens.JOB_NAMESPACE}
 
 
 def test_the_stack_holds_the_platform_and_each_entry_stack_its_own_entries():
@@ -160,7 +161,7 @@ def test_the_stack_holds_the_platform_and_each_entry_stack_its_own_entries():
     assert not ENTRY_COMPONENTS & {r.type for r in platform.resources}
     held: dict[str, int] = {}
     for i, part in enumerate(parts):
-        here = {r.name for r in part.resources if r.type in ("kns:workload:Job", "kns:workload:Schedule")}
+        here = {r.name for r in part.resources if r.type in (tokens.JOB, tokens.SCHEDULE)}
         assert here and all(stacks.index_of(name, SPLIT) == i for name in here), (i, here)
         held.update({name: i for name in here})
         # Its entries, and the cluster's provider at its root, named as the platform names it.
@@ -227,14 +228,14 @@ def test_on_a_site_an_entry_stack_reaches_the_workers_through_their_providers():
     for part in split:
         assert {p.name for p in part.of_type("pulumi:providers:kubernetes")} == \
             {f"{site()['cluster']['name']}-kubernetes"} | {f"{w}-kubernetes" for w in workers}
-        assert not part.of_type("kns:cluster:Worker")
+        assert not part.of_type(tokens.WORKER)
 
 
 # ---- ./kns and make -------------------------------------------------------------------------
 
 
 def state(entries: dict[str, str]) -> StackState:
-    return StackState(None, {name: [f"urn:pulumi:{stack}::kns-platform::kns:workload:Job::{name}", "child"]
+    return StackState(None, {name: [f"urn:pulumi:{stack}::kns-platform::{tokens.JOB}::{name}", "child"]
                              for name, stack in entries.items()})
 
 
@@ -243,10 +244,10 @@ def test_misplaced_entries_are_moved_forward_and_never_back():
               "dev.entries-0": state({"nightly-report": "dev.entries-0"})}
     moves = layout.misplaced(states, "dev", SPLIT)
     assert {(m.entry, m.source, m.dest, m.root) for m in moves} == {
-        ("train-resnet", "dev", "dev.entries-0", "urn:pulumi:dev::kns-platform::kns:workload:Job::train-resnet"),
-        ("hourly-sync", "dev", "dev.entries-1", "urn:pulumi:dev::kns-platform::kns:workload:Job::hourly-sync"),
+        ("train-resnet", "dev", "dev.entries-0", f"urn:pulumi:dev::kns-platform::{tokens.JOB}::train-resnet"),
+        ("hourly-sync", "dev", "dev.entries-1", f"urn:pulumi:dev::kns-platform::{tokens.JOB}::hourly-sync"),
         ("nightly-report", "dev.entries-0", "dev.entries-2",
-         "urn:pulumi:dev.entries-0::kns-platform::kns:workload:Job::nightly-report")}
+         f"urn:pulumi:dev.entries-0::kns-platform::{tokens.JOB}::nightly-report")}
     said = layout.problem(moves, "dev", SPLIT)
     assert said.startswith("kns: kns:state.entryStacks is 3, and 3 entries are in another stack: ")
     assert "Run `./kns restack`" in said and "nothing on the cluster changes" in said

@@ -8,11 +8,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kns_cli import cli, explain, timeline
+from kns_cli import timeline
+from kns_testing.doors import run, write_project
+from kns_testing.reserving import CONFIG, DOC_NOW, doc_example, gpu_job, tuesday_in_paris
+from kns_testing.svg import svg_ids
 from plan.stackplan import plan_stack
-from tests.test_cli import svg_ids
-from tests.test_pod_classes import write_project
-from tests.test_reservations import CONFIG, DOC_NOW, doc_example, gpu_job, tuesday_in_paris
 
 NOW = DOC_NOW.isoformat()
 
@@ -23,13 +23,6 @@ def reservations_page() -> dict[str, Any]:
     config["cluster"] = {"name": "hpc-prod", "renderDir": "out"}
     config["queues"][0]["quota"]["h100"]["nvidia.com/gpu"] = "32"
     return config
-
-
-def run(tmp_path, capsys, config: dict[str, Any], *args: str) -> tuple[int, str, str]:
-    root = write_project(tmp_path / "project", config)
-    code = cli.main([*args, "--stack", "case", "--project-dir", str(root)])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_an_entry_queued_by_its_reservation_is_not_told_to_set_a_queue(tmp_path, capsys):

@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from config import rules
+from kns_testing.doors import program_text, refused, validate_text
 from kns_testing.kueue import program_configuration
 from kns_testing.program import run_program
 from plan import kueue_install
-from tests.test_pod_classes import program_text, refused, validate_text
 
 CLUSTER = {"name": "kns-fair", "renderDir": "build/manifests/fair"}
 POOLS = [{"name": "a100", "role": "gpu", "nodes": ["gpu-1", "gpu-2"], "gpu": {"vendor": "nvidia", "perNode": 8}}]

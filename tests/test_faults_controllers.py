@@ -28,8 +28,8 @@ from kns_testing.faults import Component
 from kns_testing.kueue import start_kueue
 from kns_testing.pace import slack
 from kns_testing.program import ROOT
-from tests.test_e2e import Stack, Watch, server_time, start_packing_scheduler
-from tests.test_e2e_queueing import condition, is_true, project
+from kns_testing.stacks import Stack, condition, is_true, project, server_time, start_packing_scheduler
+from kns_testing.watch import Watch
 
 NODES = [("cpu-node-1", 16, 0), ("cpu-node-2", 16, 0), ("queue-node-1", 16, 0)]
 KWOK_CLASS = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}

@@ -32,7 +32,7 @@ from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
 from kns_testing.faults import Component, processes_under
 from kns_testing.pace import slack
 from kns_testing.program import ROOT, ci_checkout, engine_project
-from tests.test_e2e import Stack
+from kns_testing.stacks import Stack
 
 PASSPHRASE = "kns-faults"
 # Engine operations that change the cluster, as the event log names them.

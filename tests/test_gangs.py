@@ -16,8 +16,8 @@ import pytest
 
 from config import rules
 from kns_cli.explain import explain, render_text
+from kns_testing.doors import both, project, stack_text
 from plan import fits
-from tests.test_bad_input import both, project, stack_text
 from plan.stackplan import plan_stack
 
 A100 = {"name": "g8", "role": "gpu", "nodes": ["g8-1", "g8-2", "g8-3", "g8-4"], "gpu": {"vendor": "nvidia", "perNode": 8},
@@ -244,7 +244,8 @@ def test_a_site_s_entry_asking_topology_is_refused_and_a_single_cluster_s_is_not
     MultiKueue site the manager admits on its one flavor, which names none."""
     from config.loader import check_config
     from plan.planner import plan_all
-    from tests.test_multicluster import ROOT, SECRETS, site
+    from kns_testing.program import ROOT
+    from kns_testing.sites import SECRETS, site
 
     config = site(jobs=[{"name": "close", "image": "busybox:1.36", "cpu": "1", "memory": "1Gi", "queue": "research",
                          "pool": "west-cpu", "workers": 2, "topology": {"level": "example.com/rack"}}])

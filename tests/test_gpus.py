@@ -16,9 +16,10 @@ import yaml
 from config import rules
 from kns_cli import cli
 from kns_testing import apiserver
+from kns_testing.doors import program_text, refused, validate_text, write_project
+from kns_testing.gpus import doc_example
 from kns_testing.program import ROOT, run_program
 from plan import kueue_install
-from tests.test_pod_classes import program_text, refused, validate_text, write_project
 
 DEVICE_CLASS = "kubernetes:resource.k8s.io/v1:DeviceClass"
 TEMPLATE = "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate"
@@ -39,17 +40,6 @@ def dra_pool(name: str = "a100", nodes: int = 2, **gpu: Any) -> dict[str, Any]:
 
 def job(name: str, **more: Any) -> dict[str, Any]:
     return {"name": name, "user": "ann", "image": "busybox:1.37", "cpu": 1, "memory": 2048, **more}
-
-
-def doc_example() -> dict[str, Any]:
-    """The worked example of docs/gpus.md, as stack config (its cluster rendered to files:
-    there is no cluster to reach)."""
-    text = (ROOT / "docs" / "gpus.md").read_text()
-    example = text[text.index("## Example"):]
-    stack = yaml.safe_load(example.split("```yaml\n", 1)[1].split("```", 1)[0])["config"]
-    config = {k.split(":", 1)[1]: v for k, v in stack.items()}
-    config["cluster"] = {"name": "kns-test", "renderDir": "out", "kubernetesVersion": "1.36"}
-    return config
 
 
 # The page's worked example: two nodes of 8 A100s partitioned into 1g.10gb and 3g.40gb
@@ -337,7 +327,7 @@ def test_a_device_config_that_cannot_work_is_refused_at_its_path(tmp_path, capsy
 
 
 def test_a_worker_declaring_an_old_version_refuses_its_dra_pool():
-    from tests.test_multicluster import problems, site  # a manager and two workers
+    from kns_testing.sites import problems, site  # a manager and two workers
 
     config = site()
     worker = config["workers"][0]

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from kns_cli import cli
+from kns_testing.doors import program_text, refused, validate_text, write_project
 from kns_testing.program import run_program
 from plan.guardrails import GUARD_RAILS, Resource
-from tests.test_pod_classes import program_text, refused, validate_text, write_project
 
 LIMITS = {"limits": {"cpu": 1, "memory": "1Gi"}}
 KWOK_CLASS = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
@@ -181,7 +181,7 @@ def test_an_unreadable_pack_config_is_a_config_error(tmp_path, capsys, monkeypat
 
 
 def test_a_stack_with_reservations_passes_every_rule_of_the_pack(monkeypatch):
-    from tests.test_reservations import CONFIG as RESERVED
+    from kns_testing.reserving import CONFIG as RESERVED
     monkeypatch.delenv("KNS_POLICY_CONFIG", raising=False)
     assert pack_violations(RESERVED) == []
 
@@ -191,7 +191,7 @@ def test_a_stack_with_reservations_passes_every_rule_of_the_pack(monkeypatch):
     (lambda rules: rules[0].update(verbs=["*"]), "grants a wildcard"),
 ], ids=["unnamed", "wildcard"])
 def test_the_pack_refuses_a_reservation_role_that_is_not_narrow(change, message):
-    from tests.test_reservations import CONFIG as RESERVED
+    from kns_testing.reserving import CONFIG as RESERVED
     done = run_program(RESERVED)
     resources = [Resource(r.type, f"urn:pulumi:case::kns-platform::{r.type}::{r.name}", copy.deepcopy(r.inputs))
                  for r in done.resources]

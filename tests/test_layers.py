@@ -23,6 +23,8 @@ FORBIDDEN = {
     "components": ("kns_cli", "kns_testing", "tests", "tools", "bench", "policy", "matplotlib"),
     "kns_cli": ("pulumi*", "components", "kns_testing", "tests", "tools", "bench", "policy"),
     "bench": ("tests",),
+    # Shared test code is read by tests/ and bench/, never the other way round.
+    "kns_testing": ("tests",),
 }
 
 

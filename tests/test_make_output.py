@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from kns_testing.engine import PASSPHRASE, Project
 from kns_testing.program import PROJECT_FILES, ROOT, built_toolchain, engine_project
-from tests.test_engine import PASSPHRASE, Project
 
 DOC = ROOT / "docs" / "cli.md"
 DOC_SECTION = "## What `make up` and `make preview` print"

@@ -13,14 +13,13 @@ import pytest
 
 from config import rules
 from config.loader import check_config
+from kns_testing.doors import refused, run as run_cli
 from kns_testing.netpol import as_delivered
 from kns_testing.program import ROOT, RecordingMocks, run_program
+from kns_testing.sites import SECRETS, site
 from plan import guardrails
 from plan.guardrails import Resource
 from plan.planner import plan_checked
-from tests.test_multicluster import SECRETS, site
-from tests.test_pod_classes import refused
-from tests.test_explain_names import run as run_cli
 
 POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 CLUSTER = {"name": "kns-net", "renderDir": "out"}

@@ -18,8 +18,8 @@ from kns_cli import cli, summary
 from kns_cli import preview as preview_module
 from kns_cli import up as up_module
 from kns_cli.passphrase import DEV_PASSPHRASE, PASSPHRASE, PASSPHRASE_FILE
+from kns_testing.engine import TUNED, up_sh  # noqa: F401  (the fixture)
 from plan import stacks
-from tests.test_engine_settings import TUNED, up_sh  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 ENGINE_COMMANDS = [["preview", "train-resnet"], ["up", "train-resnet"], ["recover"], ["restack"], ["applied"],

@@ -10,24 +10,18 @@ resource is given, so a new member of a class is caught without a new test.
 
 from __future__ import annotations
 
-import copy
 
 import json
 import os
-import shutil
 import subprocess
-from pathlib import Path
 from typing import Any
 
-import pulumi
 import pytest
-import yaml
 
 from config import podspec
-from config.errors import ConfigError, render, Problem
 from config.loader import check_config
-from kns_cli import cli
-from kns_testing.program import ROOT, RecordingMocks, run_program, without_places
+from kns_testing.doors import checked, expected_text, program_text, refused, write_project
+from kns_testing.program import ROOT, run_program, without_places
 from plan import inventory
 from plan.planner import plan_checked
 from tools import k8s_shapes
@@ -43,68 +37,6 @@ CREDENTIALS = {"s3": {"key": "x"}, "x-cred-y": {"f": "1"}, "y": {"g": "2"}}
 
 def stack_config(**keys: Any) -> dict[str, Any]:
     return {"cluster": CLUSTER, "nodePools": POOLS, **keys}
-
-
-def expected_text(lines: list[str]) -> str:
-    return render([Problem(*line.split(": ", 1)) for line in lines])
-
-
-def program_text(config: dict[str, Any]) -> str:
-    """The program's RunError text; nothing may have been registered."""
-    mocks = RecordingMocks()
-    secret = tuple(k for k in ("credentials",) if k in config)
-    with pytest.raises(pulumi.RunError) as info:
-        run_program(config, secret_keys=secret, mocks=mocks)
-    assert mocks.resources == []
-    text = str(info.value)
-    assert "Traceback" not in text and "Error:" not in text
-    return text
-
-
-def write_project(root: Path, config: dict[str, Any], stack: str = "case") -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
-    if not (root / "vendor").exists():  # the Kueue install the program reads with kns:queueing.install
-        shutil.copytree(ROOT / "vendor", root / "vendor")
-    document = {"config": {f"kns:{k}": v for k, v in config.items()}}
-    if "credentials" in config:  # stored as secrets, one value per file, as the docs say
-        document["config"]["kns:credentials"] = {
-            s: {f: {"secure": "v1:AAAA:BBBB"} for f in files} for s, files in config["credentials"].items()}
-    (root / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    return root
-
-
-def validate_text(tmp_path: Path, config: dict[str, Any], capsys) -> str:
-    root = write_project(tmp_path / "project", config)
-    code = cli.main(["validate", "--stack", "case", "--project-dir", str(root)])
-    out, err = capsys.readouterr()
-    assert code == 1 and out == "", (code, out, err)
-    return without_places(err.rstrip("\n"))
-
-
-def refused(tmp_path: Path, capsys, config: dict[str, Any], lines: list[str]) -> None:
-    """The program and `./kns validate` both refuse `config` with exactly `lines`."""
-    text = expected_text(lines)
-    assert program_text(config) == text
-    assert validate_text(tmp_path, config, capsys) == text
-
-
-def refused_edited(tmp_path: Path, capsys, base: dict[str, Any], case: tuple[Any, list[str]]) -> None:
-    """`refused` of a copy of `base` changed by the case's edit, with the case's lines."""
-    config = copy.deepcopy(base)
-    change, lines = case
-    change(config)
-    refused(tmp_path, capsys, config, lines)
-
-
-def checked(config: dict[str, Any]) -> list[str]:
-    """The problem lines of the calls both the program and `./kns validate` make."""
-    try:
-        plan_checked(check_config(config, project_dir=ROOT, environ={},
-                                  secret_keys=frozenset({"credentials", "keycloakClientSecret"})))
-    except ConfigError as exc:
-        return [str(p) for p in exc.problems]
-    return []
 
 
 # ---- 4: the shape of a raw pod spec ------------------------------------------------------

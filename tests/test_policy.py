@@ -11,6 +11,7 @@ import yaml
 from pulumi_policy import ResourceValidationArgs, StackValidationArgs
 from pulumi_policy.policy import PolicyResource, PolicyResourceOptions
 
+from kns_testing import tokens
 from plan import guardrails as kns_rules
 from plan.guardrails import Resource
 from policy.pack import POLICIES
@@ -41,7 +42,7 @@ def job(name="train", namespace="kns-train", containers=None, init=None, **pod):
         spec["initContainers"] = init
     return Resource(
         "kubernetes:batch/v1:Job",
-        urn("kns:workload:KnsWorkload$kns:workload:Job$kubernetes:batch/v1:Job", name),
+        urn(f"{tokens.KNS_WORKLOAD}${tokens.JOB}$kubernetes:batch/v1:Job", name),
         {"metadata": {"name": name, "namespace": namespace}, "spec": {"template": {"spec": spec}}},
     )
 
@@ -50,7 +51,7 @@ def cronjob(name="nightly", namespace="kns-nightly", containers=None, **pod):
     spec = {"containers": containers or [container(limits=LIMITS)], **pod}
     return Resource(
         "kubernetes:batch/v1:CronJob",
-        urn("kns:workload:KnsWorkload$kns:workload:Schedule$kubernetes:batch/v1:CronJob", name),
+        urn(f"{tokens.KNS_WORKLOAD}${tokens.SCHEDULE}$kubernetes:batch/v1:CronJob", name),
         {"metadata": {"name": name, "namespace": namespace},
          "spec": {"schedule": "0 2 * * *", "jobTemplate": {"spec": {"template": {"spec": spec}}}}},
     )
@@ -60,7 +61,7 @@ def namespace(name, entry=None, level="baseline"):
     labels = {kns_rules.ENFORCE_LABEL: level}
     if entry:
         labels[kns_rules.ENTRY_LABEL] = entry
-    return Resource("kubernetes:core/v1:Namespace", urn("kns:workload:KnsWorkload$kubernetes:core/v1:Namespace", name),
+    return Resource("kubernetes:core/v1:Namespace", urn(f"{tokens.KNS_WORKLOAD}$kubernetes:core/v1:Namespace", name),
                     {"metadata": {"name": name, "labels": labels}})
 
 
@@ -179,7 +180,7 @@ GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"
 
 
 def node_patch(labels, taints):
-    return kns_rules.Resource("kubernetes:core/v1:NodePatch", urn("kns:cluster:NodePool$kubernetes:core/v1:NodePatch",
+    return kns_rules.Resource("kubernetes:core/v1:NodePatch", urn(f"{tokens.NODE_POOL}$kubernetes:core/v1:NodePatch",
                                                                   "a100.gpu-1"),
                               {"metadata": {"name": "gpu-1", "labels": labels}, "spec": {"taints": taints}})
 
@@ -191,7 +192,7 @@ def karpenter_pool(labels, taints, limits=None):
     if limits:
         spec["limits"] = limits
     return kns_rules.Resource("kubernetes:karpenter.sh/v1:NodePool",
-                              urn("kns:cluster:NodePool$kubernetes:karpenter.sh/v1:NodePool", "h100"),
+                              urn(f"{tokens.NODE_POOL}$kubernetes:karpenter.sh/v1:NodePool", "h100"),
                               {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "h100"},
                                "spec": spec})
 
@@ -218,7 +219,7 @@ def test_a_gpu_pool_without_the_gpu_taint_is_refused_static_or_autoscaled():
 
 def test_the_program_tolerates_no_untainted_gpu_pool_and_overrides_are_caught():
     """Through the real program: its GPU pools pass; a NodePool stripped of the taint does not."""
-    from tests.test_autoscale import CONFIG
+    from kns_testing.autoscale import CONFIG
 
     done = run_program(CONFIG)
     resources = [kns_rules.Resource(r.type, urn(r.type, r.name), r.inputs) for r in done.resources]
@@ -279,13 +280,13 @@ KNS_SA = {"kind": "ServiceAccount", "name": "kns-scheduler", "namespace": "kns-s
 
 
 def test_cluster_admin_for_the_kns_schedulers_own_account_passes():
-    stack = [service_account("kns-scheduler", "kns-system", "kns:scheduling:KnsScheduler"),
+    stack = [service_account("kns-scheduler", "kns-system", tokens.KNS_SCHEDULER),
              binding("kns-scheduler-cluster-admin", [KNS_SA])]
     assert kns_rules.cluster_admin_only_kns(stack, {}) == []
 
 
 def test_cluster_admin_for_anyone_else_is_refused():
-    lookalike = service_account("kns-scheduler", "kns-system", "kns:workload:KnsWorkload")  # not the KNS component's
+    lookalike = service_account("kns-scheduler", "kns-system", tokens.KNS_WORKLOAD)  # not the KNS component's
     runner = {"kind": "ServiceAccount", "name": "kns-runner", "namespace": "kns-train"}
     group = {"kind": "Group", "name": "system:masters"}
     found = messages(kns_rules.cluster_admin_only_kns(

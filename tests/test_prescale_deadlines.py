@@ -10,8 +10,8 @@ import copy
 
 import pytest
 
+from kns_testing.doors import checked, refused
 from kns_testing.program import dev_stack_config
-from tests.test_pod_classes import checked, refused
 
 NAME = "nightly-report"  # the dev stack's: "30 2 * * *", warmUpMinutes 10
 

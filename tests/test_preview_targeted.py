@@ -19,10 +19,11 @@ from config.invocation import TARGETED_RUN
 from kns_cli import cli
 from kns_cli import preview as preview_module
 from kns_cli.stack import load_stack
+from kns_testing import tokens
+from kns_testing.engine import PASSPHRASE, Project  # a copy of the dev stack through the real engine
 from kns_testing.program import PROJECT_FILES, ROOT, built_toolchain, dev_stack_config, engine_project, run_program
 from plan import targeting
 from plan.targeting import ONLY_ENTRIES, entry_urns, plans_to_register
-from tests.test_engine import PASSPHRASE, Project  # a copy of the dev stack through the real engine
 from plan.stackplan import plan_stack
 
 KNS = ROOT / "kns"
@@ -97,10 +98,10 @@ def test_targeted_preview_shows_exactly_the_named_entries_changes(project):
     # ... the targeted one only the named entries', and exactly as the full preview shows them,
     named = {u: c for u, c in changes(full).items() if owner(u, full) in ("train-resnet", "queued")}
     assert changes(targeted) == named
-    job = "urn:pulumi:dev::kns-platform::kns:workload:Job$kubernetes:batch/v1:Job::train-resnet"
+    job = f"urn:pulumi:dev::kns-platform::{tokens.JOB}$kubernetes:batch/v1:Job::train-resnet"
     assert changes(targeted)[job][0] == "replace"
     # the LocalQueue included (a dependent of the entry, not one of the --target URNs).
-    queue = "urn:pulumi:dev::kns-platform::kns:workload:Job$kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue::queued-queue"
+    queue = f"urn:pulumi:dev::kns-platform::{tokens.JOB}$kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue::queued-queue"
     assert changes(targeted)[queue] == ("update", ("spec.clusterQueue",))
 
 
@@ -245,9 +246,9 @@ def test_the_program_registers_only_the_named_entries_in_a_preview(monkeypatch):
     monkeypatch.setattr(targeting, "started_by_kns", lambda environ: True)  # as under `./kns preview`
     monkeypatch.setattr(pulumi.runtime, "is_dry_run", lambda: True)
     run = run_program(dev_stack_config(), stack="dev")
-    entries = {r.name for r in run.resources if r.type in ("kns:workload:Job", "kns:workload:Schedule")}
+    entries = {r.name for r in run.resources if r.type in (tokens.JOB, tokens.SCHEDULE)}
     assert entries == {"train-resnet", "hourly-sync"}
-    assert run.of_type("kns:cluster:KnsCluster") and run.of_type("kns:scheduling:PackingScheduler")
+    assert run.of_type(tokens.KNS_CLUSTER) and run.of_type(tokens.PACKING_SCHEDULER)
     full = run_program(dev_stack_config(), stack="dev")  # outputs do not depend on what a preview registers
     assert run.outputs == full.outputs and "nightly-report" in json.dumps(full.outputs)
 

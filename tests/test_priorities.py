@@ -15,8 +15,8 @@ import pytest
 from config import rules
 from kns_cli import explain, starts, timeline
 from kns_testing import apiserver
+from kns_testing.doors import refused, refused_edited, validate_text, write_project
 from kns_testing.program import run_program
-from tests.test_pod_classes import refused, refused_edited, validate_text, write_project
 from plan.stackplan import plan_stack
 
 JOB = "kubernetes:batch/v1:Job"
@@ -253,7 +253,7 @@ def test_explain_shows_the_priority_and_the_verdict(tmp_path, capsys):
 
 def test_the_timeline_marks_guaranteed_and_best_effort_runs_differently():
     from kns_cli import stack
-    from tests.test_cli import SVG, svg_ids, tooltip
+    from kns_testing.svg import SVG, svg_ids, tooltip
     root = write_project_dir(CONFIG)
     cfg, plans = stack.load_stack(root, "case")
     drawing = timeline.draw(cfg, plans, NOW, 24.0)

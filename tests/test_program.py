@@ -8,6 +8,7 @@ from collections import Counter
 import pulumi
 import pytest
 
+from kns_testing import tokens
 from kns_testing.program import ROOT, RecordingMocks, dev_stack_config, registration_requests, run_program
 from plan import kueue_install
 
@@ -67,7 +68,7 @@ def test_dev_stack_registers_what_its_config_describes():
     # Kueue, installed by the program from the vendored bundle (kns:queueing.install defaults to true)
     assert cfg["queueing"] == {"enabled": True}
     kueue = Counter(kueue_install.type_token(obj) for obj in kueue_install.load(ROOT))
-    assert counts["kns:queueing:Kueue"] == 1
+    assert counts[tokens.KUEUE] == 1
     assert counts[PROVIDER] == 1
     assert counts[PATCH] == sum(len(p.get("nodes") or []) for p in cfg["nodePools"])
     assert counts["kubernetes:karpenter.sh/v1:NodePool"] == sum(1 for p in cfg["nodePools"] if "autoscale" in p) == 1
@@ -79,16 +80,16 @@ def test_dev_stack_registers_what_its_config_describes():
     assert counts[SA] == entries + 2 + kueue[SA]
     assert counts[ROLE] == entries + 1 + kueue[ROLE]
     assert counts[BINDING] == entries + 2 + kueue[BINDING]
-    assert counts["kns:scheduling:PackingScheduler"] == 1 and counts["kns:scheduling:KnsScheduler"] == 1
+    assert counts[tokens.PACKING_SCHEDULER] == 1 and counts[tokens.KNS_SCHEDULER] == 1
     assert counts["kubernetes:apps/v1:Deployment"] == 2 + kueue["kubernetes:apps/v1:Deployment"] == 3
     assert counts[JOB] == 4 and counts[CRON] == 3
-    assert counts["kns:cluster:KnsCluster"] == 1 and counts["kns:cluster:NodePool"] == len(cfg["nodePools"]) == 4
-    assert counts["kns:workload:JobNamespace"] == entries
+    assert counts[tokens.KNS_CLUSTER] == 1 and counts[tokens.NODE_POOL] == len(cfg["nodePools"]) == 4
+    assert counts[tokens.JOB_NAMESPACE] == entries
     # The queues: a flavor per pool a queue names (burst, a100), a ClusterQueue per queue, a
     # WorkloadPriorityClass per priority, and a LocalQueue per queued entry: genomics-align
     # and hourly-sync (the "@research" profile rule), weekly-finetune (its own queue).
     kueue_api = "kubernetes:kueue.x-k8s.io/v1beta2"
-    assert counts["kns:queueing:Queues"] == 1
+    assert counts[tokens.QUEUES] == 1
     assert sorted(r.name for r in run.of_type(f"{kueue_api}:ResourceFlavor")) == ["resourceflavor-a100",
                                                                                  "resourceflavor-burst"]
     assert sorted(r.name for r in run.of_type(f"{kueue_api}:ClusterQueue")) == ["clusterqueue-gpu",

@@ -18,62 +18,17 @@ import pytest
 from config import names, rules
 from kns_cli import cli
 from kns_testing import apiserver
+from kns_testing import tokens
+from kns_testing.doors import refused, write_project
 from kns_testing.program import ROOT, pinned_versions, run_program
+from kns_testing.queueing import CONFIG, without_queueing
 from plan import kueue_install
-from tests.test_pod_classes import refused, write_project
 
 FLAVOR = "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor"
 CLUSTER_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
 LOCAL_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
 CRD = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
-
-CONFIG: dict[str, Any] = {
-    "cluster": {"name": "kns-test", "renderDir": "out"},
-    "nodePools": [
-        {"name": "cpu", "role": "compute", "nodes": ["c1", "c2"]},
-        {"name": "a100", "role": "gpu", "gpu": {"vendor": "nvidia", "perNode": 8}, "nodes": ["g1"],
-         "taints": [{"key": "team", "value": "ml", "effect": "NoSchedule"}]},
-        {"name": "sys", "role": "system", "nodes": ["s1"], "taints": [{"key": "kns.io/system", "effect": "NoSchedule"}]},
-        {"name": "spare", "role": "compute", "nodes": ["x1"]},
-    ],
-    "queueing": {"enabled": True},
-    "queues": [
-        {"name": "batch", "cohort": "shared",
-         "quota": {"cpu": {"cpu": 16, "memory": "64Gi", "ephemeral-storage": "10Gi", "pods": 4},
-                   "a100": {"nvidia.com/gpu": 8, "cpu": 32, "memory": "256Gi", "pods": 8}},
-         "borrowingLimit": {"cpu": {"cpu": 8}},
-         "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
-         "fairSharingWeight": 0.5},
-        {"name": "adhoc", "cohort": "shared", "quota": {"cpu": {"cpu": 8, "memory": "32Gi"}},
-         "lendingLimit": {"cpu": {"cpu": 4}}},
-    ],
-    "profiles": {"@ml": {"queue": "batch"}},
-    "jobs": [
-        {"name": "etl", "user": "bob", "queue": "adhoc", "image": "busybox:1.37", "cpu": 4, "memory": 2048,
-         "pool": "cpu", "parallelism": 3, "completions": 2},
-        {"name": "train", "user": "ann", "groups": ["ml"], "image": "pytorch:2", "cpu": 8, "memory": "32Gi",
-         "gpus": 4, "pool": "a100"},
-        {"name": "sandbox", "user": "ann", "groups": ["ml"], "type": "namespace"},
-        {"name": "own-queue", "user": "ann", "groups": ["ml"], "queue": "adhoc", "image": "busybox:1.37", "cpu": 1,
-         "memory": 1024},
-    ],
-    "schedules": [
-        {"name": "warm", "user": "cid", "groups": ["ml"], "image": "busybox:1.37", "cpu": 2, "memory": 4096,
-         "pool": "cpu", "schedule": "0 6 * * *", "warmUpMinutes": 10},
-        {"name": "plain", "user": "cid", "groups": ["ml"], "image": "busybox:1.37", "cpu": 1, "memory": 1024,
-         "pool": "cpu", "schedule": "0 7 * * *"},
-    ],
-}
-
-
-def without_queueing(config: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(config)
-    for key in ("queueing", "queues"):
-        out.pop(key)
-    out["profiles"] = {}
-    out["jobs"] = [{k: v for k, v in j.items() if k != "queue"} for j in out["jobs"]]
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +142,7 @@ def test_the_crd_check_can_fail(run):
 
 
 def test_install_registers_the_vendored_kueue_held_to_the_system_namespace_rules(run):
-    component = run.named("kns:queueing:Kueue", "kueue")
+    component = run.named(tokens.KUEUE, "kueue")
     assert component is not None
     crds = {apiserver.manifest(r)["metadata"]["name"] for r in run.of_type(CRD)}
     assert {"clusterqueues.kueue.x-k8s.io", "localqueues.kueue.x-k8s.io", "resourceflavors.kueue.x-k8s.io",
@@ -245,7 +200,7 @@ def test_install_false_registers_queues_but_not_kueue():
     config = copy.deepcopy(CONFIG)
     config["queueing"]["install"] = False
     done = run_program(config)
-    assert not done.of_type("kns:queueing:Kueue") and not done.of_type(CRD)
+    assert not done.of_type(tokens.KUEUE) and not done.of_type(CRD)
     assert len(done.of_type(CLUSTER_QUEUE)) == 2 and len(done.of_type(LOCAL_QUEUE)) == 5
 
 

@@ -9,10 +9,10 @@ import yaml
 
 from config.loader import check_config
 from kns_cli import reach
+from kns_testing.doors import write_project
+from kns_testing.fake_pulumi import Fake, split_config, stack_calls
 from kns_testing.program import ROOT
-from tests.test_fullrun import Fake, split_config, stack_calls
-from tests.test_multicluster import site
-from tests.test_pod_classes import write_project
+from kns_testing.sites import site
 
 
 def kubeconfig(path, server: str) -> str:

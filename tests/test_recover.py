@@ -271,7 +271,7 @@ def test_a_site_is_swept_on_every_cluster_each_against_its_own_part_of_the_state
     """The manager and both workers are each listed and swept through their own kubeconfig;
     a worker's namespace of the same name as one the state holds on the manager is that
     worker's orphan, and one the state holds through the worker's provider stays."""
-    from tests.test_multicluster import SECRETS, checked, site
+    from kns_testing.sites import SECRETS, checked, site
     clusters = {"manager": [namespace("kns-train"), namespace("kns-left")],
                 "east": [namespace("kns-train"), namespace("kns-left"), namespace("kns-other", "another-site")],
                 "west": [namespace("kns-train")]}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from datetime import date, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 from typing import Any
 
@@ -17,8 +17,9 @@ from chrono import calendar as calendar_module
 from config import rules
 from kns_cli import cli
 from kns_testing import apiserver
+from kns_testing.doors import program_text, validate_text, write_project
 from kns_testing.program import ROOT, run_laid_out, run_program
-from tests.test_pod_classes import program_text, validate_text, write_project
+from kns_testing.reserving import CHALLENGE, CONFIG, DOC_NOW, doc_example, gpu_job, tuesday_in_paris
 from plan.stackplan import plan_stack
 
 CQ = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
@@ -29,45 +30,6 @@ JOB = "kubernetes:batch/v1:Job"
 WPC = "kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass"
 CLUSTER_ROLE = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
 ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
-
-
-def gpu_job(name: str, **more: Any) -> dict[str, Any]:
-    return {"name": name, "user": "ann", "image": "busybox:1.37", "gpus": 2, "cpu": 4, "memory": 4096, **more}
-
-
-def wednesday() -> date:
-    """A Wednesday two to three weeks ahead: the challenge's first day, always to come."""
-    day = date.today() + timedelta(days=14)
-    return day + timedelta(days=(2 - day.weekday()) % 7)
-
-
-CHALLENGE = wednesday()
-# Pool a100: 8 nodes of 8 GPUs (64). Queue batch holds 16 of them in cohort site; a weekly
-# course holds 2 nodes (16 GPUs) on Tuesday mornings in Paris, a challenge 32 GPUs from a
-# Wednesday to the Friday (never with the course), the maintenance window 4 nodes (32) on
-# Sunday nights: 16 + 32 at most at once, with the queue's 16: 64.
-CONFIG: dict[str, Any] = {
-    "cluster": {"name": "kns-test", "renderDir": "out"},
-    "nodePools": [{"name": "a100", "role": "gpu", "nodes": [f"g{i}" for i in range(1, 9)],
-                   "gpu": {"vendor": "nvidia", "perNode": 8}},
-                  {"name": "cpu", "role": "compute", "nodes": ["c1"]}],
-    "queueing": {"enabled": True, "install": False},
-    "queues": [{"name": "batch", "cohort": "site", "quota": {"a100": {"cpu": 64, "memory": "512Gi",
-                                                                      "nvidia.com/gpu": 16}}}],
-    "reservations": [
-        {"name": "course", "pool": "a100", "nodes": 2, "schedule": "0 9 * * 2", "timeZone": "Europe/Paris",
-         "duration": "3h", "warmUpMinutes": 15, "groups": ["teach"]},
-        {"name": "challenge", "pool": "a100", "resources": {"gpus": 32, "cpu": 128, "memory": "1Ti"},
-         "start": f"{CHALLENGE}T08:00:00+01:00", "end": f"{CHALLENGE + timedelta(days=2)}T20:00:00+01:00",
-         "entries": ["train"],
-         "atEnd": "finish"},
-        {"name": "maint", "pool": "a100", "nodes": 4, "schedule": "0 22 * * 0", "timeZone": "Europe/Paris",
-         "duration": "6h"},
-    ],
-    "jobs": [gpu_job("train", gpus=8, cpu=16, memory=16384, reservation="challenge"),
-             gpu_job("lab", groups=["teach"], reservation="course", queue="batch"),
-             gpu_job("plain", queue="batch")],
-}
 
 
 @pytest.fixture(scope="module")
@@ -474,7 +436,7 @@ def test_explain_and_the_timeline_say_a_warm_up_holds(tmp_path):
     at = tuesday_in_paris(11, 30)
     found = {r["name"]: r["stateNow"] for r in explain.explain(plan_stack(cfg, plans, at), now=at)["reservations"]}
     assert found == {"course": "open", "lab": "warm-up"}
-    from tests.test_cli import svg_ids, tooltip
+    from kns_testing.svg import svg_ids, tooltip
     ids = svg_ids(timeline.render(cfg, plans, tuesday_in_paris(6), 12))
     warm = tuesday_in_paris(11).astimezone(timezone.utc)
     (band,) = [ids[i] for i in ids if i.endswith("-warmup") and i.startswith("window-")
@@ -489,13 +451,6 @@ def offline(tmp_path, config: dict[str, Any]):
     from kns_cli.stack import load_stack
     root = write_project(tmp_path / "project", config)
     return load_stack(root, "case")
-
-
-def tuesday_in_paris(hour: int, minute: int = 0) -> datetime:
-    """A Tuesday to come, at hour:minute in Paris (the course's windows are Tuesdays 09-12)."""
-    day = date.today() + timedelta(days=7)
-    day += timedelta(days=(1 - day.weekday()) % 7)
-    return datetime(day.year, day.month, day.day, hour, minute, tzinfo=ZoneInfo("Europe/Paris"))
 
 
 def test_explain_says_each_reservations_state_who_may_use_it_and_when_an_entry_can_next_run(tmp_path):
@@ -526,7 +481,7 @@ def test_explain_says_each_reservations_state_who_may_use_it_and_when_an_entry_c
 
 def test_the_timeline_draws_each_pools_windows_as_bands(tmp_path):
     from kns_cli import timeline
-    from tests.test_cli import path_xs, plot_x, svg_ids
+    from kns_testing.svg import path_xs, plot_x, svg_ids
     cfg, plans = offline(tmp_path, CONFIG)
     start = tuesday_in_paris(6)
     drawing = timeline.draw(cfg, plans, start, 12)
@@ -581,17 +536,6 @@ def test_the_outputs_list_each_reservation_with_its_next_windows():
 
 
 # ---- docs/reservations.md's example --------------------------------------------------------
-
-DOC_NOW = datetime(2026, 11, 27, 8, 0, tzinfo=timezone.utc)  # the page's example is as of this day
-
-
-def doc_example() -> tuple[dict[str, Any], str]:
-    import yaml
-    text = (ROOT / "docs" / "reservations.md").read_text()
-    example = text[text.index("## Example"):]
-    stack = yaml.safe_load(example.split("```yaml\n", 1)[1].split("```", 1)[0])["config"]
-    message = example.split("```text\n", 1)[1].split("```", 1)[0]
-    return {k.split(":", 1)[1]: v for k, v in stack.items()}, message
 
 
 def test_the_pages_example_is_refused_as_it_says_and_accepted_with_the_smaller_queue():

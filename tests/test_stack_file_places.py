@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from config import yamldoc
-from tests.test_bad_input import STACK, both, program_lines, project, validate_lines
+from kns_testing.doors import STACK, both, program_lines, project, validate_lines
 from kns_testing.program import ROOT
 
 STACK_FILE = f"Pulumi.{STACK}.yaml"

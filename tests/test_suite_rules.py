@@ -7,7 +7,8 @@ kns_testing/ so that a weakness fixed once does not come back elsewhere:
   configures and the run's pace (kns_testing/pace.py `slack`);
 - no watch of the cluster outside kns_testing/watch.py, whose watches resume or fail the
   test when their stream ends (a bare `kubectl --watch` that ended would let every "this
-  never happened" check pass).
+  never happened" check pass);
+- no module imports a test module: what tests share lives in kns_testing/ (issue 64).
 """
 
 from __future__ import annotations
@@ -50,6 +51,22 @@ def watches(path: Path) -> list[str]:
             if '"--watch"' in line or "'--watch'" in line or "watch=1" in line]
 
 
+def imports_of_tests(tree: ast.AST) -> list[str]:
+    """Every import of a test module (`from tests.test_x import`, `from .test_x import`,
+    `from tests import test_x`, `import tests.test_x`)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [f"line {node.lineno}: {a.name}" for a in node.names if a.name.startswith("tests.test_")]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if module.startswith("tests.test_") or (node.level and module.startswith("test_")) or (
+                    module == "tests" or (node.level and not module)) and any(
+                    a.name.startswith("test_") for a in node.names):
+                found.append(f"line {node.lineno}: {'.' * node.level}{module}")
+    return found
+
+
 def test_no_assertion_compares_an_expression_with_itself():
     found = {str(p.relative_to(ROOT)): hits for p in SOURCES if (hits := self_comparisons(parsed(p)))}
     assert found == {}
@@ -71,3 +88,12 @@ def test_the_cluster_is_watched_only_through_the_resuming_watch():
     found = {str(p.relative_to(ROOT)): hits for p in SOURCES
              if p.name not in ("watch.py", "test_suite_rules.py", "test_watch.py") and (hits := watches(p))}
     assert found == {}
+
+
+def test_no_module_imports_a_test_module():
+    found = {str(p.relative_to(ROOT)): hits for p in SOURCES if (hits := imports_of_tests(parsed(p)))}
+    assert found == {}
+    assert imports_of_tests(ast.parse("from tests.test_a import f\nfrom .test_b import g\n"
+                                         "from tests import test_c\nimport tests.test_d")) == [
+        "line 1: tests.test_a", "line 2: .test_b", "line 3: tests", "line 4: tests.test_d"]
+    assert imports_of_tests(ast.parse("from kns_testing.doors import refused\nfrom tests.conftest import lane")) == []

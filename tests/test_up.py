@@ -21,6 +21,7 @@ from kns_cli import cli
 from kns_cli import preview as preview_module
 from kns_cli import up as up_module
 from kns_cli.stack import UsageError, load_stack
+from kns_testing import tokens
 from kns_testing.program import ROOT, dev_stack_config, run_program
 from plan.targeting import ONLY_ENTRIES, entry_urns
 from plan.stackplan import plan_stack
@@ -37,15 +38,15 @@ def export(digest, *entries: tuple[str, str, list[str]]) -> dict:
     component, and each entry's component (type, name) with children (logical names)."""
     resources = [{"urn": STACK_URN, "type": "pulumi:pulumi:Stack",
                   "outputs": {} if digest is None else {fingerprint.OUTPUT: digest}},
-                 {"urn": urn("kns:cluster:KnsCluster", "kns-dev"), "type": "kns:cluster:KnsCluster",
+                 {"urn": urn(tokens.KNS_CLUSTER, "kns-dev"), "type": tokens.KNS_CLUSTER,
                   "parent": STACK_URN}]
     for kind, name, children in entries:
         root = urn(kind, name)
         resources.append({"urn": root, "type": kind, "parent": STACK_URN})
-        inner = urn(f"{kind}$kns:workload:JobNamespace", f"{name}-ns")
-        resources.append({"urn": inner, "type": "kns:workload:JobNamespace", "parent": root})
+        inner = urn(f"{kind}${tokens.JOB_NAMESPACE}", f"{name}-ns")
+        resources.append({"urn": inner, "type": tokens.JOB_NAMESPACE, "parent": root})
         for child in children:  # grandchildren: under the namespace component
-            resources.append({"urn": urn(f"{kind}$kns:workload:JobNamespace$kubernetes:batch/v1:Job", child),
+            resources.append({"urn": urn(f"{kind}${tokens.JOB_NAMESPACE}$kubernetes:batch/v1:Job", child),
                               "type": "kubernetes:batch/v1:Job", "parent": inner})
     return {"version": 3, "deployment": {"resources": resources}}
 
@@ -102,22 +103,22 @@ def test_the_program_exports_what_kns_up_computes_offline():
 
 
 def test_the_state_gives_the_record_and_every_urn_under_each_entry():
-    state = up_module.read_state(export({"kns:cluster": "x"}, ("kns:workload:Job", "a", ["a", "a-extra"]),
-                                        ("kns:workload:Schedule", "b", ["b"])))
+    state = up_module.read_state(export({"kns:cluster": "x"}, (tokens.JOB, "a", ["a", "a-extra"]),
+                                        (tokens.SCHEDULE, "b", ["b"])))
     assert state.digest == {"kns:cluster": "x"}
     assert set(state.entries) == {"a", "b"}
-    assert state.entries["a"][0] == urn("kns:workload:Job", "a")
+    assert state.entries["a"][0] == urn(tokens.JOB, "a")
     assert set(state.entries["a"]) == {
-        urn("kns:workload:Job", "a"), urn("kns:workload:Job$kns:workload:JobNamespace", "a-ns"),
-        urn("kns:workload:Job$kns:workload:JobNamespace$kubernetes:batch/v1:Job", "a"),
-        urn("kns:workload:Job$kns:workload:JobNamespace$kubernetes:batch/v1:Job", "a-extra")}
+        urn(tokens.JOB, "a"), urn(f"{tokens.JOB}${tokens.JOB_NAMESPACE}", "a-ns"),
+        urn(f"{tokens.JOB}${tokens.JOB_NAMESPACE}$kubernetes:batch/v1:Job", "a"),
+        urn(f"{tokens.JOB}${tokens.JOB_NAMESPACE}$kubernetes:batch/v1:Job", "a-extra")}
     assert up_module.read_state(export(None)).digest is None
 
 
 def test_names_are_split_into_applied_and_removed_and_unknown_ones_refused():
     _, plans = load_stack(ROOT, "dev")
-    state = up_module.read_state(export(None, ("kns:workload:Job", "old-job", []),
-                                        ("kns:workload:Job", "train-resnet", [])))
+    state = up_module.read_state(export(None, (tokens.JOB, "old-job", []),
+                                        (tokens.JOB, "train-resnet", [])))
     assert up_module.split_names(plans, state, ["train-resnet", "old-job", "hourly-sync"], "dev") == (
         ["train-resnet", "hourly-sync"], ["old-job"])
     with pytest.raises(UsageError) as info:
@@ -180,8 +181,8 @@ def dev_digest() -> dict:
 
 def test_an_up_targets_the_named_entries_and_a_removed_entry_s_state(monkeypatch):
     removed_children = ["old-job", "old-job-extra"]
-    engine = Engine(monkeypatch, export(dev_digest(), ("kns:workload:Job", "old-job", removed_children),
-                                        ("kns:workload:Job", "train-resnet", ["train-resnet"])))
+    engine = Engine(monkeypatch, export(dev_digest(), (tokens.JOB, "old-job", removed_children),
+                                        (tokens.JOB, "train-resnet", ["train-resnet"])))
     cfg, plans = load_stack(ROOT, "dev")
     out, err = io.StringIO(), io.StringIO()
     assert up_module.run_up(ROOT, plan_stack(cfg, plans), "dev", ["train-resnet", "old-job"], {"PATH": "/usr/bin"},
@@ -190,8 +191,8 @@ def test_an_up_targets_the_named_entries_and_a_removed_entry_s_state(monkeypatch
     targets = [command[i + 1] for i, a in enumerate(command) if a == "--target"]
     assert targets[:len(entry_urns(plan_stack(cfg, plans), ["train-resnet"], "dev", "kns-platform"))] == \
         entry_urns(plan_stack(cfg, plans), ["train-resnet"], "dev", "kns-platform")
-    assert urn("kns:workload:Job", "old-job") in targets
-    assert urn("kns:workload:Job$kns:workload:JobNamespace$kubernetes:batch/v1:Job", "old-job-extra") in targets
+    assert urn(tokens.JOB, "old-job") in targets
+    assert urn(f"{tokens.JOB}${tokens.JOB_NAMESPACE}$kubernetes:batch/v1:Job", "old-job-extra") in targets
     assert len(targets) == len(set(targets))
     assert env[ONLY_ENTRIES] == "train-resnet" and command[command.index("--message") + 1] == marker(env[TARGETED_RUN])
     assert "kns up: stack dev, 2 entries (train-resnet, old-job (removed)): pulumi up --skip-preview --target" in err.getvalue()

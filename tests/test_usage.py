@@ -16,10 +16,10 @@ import pytest
 
 from config.loader import check_config
 from kns_cli import cli, usage
+from kns_testing.budgets import workload
 from kns_testing.program import ROOT
 from plan.planner import plan_checked
 from plan.stackplan import plan_stack
-from tests.test_budget_count import workload
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
 CONFIG = {"cluster": {"name": "kns-u", "renderDir": "out"},

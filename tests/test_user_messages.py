@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from kns_cli import versions
+from kns_testing.doors import refused_edited
 from kns_testing.program import ROOT
-from tests.test_pod_classes import refused_edited
 
 BASE: dict[str, Any] = {
     "cluster": {"name": "kns-test", "renderDir": "out"},

@@ -22,6 +22,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
+from kns_testing import tokens
 from kns_testing.program import ROOT, pinned_versions, site_steps
 
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -358,16 +359,16 @@ def test_steps_are_grouped_under_their_entry(summary):
         "replace": {("Job", "train-resnet")},
         "update": {("LimitRange", "train-resnet-defaults"), ("ResourceQuota", "train-resnet-quota")},
     }
-    assert entries["train-resnet"].same == 6 and entries["train-resnet"].entry_type == "kns:workload:Job"
+    assert entries["train-resnet"].same == 6 and entries["train-resnet"].entry_type == tokens.JOB
     assert ops(entries["added-smoke"]) == {"create": {
-        ("kns:workload:Job", "added-smoke"), ("kns:workload:JobNamespace", "added-smoke"), ("Namespace", "added-smoke"),
+        (tokens.JOB, "added-smoke"), (tokens.JOB_NAMESPACE, "added-smoke"), ("Namespace", "added-smoke"),
         ("LimitRange", "added-smoke-defaults"), ("ResourceQuota", "added-smoke-quota"),
         ("ServiceAccount", "added-smoke-runner"), ("Role", "added-smoke-runner"), ("RoleBinding", "added-smoke-runner"),
         ("Job", "added-smoke")}}
     # A removed entry: delete steps only have an oldState, and still find their entry.
     deleted = entries["nightly-report"]
     assert set(ops(deleted)) == {"delete"} and len(deleted.changes) == 9
-    assert ("CronJob", "nightly-report") in ops(deleted)["delete"] and deleted.entry_type == "kns:workload:Schedule"
+    assert ("CronJob", "nightly-report") in ops(deleted)["delete"] and deleted.entry_type == tokens.SCHEDULE
     for name in ("etl-nightly-backfill", "vcluster-smoke", "weekly-finetune", "genomics-align", "hourly-sync"):
         assert not entries[name].changes and entries[name].same > 0, name
 
@@ -480,8 +481,8 @@ def step(op: str, urn: str, parent: str | None = None, state: str = "newState", 
 
 
 def test_parse_urn():
-    urn = ps.parse_urn(S + "kns:workload:KnsWorkload$kubernetes:core/v1:Namespace::name::with::colons")
-    assert urn == ps.Urn("prod", "kns-platform", ("kns:workload:KnsWorkload", "kubernetes:core/v1:Namespace"),
+    urn = ps.parse_urn(S + f"{tokens.KNS_WORKLOAD}$kubernetes:core/v1:Namespace::name::with::colons")
+    assert urn == ps.Urn("prod", "kns-platform", (tokens.KNS_WORKLOAD, "kubernetes:core/v1:Namespace"),
                          "name::with::colons")
     assert urn.type == "kubernetes:core/v1:Namespace"
     with pytest.raises(ValueError):
@@ -489,8 +490,8 @@ def test_parse_urn():
 
 
 def test_a_parent_chain_without_a_workload_is_platform():
-    pool = S + "kns:cluster:NodePool::gpu"
-    patch = S + "kns:cluster:NodePool$kubernetes:core/v1:NodePatch::gpu.node-1"
+    pool = S + f"{tokens.NODE_POOL}::gpu"
+    patch = S + f"{tokens.NODE_POOL}$kubernetes:core/v1:NodePatch::gpu.node-1"
     summary = ps.summarise({"steps": [
         step("same", pool, STACK_URN),
         step("update", patch, pool, detailedDiff={"metadata.labels.zone": {"kind": "add", "inputDiff": False}}),
@@ -502,29 +503,29 @@ def test_a_parent_chain_without_a_workload_is_platform():
 
 
 def test_delete_steps_use_the_old_state():
-    entry = S + "kns:workload:KnsWorkload::old-job"
-    namespace = S + "kns:workload:KnsWorkload$kubernetes:core/v1:Namespace::old-job"
+    entry = S + f"{tokens.KNS_WORKLOAD}::old-job"
+    namespace = S + f"{tokens.KNS_WORKLOAD}$kubernetes:core/v1:Namespace::old-job"
     summary = ps.summarise({"steps": [
         step("delete", entry, STACK_URN, state="oldState"),
         step("delete", namespace, entry, state="oldState"),
     ], "changeSummary": {"delete": 2}})
     (section,) = summary.entries
-    assert section.title == "old-job" and section.entry_type == "kns:workload:KnsWorkload"
+    assert section.title == "old-job" and section.entry_type == tokens.KNS_WORKLOAD
     assert [(c.op, c.type) for c in section.changes] == [
-        ("delete", "kns:workload:KnsWorkload"), ("delete", "kubernetes:core/v1:Namespace")]
+        ("delete", tokens.KNS_WORKLOAD), ("delete", "kubernetes:core/v1:Namespace")]
     assert "| `-` delete | `Namespace` | `old-job` |  |" in ps.render(summary)
 
 
 def test_without_parent_fields_the_urn_type_chain_finds_the_entry():
     """Longest name prefix among the known entry components of the type in the chain."""
-    chain = S + "kns:workload:Job$kns:workload:JobNamespace$kubernetes:core/v1:"
+    chain = S + f"{tokens.JOB}${tokens.JOB_NAMESPACE}$kubernetes:core/v1:"
     steps = [
-        {"op": "same", "urn": S + "kns:workload:Job::train"},
-        {"op": "same", "urn": S + "kns:workload:Job::train-big"},
+        {"op": "same", "urn": S + f"{tokens.JOB}::train"},
+        {"op": "same", "urn": S + f"{tokens.JOB}::train-big"},
         {"op": "update", "urn": chain + "LimitRange::train-big-defaults", "detailedDiff": {"spec.limits[0].max.cpu": {}}},
         {"op": "update", "urn": chain + "ResourceQuota::train-quota", "detailedDiff": {"spec.hard.pods": {}}},
-        {"op": "create", "urn": S + "kns:workload:Job$kubernetes:batch/v1:Job::orphan"},
-        {"op": "update", "urn": S + "kns:cluster:KnsCluster$pulumi:providers:kubernetes::k8s", "diffReasons": ["kubeconfig"]},
+        {"op": "create", "urn": S + f"{tokens.JOB}$kubernetes:batch/v1:Job::orphan"},
+        {"op": "update", "urn": S + f"{tokens.KNS_CLUSTER}$pulumi:providers:kubernetes::k8s", "diffReasons": ["kubeconfig"]},
     ]
     summary = ps.summarise({"steps": steps})
     entries = by_name(summary)
@@ -535,8 +536,8 @@ def test_without_parent_fields_the_urn_type_chain_finds_the_entry():
 
 
 def test_replacement_halves_are_one_replace_row():
-    entry = S + "kns:workload:Schedule::nightly"
-    cron = S + "kns:workload:Schedule$kubernetes:batch/v1:CronJob::nightly"
+    entry = S + f"{tokens.SCHEDULE}::nightly"
+    cron = S + f"{tokens.SCHEDULE}$kubernetes:batch/v1:CronJob::nightly"
     diff = {"detailedDiff": {"spec.schedule": {"kind": "update", "inputDiff": False},
                              "metadata.name": {"kind": "update-replace", "inputDiff": False}}}
     summary = ps.summarise({"steps": [
@@ -553,8 +554,8 @@ def test_replacement_halves_are_one_replace_row():
 
 
 def test_secret_inputs_stay_out_and_paths_are_escaped():
-    secret = S + "kns:workload:KnsWorkload$kubernetes:core/v1:Secret::creds"
-    entry = S + "kns:workload:KnsWorkload::creds"
+    secret = S + f"{tokens.KNS_WORKLOAD}$kubernetes:core/v1:Secret::creds"
+    entry = S + f"{tokens.KNS_WORKLOAD}::creds"
     body = step("update", secret, entry, detailedDiff={"data.x509up": {"kind": "update"}, 'data["a|b"]': {"kind": "add"}})
     body["newState"]["inputs"] = {"data": {"x509up": "PROXY-s3cr3t-51c0aa", "a|b": "[secret]"}}
     body["oldState"] = {**body["newState"], "inputs": {"data": {"x509up": "OLD-s3cr3t-0001"}}}
@@ -572,7 +573,7 @@ def test_diagnostics_and_policy_violations_are_shown():
             {"severity": "info", "message": "a program print\n"},
         ],
         "policyViolations": [{"enforcementLevel": "mandatory", "policyPackName": "kns", "policyName": "no-latest-tag",
-                              "resourceUrn": S + "kns:workload:Job$kubernetes:batch/v1:Job::a",
+                              "resourceUrn": S + f"{tokens.JOB}$kubernetes:batch/v1:Job::a",
                               "message": "image tag :latest is not allowed\nmore"}],
         "changeSummary": {"same": 1},
     }
