@@ -29,7 +29,7 @@ def job_plan(**over) -> WorkloadPlan:
     """One entry's plan as the planner would hand it to the components, written out."""
     fields = dict(entry=Job.model_validate({"name": "train", "user": "ann", "image": "busybox:1.37"}),
                   namespace="kns-train", labels={"kns.io/job": "train", "kns.io/user": "ann"},
-                  pod_security="restricted", pool=None, profile=Profile(), resources={},
+                  pod_security="restricted", pool=None, profile=Profile(), profile_rules=[], resources={},
                   limit_range=LIMITS, quota=QUOTA, role_rules=RULES, scheduler_name=None,
                   credentials={"s3": {"key": "x"}}, network_policy=ISOLATION)
     fields.update(over)
