@@ -126,11 +126,11 @@ def start_facts(check: Optional[StartCheck]) -> Optional[dict[str, Any]]:
             "lateRuns": [moments.shown(start, check.zone) for start in sorted(check.late)], "reservation": check.reservation}
 
 
-def entry_facts(planned: StackPlan, plan: WorkloadPlan, now: Optional[datetime] = None,
-                lines: Optional[list[queues.Line]] = None,
+def entry_facts(planned: StackPlan, plan: WorkloadPlan, lines: Optional[list[queues.Line]] = None,
                 starts: Optional[dict[str, StartCheck]] = None) -> dict[str, Any]:
-    """Everything `explain` shows about one entry, JSON-ready. `lines`: the stack's queue
-    usage (plan/queues.py), for the queue warnings; `starts`: the stack's start checks."""
+    """Everything `explain` shows about one entry at the plan's instant, JSON-ready. `lines`:
+    the stack's queue usage (plan/queues.py), for the queue warnings; `starts`: the stack's
+    start checks."""
     cfg, entry = planned.config, plan.entry
     pod = plan.pod_spec
     containers: list[dict[str, Any]] = []
@@ -188,7 +188,7 @@ def entry_facts(planned: StackPlan, plan: WorkloadPlan, now: Optional[datetime] 
                      if entry.priority is not None else None),
         "start": start_facts((starts or {}).get(entry.name)),
         "reservation": entry_reservation(planned, plan),
-        "budgets": entry_budgets(planned, plan, now or planned.now),
+        "budgets": entry_budgets(planned, plan, planned.now),
         "network": {"isolation": cfg.network.isolation, "policy": (plan.network_policy or {}).get(
                         "metadata", {}).get("name"),
                     "admits": network.admits(cfg.network, entry.allow_from), "reaches": network.reaches(cfg.network)},
@@ -206,7 +206,7 @@ def entry_facts(planned: StackPlan, plan: WorkloadPlan, now: Optional[datetime] 
             "nextRuns": [
                 {"start": moments.shown(run.start, schedule.time_zone),
                  "primer": moments.shown(run.primer, schedule.time_zone) if run.primer else None}
-                for run in runs_module.next_runs(plan, NEXT_RUNS, now)
+                for run in runs_module.next_runs(plan, NEXT_RUNS, planned.now)
             ],
         }
     return facts
@@ -409,22 +409,21 @@ def explain(planned: StackPlan, names: Iterable[str] = (), now: Optional[datetim
     cfg, plans = planned.config, planned.entries
     names = list(dict.fromkeys(names))
     lines = queues.usage(cfg, plans)
-    starts = check_starts(cfg, plans, now)
+    starts = check_starts(cfg, plans, planned.now)
     chosen = select(plans, names)
     known = names_by_kind(planned)
     named = {kind: [n for n in names if n in known[kind]] for kind in KINDS}
     wanted = ({p.entry.reservation for p in chosen} | set(named["reservation"]) if names
               else {r.name for r in planned.reservations})
-    moment = now or planned.now
     document: dict[str, Any] = {
         "stack": cfg.stack,
         "now": moments.shown(now) if now else None,
-        "entries": [entry_facts(planned, plan, now, lines, starts) for plan in chosen],
+        "entries": [entry_facts(planned, plan, lines, starts) for plan in chosen],
         "reservations": [reservation_facts(planned, r) for r in planned.reservations if r.name in wanted],
         "warnings": concerning(cfg.warnings, planned, names, {p.entry.reservation for p in chosen} - {None}),
     }
     makers = {"pool": lambda n: pool_facts(planned, n), "queue": lambda n: named_queue_facts(planned, n),
-              "priority": lambda n: priority_facts(planned, n), "budget": lambda n: budget_facts(planned, n, moment),
+              "priority": lambda n: priority_facts(planned, n), "budget": lambda n: budget_facts(planned, n, planned.now),
               "worker": lambda n: cluster_worker_facts(planned, n)}
     for kind, make in makers.items():
         if named[kind]:
