@@ -71,6 +71,28 @@ class WorkloadPlan:
         return (spec["jobTemplate"]["spec"] if manifest["kind"] == "CronJob" else spec)["template"]["spec"]
 
 
+@dataclass(frozen=True)
+class Child:
+    """One object a component registers, planned: its logical name, its manifest, and what
+    it is registered after: the siblings whose `key` is in `after`, or, with `waits`,
+    whatever the component was told to wait for (its namespace, made elsewhere)."""
+
+    name: str
+    manifest: dict[str, Any]
+    after: tuple[str, ...] = ()
+    waits: bool = False
+
+    @property
+    def key(self) -> str:
+        """`<Kind>/<logical name>`: one child of a component (a Deployment and its Service
+        share a logical name, never a kind)."""
+        return child_key(self.manifest["kind"], self.name)
+
+
+def child_key(kind: str, name: str) -> str:
+    return f"{kind}/{name}"
+
+
 def credential_secret_name(set_name: str) -> str:
     return f"kns-cred-{set_name}"
 

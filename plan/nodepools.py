@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Optional
 
-from config import karpenter, resolve, rules
+from config import devices as config_devices, karpenter, resolve, rules
 from config.errors import Problem
 from config.models import NodePool
 from config.names import LABEL_CLUSTER, MANAGED_BY
 from config.quantity import kind_for_resource, parse
 
-from . import accounting
-from .model import WorkloadPlan
+from . import accounting, devices
+from .model import Child, WorkloadPlan
 
 API_VERSION = "karpenter.sh/v1"
 KIND = "NodePool"
@@ -154,3 +154,38 @@ def fit_problems(plans: Iterable[WorkloadPlan], paths: dict[str, str], cluster: 
                                     f'pool "{pool.name}" could never get a node for its pod, which asks '
                                     + "; ".join(reasons) + ": Karpenter would never create one"))
     return problems
+
+
+def pool_children(pool: NodePool, cluster: str) -> list[Child]:
+    """What a pool's component registers: a DeviceClass per kind of GPU a DRA pool offers
+    (plan/devices.py), an autoscaled pool's Karpenter NodePool, and a static pool's patch of
+    each of its nodes, `<pool>.<node>` (stable keys: adding a node or reordering pools
+    touches nothing else). A node's taint list is not keyed for server-side apply, so the
+    pool owns the whole list (`pulumi.com/patchForce`, docs/node-pools.md)."""
+    out = [Child(devices.class_resource_name(m["metadata"]["name"]), m)
+           for m in (devices.device_class_manifests(pool, cluster) if config_devices.is_dra(pool) else [])]
+    if pool.autoscale is not None:
+        out.append(Child(pool.name, nodepool_manifest(pool, cluster)))
+    labels, taints = resolve.pool_labels(pool, cluster), resolve.pool_taints(pool)
+    out += [Child(patch_name(pool.name, node), {
+        "apiVersion": "v1", "kind": "NodePatch",
+        "metadata": {"name": node, "labels": labels, "annotations": {"pulumi.com/patchForce": "true"}},
+        "spec": {"taints": taints}}) for node in pool.static_nodes]
+    return out
+
+
+def pool_outputs(pool: NodePool, cluster: str) -> dict[str, Any]:
+    """A pool component's outputs: its nodes, the labels and taints they carry, its
+    DeviceClasses and, autoscaled, its NodePool's summary."""
+    out: dict[str, Any] = {"nodes": pool.static_nodes, "taints": resolve.pool_taints(pool),
+                           "labels": resolve.pool_labels(pool, cluster)}
+    classes = devices.device_class_manifests(pool, cluster) if config_devices.is_dra(pool) else []
+    if classes:
+        out["deviceClasses"] = [m["metadata"]["name"] for m in classes]
+    if pool.autoscale is not None:
+        out["autoscale"] = autoscale_summary(pool)
+    return out
+
+
+def patch_name(pool: str, node: str) -> str:
+    return f"{pool}.{node}"

@@ -13,6 +13,8 @@ import yaml
 from config import names, resolve, rules
 from config.models import PLATFORM_UID, ContainerSecurityContext, KnsScheduler, NodePool, PackingScheduler
 
+from .model import Child, child_key
+
 CONFIG_DIR = "/etc/kns-packing"
 CONFIG_FILE = "config.yaml"
 SECURE_PORT = 10259
@@ -258,3 +260,121 @@ def kns_pod_spec(kns: KnsScheduler, pools: list[NodePool], has_secret: bool, sel
         ]
     }
     return spec
+
+
+def _meta(object_name: str, labels: dict[str, str], namespace: Optional[str],
+          annotations: Optional[dict[str, str]] = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": object_name, "labels": dict(labels)}
+    if namespace:
+        out["namespace"] = namespace
+    if annotations:
+        out["annotations"] = annotations
+    return out
+
+
+def _role_ref(kind: str, name: str) -> dict[str, str]:
+    return {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name}
+
+
+def packing_children(name: str, packing: PackingScheduler, namespace: str, pools: list[NodePool], site: str,
+                     isolated: bool) -> list[Child]:
+    """The packing scheduler's objects, `name` its component's: its account, bound to the
+    kube-scheduler's roles and to its own Lease, its configuration and its Deployment (and a
+    PodDisruptionBudget when it runs more than one replica)."""
+    labels = {"app.kubernetes.io/name": packing.name, "app.kubernetes.io/component": "scheduler",
+              names.LABEL_CLUSTER: site, **names.MANAGED_BY}
+    selector = {"app.kubernetes.io/name": packing.name}
+    subjects = [{"kind": "ServiceAccount", "name": packing.name, "namespace": namespace}]
+
+    def meta(object_name: str, in_namespace: Optional[str] = namespace) -> dict[str, Any]:
+        return _meta(object_name, labels, in_namespace)
+
+    out = [Child(name, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(packing.name)}, waits=True)]
+    for role in ("system:kube-scheduler", "system:volume-scheduler"):
+        suffix = role.split(":")[1]
+        out.append(Child(f"{name}-{suffix}", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": meta(f"{packing.name}-{suffix}", None), "roleRef": _role_ref("ClusterRole", role),
+            "subjects": subjects}))
+    # system:kube-scheduler only covers the Lease named kube-scheduler.
+    out.append(Child(f"{name}-lease", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(f"{packing.name}-lease"),
+        "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+                  {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                   "resourceNames": [packing.name], "verbs": ["get", "update"]}]}, waits=True))
+    out.append(Child(f"{name}-lease", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(f"{packing.name}-lease"),
+        "roleRef": _role_ref("Role", f"{packing.name}-lease"), "subjects": subjects}, waits=True))
+    out.append(Child(f"{name}-auth-reader", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": meta(f"{packing.name}-auth-reader", "kube-system"),
+        "roleRef": _role_ref("Role", "extension-apiserver-authentication-reader"), "subjects": subjects}))
+    out.append(Child(f"{name}-config", {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(f"{packing.name}-config"),
+        "data": {CONFIG_FILE: scheduler_configuration_yaml(packing, namespace)}}, waits=True))
+    out.append(Child(name, {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {**meta(packing.name), "annotations": packing_annotations(packing, isolated)},
+        "spec": {"replicas": packing.replicas, "selector": {"matchLabels": selector},
+                 "template": {"metadata": {"labels": dict(labels)},
+                              "spec": packing_pod_spec(packing, namespace, pools, f"{packing.name}-config")}}},
+        after=(child_key("ConfigMap", f"{name}-config"), child_key("ServiceAccount", name),
+               child_key("ClusterRoleBinding", f"{name}-kube-scheduler"),
+               child_key("ClusterRoleBinding", f"{name}-volume-scheduler"), child_key("RoleBinding", f"{name}-lease"),
+               child_key("RoleBinding", f"{name}-auth-reader"))))
+    if packing.replicas > 1:
+        out.append(Child(name, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": meta(packing.name),
+                                "spec": {"minAvailable": 1, "selector": {"matchLabels": selector}}}, waits=True))
+    return out
+
+
+def kns_children(name: str, kns: KnsScheduler, namespace: str, pools: list[NodePool], site: str,
+                 client_secret: Optional[str], isolated: bool) -> list[Child]:
+    """The KNS scheduler's objects, `name` its component's: its account and the one
+    cluster-admin binding the program makes, the Keycloak client secret's Secret (when
+    set: the pod reads it by `secretKeyRef`), its Deployment, Service, PodDisruptionBudget
+    (more than one replica) and Ingress (when asked)."""
+    account = KNS_ACCOUNT
+    selector = {"app.kubernetes.io/name": account}
+    labels = {**selector, "app.kubernetes.io/component": "scheduler", names.LABEL_CLUSTER: site, **names.MANAGED_BY}
+
+    def meta(object_name: str, in_namespace: Optional[str] = namespace,
+             annotations: Optional[dict[str, str]] = None) -> dict[str, Any]:
+        return _meta(object_name, labels, in_namespace, annotations)
+
+    out = [Child(name, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(account)}, waits=True),
+           Child(f"{name}-cluster-admin", {
+               "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": meta(f"{account}-cluster-admin", None), "roleRef": _role_ref("ClusterRole", "cluster-admin"),
+               "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})]
+    waits = [child_key("ServiceAccount", name), child_key("ClusterRoleBinding", f"{name}-cluster-admin")]
+    has_secret = client_secret is not None
+    if has_secret:
+        out.append(Child(f"{name}-keycloak", {"apiVersion": "v1", "kind": "Secret", "metadata": meta(KNS_SECRET),
+                                              "type": "Opaque", "stringData": {KNS_SECRET_KEY: client_secret}},
+                         waits=True))
+        waits.append(child_key("Secret", f"{name}-keycloak"))
+    out.append(Child(name, {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": meta(account, annotations=kns_annotations(kns, isolated)),
+        "spec": {"replicas": kns.replicas, "selector": {"matchLabels": selector},
+                 "template": {"metadata": {"labels": dict(labels)},
+                              "spec": kns_pod_spec(kns, pools, has_secret, selector)}}}, after=tuple(waits)))
+    out.append(Child(name, {"apiVersion": "v1", "kind": "Service", "metadata": meta(account),
+                            "spec": {"selector": selector,
+                                     "ports": [{"name": "http", "port": kns.port, "targetPort": "http"}]}},
+                     waits=True))
+    if kns.replicas > 1:
+        out.append(Child(name, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": meta(account),
+                                "spec": {"minAvailable": 1, "selector": {"matchLabels": selector}}}, waits=True))
+    if kns.ingress:
+        rule = {"host": kns.jobs_domain, "http": {"paths": [{
+            "path": "/", "pathType": "Prefix", "backend": {"service": {"name": account, "port": {"name": "http"}}}}]}}
+        spec: dict[str, Any] = {"rules": [rule]}
+        if kns.ingress_class:
+            spec["ingressClassName"] = kns.ingress_class
+        # An Ingress is ready only once a controller publishes an address; do not block on it.
+        out.append(Child(name, {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+                                "metadata": meta(account, annotations={"pulumi.com/skipAwait": "true"}), "spec": spec},
+                         after=(child_key("Service", name),)))
+    return out
