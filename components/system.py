@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 import pulumi
-import pulumi_kubernetes as k8s
 
-from config import names
+from plan.platform import system_children
+
+from .children import register_children
 
 TYPE = "kns:cluster:SystemNamespace"
 
@@ -26,12 +27,6 @@ class SystemNamespace(pulumi.ComponentResource):
     def __init__(self, name: str, args: SystemNamespaceArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(TYPE, name, None, opts)
         self.name = args.name
-        labels = {names.LABEL_CLUSTER: args.cluster_name, **names.MANAGED_BY}
-        labels.update({f"pod-security.kubernetes.io/{m}": "restricted" for m in ("enforce", "audit", "warn")})
-        self.namespace = k8s.core.v1.Namespace(
-            name, metadata={"name": args.name, "labels": labels}, opts=pulumi.ResourceOptions(parent=self)
-        )
-        self.policy = k8s.networking.v1.NetworkPolicy(
-            f"{name}-isolation", metadata=args.policy["metadata"], spec=args.policy["spec"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.namespace])) if args.policy is not None else None
+        self.children = register_children(self, system_children(name, args.name, args.cluster_name, args.policy))
+        self.namespace = self.children[f"Namespace/{name}"]
         self.register_outputs({"namespace": self.name})

@@ -13,7 +13,7 @@ from config.loader import PlatformConfig
 from config.models import Schedule, Workload
 
 from . import devices, network, wait
-from .model import CREDENTIALS_VOLUME, WorkloadPlan, credential_secret_name
+from .model import CREDENTIALS_VOLUME, Child, WorkloadPlan, child_key, credential_secret_name
 
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
 # A Job is replaced, the old one deleted before the new one is created under the same name,
@@ -70,6 +70,52 @@ def namespace_labels(plan: WorkloadPlan) -> dict[str, str]:
     for mode in POD_SECURITY_MODES:
         labels[f"pod-security.kubernetes.io/{mode}"] = plan.pod_security
     return labels
+
+
+# The namespace's guard rails: its defaults, quota and least-privilege runner.
+LIMIT_RANGE = "kns-defaults"
+QUOTA = "kns-quota"
+RUNNER = "kns-runner"
+
+
+def namespace_children(plan: WorkloadPlan, name: str) -> list[Child]:
+    """An entry's namespace and the guard rails around it, `name` their component's: the
+    Namespace (owner labels, Pod Security level), LimitRange `kns-defaults`, ResourceQuota
+    `kns-quota`, NetworkPolicy `kns-isolation` (docs/network.md), and a least-privilege
+    runner (ServiceAccount `kns-runner` with a Role that has no wildcard verbs and no access
+    to secrets), and a Secret per credential set."""
+    namespace = child_key("Namespace", name)
+
+    def meta(object_name: str) -> dict[str, Any]:
+        return {"name": object_name, "namespace": plan.namespace, "labels": dict(plan.labels)}
+
+    def inside(child_name: str, manifest: dict[str, Any]) -> Child:
+        return Child(child_name, manifest, after=(namespace,))
+
+    out = [Child(name, {"apiVersion": "v1", "kind": "Namespace",
+                        "metadata": {"name": plan.namespace, "labels": namespace_labels(plan)}}),
+           inside(f"{name}-defaults", {"apiVersion": "v1", "kind": "LimitRange", "metadata": meta(LIMIT_RANGE),
+                                       "spec": {"limits": [plan.limit_range]}}),
+           inside(f"{name}-quota", {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta(QUOTA),
+                                    "spec": {"hard": plan.quota}}),
+           inside(f"{name}-runner", {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(RUNNER),
+                                     "automountServiceAccountToken": False})]
+    # Its tenancy on the network (plan/network.py): registered before anything runs in it.
+    if plan.network_policy is not None:
+        out.append(inside(f"{name}-isolation", plan.network_policy))
+    out.append(inside(f"{name}-runner", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                                         "metadata": meta(RUNNER), "rules": plan.role_rules}))
+    out.append(Child(f"{name}-runner", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(RUNNER),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": RUNNER},
+        "subjects": [{"kind": "ServiceAccount", "name": RUNNER, "namespace": plan.namespace}]},
+        after=(child_key("Role", f"{name}-runner"), child_key("ServiceAccount", f"{name}-runner"))))
+    # One Secret per credential set (its content is sent only as a Pulumi secret).
+    out += [inside(f"{name}-cred-{set_name}", {"apiVersion": "v1", "kind": "Secret",
+                                               "metadata": meta(credential_secret_name(set_name)),
+                                               "type": "Opaque", "stringData": dict(files)})
+            for set_name, files in plan.credentials.items()]
+    return out
 
 
 def pod_tolerations(plan: WorkloadPlan, own: list[dict[str, Any]]) -> list[dict[str, Any]]:

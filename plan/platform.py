@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from config import names
 from config.loader import PlatformConfig
 from config.models import KnsScheduler, NodePool, PackingScheduler
 
 from . import devices, kueue_install, multikueue, network
+from .model import Child, child_key
 
 
 @dataclass(kw_only=True)
@@ -76,4 +78,15 @@ def plan_platform(cfg: PlatformConfig, project_dir: Path) -> SitePlatform:
             fair_sharing=cfg.queueing.fair_sharing, isolation=cfg.network)
         out.workers[worker.name] = cluster(worker.node_pools, queue_objects.workers[worker.name],
                                            f"{worker.name}-", worker_kueue)
+    return out
+
+
+def system_children(name: str, namespace: str, site: str, policy: Optional[dict[str, Any]]) -> list[Child]:
+    """The schedulers' namespace, `name` its component's: Pod Security `restricted` in every
+    mode, and its NetworkPolicy (plan/network.py) unless the network is the site's."""
+    labels = {names.LABEL_CLUSTER: site, **names.MANAGED_BY}
+    labels.update({f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "audit", "warn")})
+    out = [Child(name, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}})]
+    if policy is not None:
+        out.append(Child(f"{name}-isolation", policy, after=(child_key("Namespace", name),)))
     return out
