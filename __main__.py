@@ -36,7 +36,7 @@ from chrono import clock
 from config import fingerprint, kubeconfig, source
 from config.errors import ConfigError
 from config.loader import check_stack_config
-from plan import budgets, devices, digests, kueue_install, multikueue, network, queues, reservations, stacks
+from plan import devices, digests, identity, kueue_install, multikueue, network, queues, reservations, stacks
 from plan.outputs import ENTRY_OUTPUTS, stack_outputs
 from plan.planner import plan_checked, plan_own
 from plan.targeting import plans_to_register
@@ -142,11 +142,11 @@ if this.index is None:
     pools_set_aside = [ReservedPool(cohort["metadata"]["name"], cohort, queue_dependencies, on_cluster)
                        for cohort in stack_plan.cohorts]
     for planned in stack_plan.reservations:
-        Reservation(reservations.component_name(planned.name),
+        Reservation(identity.reservation_component_name(planned.name),
                     ReservationArgs(planned.objects, [*queue_dependencies, *pools_set_aside]), on_cluster)
     for planned_budget in stack_plan.budgets:
-        Budget(budgets.component_name(planned_budget.name), BudgetArgs(planned_budget.objects, queue_dependencies),
-               on_cluster)
+        Budget(identity.budget_component_name(planned_budget.name),
+               BudgetArgs(planned_budget.objects, queue_dependencies), on_cluster)
 else:
     for worker in cfg.workers:
         worker_sides[worker.name] = (cluster_provider(worker.name, multikueue.site_cluster(cfg, worker.name),

@@ -16,8 +16,7 @@ import pulumi_kubernetes as k8s
 from config import names
 from config.models import KnsScheduler as KnsSchedulerModel, NodePool
 from plan import schedulers as specs
-
-TYPE = "kns:scheduling:KnsScheduler"
+from plan.identity import KNS_SCHEDULER_TYPE as TYPE
 
 
 @dataclass

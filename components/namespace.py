@@ -14,10 +14,12 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
+from plan.identity import JOB_NAMESPACE_TYPE as TYPE
 from plan.manifests import namespace_labels
 from plan.model import WorkloadPlan, credential_secret_name
 
-TYPE = "kns:workload:JobNamespace"
+from .register import register
+
 LIMIT_RANGE = "kns-defaults"
 QUOTA = "kns-quota"
 RUNNER = "kns-runner"
@@ -54,9 +56,8 @@ class JobNamespace(pulumi.ComponentResource):
             f"{name}-runner", metadata=meta(RUNNER), automount_service_account_token=False, opts=inside
         )
         # Its tenancy on the network (plan/network.py): registered before anything runs in it.
-        self.network_policy = k8s.networking.v1.NetworkPolicy(
-            f"{name}-isolation", metadata=plan.network_policy["metadata"], spec=plan.network_policy["spec"],
-            opts=inside) if plan.network_policy is not None else None
+        self.network_policy = register(f"{name}-isolation", plan.network_policy, inside) \
+            if plan.network_policy is not None else None
         self.role = k8s.rbac.v1.Role(f"{name}-runner", metadata=meta(RUNNER), rules=plan.role_rules, opts=inside)
         self.role_binding = k8s.rbac.v1.RoleBinding(
             f"{name}-runner",

@@ -2,10 +2,9 @@
 patches, or an autoscaled pool's Karpenter NodePool (docs/autoscaling.md).
 
 A static pool never creates or deletes nodes. Each node gets one `NodePatch`, named
-`<pool>.<node>` (stable keys; a pool name has no dot, so no two patches can share a name),
-so adding a node or reordering pools touches nothing else. A node's
-taint list is not keyed for server-side apply, so the pool owns the whole list
-(`pulumi.com/patchForce`); see docs/node-pools.md. An autoscaled pool has no node to
+`<pool>.<node>` (plan/identity.py `patch_name`: stable keys), so adding a node or
+reordering pools touches nothing else. A node's taint list is not keyed for server-side
+apply, so the pool owns the whole list (`pulumi.com/patchForce`); see docs/node-pools.md. An autoscaled pool has no node to
 patch: its one child is the `karpenter.sh/v1` NodePool that plan/nodepools.py builds, whose
 node template carries the same labels and taints. A pool that allocates GPUs as devices
 (DRA) also has a DeviceClass per kind of GPU it offers (plan/devices.py, docs/gpus.md).
@@ -22,14 +21,11 @@ import pulumi_kubernetes as k8s
 from config import resolve
 from config.models import NodePool as NodePoolModel
 from config.devices import is_dra
-from plan.devices import class_resource_name, device_class_manifests
+from plan.devices import device_class_manifests
+from plan.identity import FORCE_ANNOTATION, NODE_POOL_TYPE as TYPE, class_resource_name, patch_name
 from plan.nodepools import autoscale_summary, nodepool_manifest
 
-TYPE = "kns:cluster:NodePool"
-
-
-def patch_name(pool: str, node: str) -> str:
-    return f"{pool}.{node}"
+from .register import register
 
 
 @dataclass
@@ -49,27 +45,17 @@ class NodePool(pulumi.ComponentResource):
         self.nodes = pool.static_nodes
         self.labels = resolve.pool_labels(pool, args.cluster_name)
         self.taints = resolve.pool_taints(pool)
-        self.node_pool: Optional[k8s.apiextensions.CustomResource] = None
+        self.node_pool: Optional[pulumi.CustomResource] = None
         outputs = {"nodes": self.nodes, "taints": self.taints, "labels": self.labels}
         self.device_classes = [
-            k8s.apiextensions.CustomResource(
-                class_resource_name(manifest["metadata"]["name"]), api_version=manifest["apiVersion"],
-                kind=manifest["kind"], metadata=manifest["metadata"], spec=manifest["spec"],
-                opts=pulumi.ResourceOptions(parent=self))
+            register(class_resource_name(manifest["metadata"]["name"]), manifest, pulumi.ResourceOptions(parent=self))
             for manifest in (device_class_manifests(pool, args.cluster_name) if is_dra(pool) else [])
         ]
         if self.device_classes:
-            outputs["deviceClasses"] = [c.metadata["name"] for c in self.device_classes]
+            outputs["deviceClasses"] = [c.metadata["name"] for c in self.device_classes]  # type: ignore[attr-defined]
         if pool.autoscale is not None:
-            manifest = nodepool_manifest(pool, args.cluster_name)
-            self.node_pool = k8s.apiextensions.CustomResource(
-                pool.name,
-                api_version=manifest["apiVersion"],
-                kind=manifest["kind"],
-                metadata=manifest["metadata"],
-                spec=manifest["spec"],
-                opts=pulumi.ResourceOptions(parent=self),
-            )
+            self.node_pool = register(pool.name, nodepool_manifest(pool, args.cluster_name),
+                                      pulumi.ResourceOptions(parent=self))
             outputs["autoscale"] = autoscale_summary(pool)
         self.patches = [
             k8s.core.v1.NodePatch(
@@ -77,7 +63,7 @@ class NodePool(pulumi.ComponentResource):
                 metadata={
                     "name": node,
                     "labels": self.labels,
-                    "annotations": {"pulumi.com/patchForce": "true"},
+                    "annotations": {FORCE_ANNOTATION: "true"},
                 },
                 spec={"taints": self.taints},
                 opts=pulumi.ResourceOptions(parent=self),

@@ -15,8 +15,7 @@ import pulumi_kubernetes as k8s
 from config import names
 from config.models import NodePool, PackingScheduler as PackingSchedulerModel
 from plan import schedulers as specs
-
-TYPE = "kns:scheduling:PackingScheduler"
+from plan.identity import PACKING_SCHEDULER_TYPE as TYPE
 
 
 @dataclass

@@ -10,8 +10,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from config import names
+from plan.identity import SYSTEM_NAMESPACE_TYPE as TYPE
 
-TYPE = "kns:cluster:SystemNamespace"
+from .register import register
 
 
 @dataclass
@@ -31,7 +32,6 @@ class SystemNamespace(pulumi.ComponentResource):
         self.namespace = k8s.core.v1.Namespace(
             name, metadata={"name": args.name, "labels": labels}, opts=pulumi.ResourceOptions(parent=self)
         )
-        self.policy = k8s.networking.v1.NetworkPolicy(
-            f"{name}-isolation", metadata=args.policy["metadata"], spec=args.policy["spec"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.namespace])) if args.policy is not None else None
+        self.policy = register(f"{name}-isolation", args.policy, pulumi.ResourceOptions(
+            parent=self, depends_on=[self.namespace])) if args.policy is not None else None
         self.register_outputs({"namespace": self.name})

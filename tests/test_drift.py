@@ -23,8 +23,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.cluster import FORCE_ANNOTATION
-from components.workload import KUEUE_OWNED_JOB_FIELDS
 from kns_cli import up as up_module
 from kns_cli.preview import summary_module
 from kns_testing.cluster import Cluster, local_cluster, node_manifest, script
@@ -32,6 +30,7 @@ from kns_testing.kueue import start_kueue
 from kns_testing.pace import slack
 from kns_testing.program import ROOT, ci_checkout, dev_stack_config, engine_project, registration_requests, run_program
 from plan import stacks
+from plan.identity import FORCE_ANNOTATION, KUEUE_OWNED_JOB_FIELDS
 from tests.test_e2e import Stack, Watch
 from tests.test_queueing import CONFIG as QUEUED_CONFIG
 from tests.test_queueing import without_queueing
