@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional, Se
 
 from config import resolve
 
-from . import identity, manifests, network, nodepools, reservations, schedulers
+from . import identity, manifests, network, nodepools, schedulers
 
 if TYPE_CHECKING:
     from .stackplan import StackPlan
