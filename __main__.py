@@ -36,7 +36,7 @@ from chrono import clock
 from config import fingerprint, kubeconfig, source
 from config.errors import ConfigError
 from config.loader import check_stack_config
-from plan import budgets, digests, multikueue, reservations, stacks
+from plan import digests, identity, multikueue, stacks
 from plan.outputs import ENTRY_OUTPUTS, stack_outputs
 from plan.planner import plan_checked, plan_own
 from plan.platform import plan_platform
@@ -124,11 +124,11 @@ if this.index is None:
     pools_set_aside = [ReservedPool(cohort["metadata"]["name"], cohort, queue_dependencies, on_cluster)
                        for cohort in stack_plan.cohorts]
     for planned in stack_plan.reservations:
-        Reservation(reservations.component_name(planned.name),
+        Reservation(identity.reservation_component_name(planned.name),
                     ReservationArgs(objects=planned.objects, depends_on=[*queue_dependencies, *pools_set_aside]),
                     on_cluster)
     for planned_budget in stack_plan.budgets:
-        Budget(budgets.component_name(planned_budget.name),
+        Budget(identity.budget_component_name(planned_budget.name),
                BudgetArgs(objects=planned_budget.objects, depends_on=queue_dependencies), on_cluster)
 else:
     for worker in cfg.workers:

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import pulumi
-from pulumi_kubernetes import _utilities
 
-from plan.inventory import BUDGET_TYPE as TYPE
-from plan.reservations import child_name, type_token
+from plan.identity import BUDGET_TYPE as TYPE, child_name
+
+from .register import register
 
 
 @dataclass(kw_only=True)
@@ -26,13 +26,7 @@ class Budget(pulumi.ComponentResource):
     def __init__(self, name: str, args: BudgetArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(TYPE, name, None, opts)
         namespace, *rest = args.objects
-        self.namespace = self._register(name, namespace, pulumi.ResourceOptions(parent=self))
+        self.namespace = register(child_name(name, namespace), namespace, pulumi.ResourceOptions(parent=self))
         after = pulumi.ResourceOptions(parent=self, depends_on=[self.namespace, *args.depends_on])
-        self.children = [self._register(name, manifest, after) for manifest in rest]
+        self.children = [register(child_name(name, manifest), manifest, after) for manifest in rest]
         self.register_outputs({"namespace": namespace["metadata"]["name"]})
-
-    @staticmethod
-    def _register(prefix: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
-        return pulumi.CustomResource(type_token(manifest), child_name(prefix, manifest), dict(manifest),
-                                     pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
-                                         version=_utilities.get_version())))

@@ -11,21 +11,12 @@ import pulumi_kubernetes as k8s
 
 from config import kubeconfig
 from config.models import Cluster
-
-TYPE = "kns:cluster:KnsCluster"
-# The provider's server-side apply takes a field back from another field manager only with
-# this annotation. A field the stack declares and someone changed by hand (`kubectl patch`,
-# `edit`, `label`, `taint`, `apply --server-side`) belongs to that manager from then on, so
-# without it `pulumi up --refresh` (and the preview's dry run) fails with an apply conflict
-# instead of restoring the field. Fields the stack does not declare stay the other
-# managers'; a field a controller owns is left to it with `ignore_changes`
-# (components/workload.py).
-FORCE_ANNOTATION = "pulumi.com/patchForce"
+from plan.identity import CLUSTER_TYPE as TYPE, FORCE_ANNOTATION
 
 
 def own_declared_fields(args: pulumi.ResourceTransformationArgs) -> Optional[pulumi.ResourceTransformationResult]:
-    """Every Kubernetes object of the stack carries FORCE_ANNOTATION: what the stack
-    declares, it owns. A transformation of the cluster's resource options, so that it
+    """Every Kubernetes object of the stack carries FORCE_ANNOTATION (plan/identity.py): what
+    the stack declares, it owns. A transformation of the cluster's resource options, so that it
     reaches every object the components register, whatever their builders."""
     if not args.type_.startswith("kubernetes:"):
         return None

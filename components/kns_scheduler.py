@@ -15,10 +15,9 @@ import pulumi
 from config.models import KnsScheduler as KnsSchedulerModel, NodePool
 from plan import schedulers as specs
 from plan.model import Child
+from plan.identity import KNS_SCHEDULER_TYPE as TYPE
 
 from .children import register_children
-
-TYPE = "kns:scheduling:KnsScheduler"
 
 
 @dataclass(kw_only=True)

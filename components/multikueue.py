@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from plan import multikueue
+from plan.identity import MULTIKUEUE_TYPE as TYPE, kind_name
 
-TYPE = "kns:queueing:MultiKueue"
+from .register import register
 
 
 @dataclass
@@ -33,11 +33,6 @@ class MultiKueueArgs:
     depends_on: list[pulumi.Resource] = field(default_factory=list)
 
 
-def _custom(manifest: dict[str, Any], name: str, opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
-    return k8s.apiextensions.CustomResource(name, api_version=manifest["apiVersion"], kind=manifest["kind"],
-                                            metadata=manifest["metadata"], spec=manifest["spec"], opts=opts)
-
-
 class MultiKueue(pulumi.ComponentResource):
     def __init__(self, name: str, args: MultiKueueArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(TYPE, name, None, opts)
@@ -45,16 +40,16 @@ class MultiKueue(pulumi.ComponentResource):
         self.secrets = []
         self.clusters = []
         for worker in args.workers:
-            secret = k8s.core.v1.Secret(
-                f"{worker.name}-kubeconfig", metadata=worker.secret_metadata, type="Opaque",
-                string_data=pulumi.Output.secret(worker.kubeconfig.apply(lambda text: {multikueue.SECRET_KEY: text})),
-                opts=after_install)
+            secret = register(f"{worker.name}-kubeconfig", {
+                "apiVersion": "v1", "kind": "Secret", "metadata": worker.secret_metadata, "type": "Opaque",
+                "stringData": pulumi.Output.secret(worker.kubeconfig.apply(lambda text: {multikueue.SECRET_KEY: text}))},
+                after_install)
             self.secrets.append(secret)
-            self.clusters.append(_custom(worker.cluster, f"multikueuecluster-{worker.name}", pulumi.ResourceOptions(
+            self.clusters.append(register(kind_name(worker.cluster), worker.cluster, pulumi.ResourceOptions(
                 parent=self, depends_on=[*args.depends_on, secret])))
-        self.configs = [_custom(m, f"multikueueconfig-{m['metadata']['name']}", pulumi.ResourceOptions(
+        self.configs = [register(kind_name(m), m, pulumi.ResourceOptions(
             parent=self, depends_on=[*args.depends_on, *self.clusters])) for m in args.configs]
-        self.checks = [_custom(m, f"admissioncheck-{m['metadata']['name']}", pulumi.ResourceOptions(
+        self.checks = [register(kind_name(m), m, pulumi.ResourceOptions(
             parent=self, depends_on=[*args.depends_on, *self.configs])) for m in args.checks]
         self.register_outputs({
             "workers": [w.name for w in args.workers],

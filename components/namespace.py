@@ -10,10 +10,9 @@ import pulumi
 
 from plan.manifests import namespace_children
 from plan.model import Child, WorkloadPlan
+from plan.identity import JOB_NAMESPACE_TYPE as TYPE
 
 from .children import register_children
-
-TYPE = "kns:workload:JobNamespace"
 
 
 @dataclass(kw_only=True)

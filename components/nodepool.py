@@ -12,10 +12,9 @@ import pulumi
 
 from config.models import NodePool as NodePoolModel
 from plan.nodepools import pool_children, pool_outputs
+from plan.identity import NODE_POOL_TYPE as TYPE
 
 from .children import register_children
-
-TYPE = "kns:cluster:NodePool"
 
 
 @dataclass(kw_only=True)

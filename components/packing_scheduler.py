@@ -13,10 +13,9 @@ import pulumi
 
 from config.models import NodePool, PackingScheduler as PackingSchedulerModel
 from plan import schedulers as specs
+from plan.identity import PACKING_SCHEDULER_TYPE as TYPE
 
 from .children import register_children
-
-TYPE = "kns:scheduling:PackingScheduler"
 
 
 @dataclass(kw_only=True)

@@ -9,11 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import pulumi
-from pulumi_kubernetes import _utilities
 
-from plan.queues import resource_name, type_token
+from plan.identity import QUEUES_TYPE as TYPE, kind_name
 
-TYPE = "kns:queueing:Queues"
+from .register import register
 
 
 @dataclass(kw_only=True)
@@ -31,11 +30,9 @@ class QueuesArgs:
 
 
 def _register(manifest: dict[str, Any], opts: pulumi.ResourceOptions, prefix: str = "") -> pulumi.CustomResource:
-    """The object as the provider's generic custom resource, with every top-level field: a
-    WorkloadPriorityClass has `value`, not a `spec`, which pulumi_kubernetes'
-    apiextensions.CustomResource cannot carry (the type token is the same)."""
-    return pulumi.CustomResource(
-        type_token(manifest), prefix + resource_name(manifest), dict(manifest), pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=_utilities.get_version())))
+    """The object under `<prefix><kind>-<name>` (a WorkloadPriorityClass carries `value`, not
+    a `spec`: components/register.py)."""
+    return register(prefix + kind_name(manifest), manifest, opts)
 
 
 class Queues(pulumi.ComponentResource):

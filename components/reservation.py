@@ -10,21 +10,20 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import pulumi
-from pulumi_kubernetes import _utilities
 
-from plan.inventory import RESERVATION_TYPE as TYPE, RESERVED_POOL_TYPE as POOL_TYPE
-from plan.reservations import REPLACED, child_name, switched_fields, type_token
+from plan.identity import REPLACED, RESERVATION_TYPE as TYPE, RESERVED_POOL_TYPE as POOL_TYPE, child_name
+from plan.reservations import switched_fields
+
+from .register import register
 
 
-def register(prefix: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
-    """One object as the provider's resource of its type, the switched fields ignored."""
-    return pulumi.CustomResource(type_token(manifest), child_name(prefix, manifest), dict(manifest),
-                                 pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
-                                     version=_utilities.get_version(),
-                                     ignore_changes=switched_fields(manifest),
-                                     # A new switch starts over (plan/reservations.py, BOOTSTRAP).
-                                     replace_on_changes=REPLACED.get(manifest["kind"], []),
-                                     delete_before_replace=manifest["kind"] in REPLACED)))
+def register_reserved(prefix: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    """One object under `<prefix>-<kind>-<name>`, the switched fields ignored."""
+    return register(child_name(prefix, manifest), manifest, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+        ignore_changes=switched_fields(manifest),
+        # A new switch starts over (plan/reservations.py, BOOTSTRAP).
+        replace_on_changes=REPLACED.get(manifest["kind"], []),
+        delete_before_replace=manifest["kind"] in REPLACED)))
 
 
 @dataclass(kw_only=True)
@@ -40,7 +39,7 @@ class ReservedPool(pulumi.ComponentResource):
     def __init__(self, name: str, cohort: dict[str, Any], depends_on: list[pulumi.Resource],
                  opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(POOL_TYPE, name, None, opts)
-        self.cohort = register(name, cohort, pulumi.ResourceOptions(parent=self, depends_on=depends_on))
+        self.cohort = register_reserved(name, cohort, pulumi.ResourceOptions(parent=self, depends_on=depends_on))
         self.register_outputs({"cohort": cohort["metadata"]["name"]})
 
 
@@ -48,8 +47,8 @@ class Reservation(pulumi.ComponentResource):
     def __init__(self, name: str, args: ReservationArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(TYPE, name, None, opts)
         namespace, *rest = args.objects
-        self.namespace = register(name, namespace, pulumi.ResourceOptions(parent=self))
+        self.namespace = register_reserved(name, namespace, pulumi.ResourceOptions(parent=self))
         after = pulumi.ResourceOptions(parent=self, depends_on=[self.namespace, *args.depends_on])
-        self.children = [register(name, manifest, after) for manifest in rest]
+        self.children = [register_reserved(name, manifest, after) for manifest in rest]
         self.register_outputs({"namespace": namespace["metadata"]["name"],
                                "clusterQueue": next(m["metadata"]["name"] for m in rest if m["kind"] == "ClusterQueue")})

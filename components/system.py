@@ -9,10 +9,9 @@ from typing import Optional
 import pulumi
 
 from plan.platform import system_children
+from plan.identity import SYSTEM_NAMESPACE_TYPE as TYPE
 
 from .children import register_children
-
-TYPE = "kns:cluster:SystemNamespace"
 
 
 @dataclass(kw_only=True)

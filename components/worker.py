@@ -19,12 +19,11 @@ import pulumi_kubernetes as k8s
 from config.models import Cluster, Worker
 from plan import multikueue
 from plan.platform import ClusterPlatform
+from plan.identity import WORKER_TYPE as TYPE
 
 from .cluster import KnsCluster, KnsClusterArgs, own_declared_fields
-from .kueue import ARGUMENTS, resource_class
 from .platform import register_platform, register_queues
-
-TYPE = multikueue.WORKER_TYPE
+from .register import register
 
 
 @dataclass(kw_only=True)
@@ -63,12 +62,10 @@ class KnsWorker(pulumi.ComponentResource):
         needs = {"ClusterRoleBinding": ("ClusterRole", "ServiceAccount"), "Secret": ("ServiceAccount",)}
         for manifest in args.access:
             kind = manifest["kind"]
-            fields = {ARGUMENTS.get(k, k): v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
             depends = [made[other] for other in needs.get(kind, ())]
-            made[kind] = resource_class(manifest["apiVersion"], kind)(
-                f"{name}-{multikueue.ACCESS}", **fields,
-                opts=pulumi.ResourceOptions.merge(after_kueue, pulumi.ResourceOptions(depends_on=depends)))
-        token: k8s.core.v1.Secret = made["Secret"]  # type: ignore[assignment]
+            made[kind] = register(f"{name}-{multikueue.ACCESS}", manifest,
+                                  pulumi.ResourceOptions.merge(after_kueue, pulumi.ResourceOptions(depends_on=depends)))
+        token_data: pulumi.Output = made["Secret"].data  # type: ignore[attr-defined]
         if args.cluster.render_dir:
             # Rendered, no token controller fills the Secret: the kubeconfig says where the
             # token goes (plan/multikueue.py RENDERED_TOKEN).
@@ -77,6 +74,6 @@ class KnsWorker(pulumi.ComponentResource):
         else:
             # The provider returns a service-account-token Secret once the token controller
             # has filled it; its data is a secret output, and so is what is built from it.
-            self.kubeconfig = pulumi.Output.secret(token.data.apply(
+            self.kubeconfig = pulumi.Output.secret(token_data.apply(
                 lambda data: multikueue.kubeconfig_text(worker.name, args.server, data)))
         self.register_outputs({"server": args.server, "nodePools": [p.name for p in worker.node_pools]})

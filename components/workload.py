@@ -6,29 +6,19 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import pulumi
-import pulumi_kubernetes as k8s
 
-from plan.inventory import JOB_TYPE, SCHEDULE_TYPE
+from plan.identity import (JOB_TYPE, KUEUE_OWNED_JOB_FIELDS, SCHEDULE_TYPE, claim_resource_name, entry_prefix,
+                           local_queue_resource_name)
 from plan.model import WorkloadPlan
-from plan.devices import claim_resource_name
-from plan.queues import local_queue_resource_name
-from plan.reservations import entry_prefix
 
 from .namespace import JobNamespace, JobNamespaceArgs
-from .reservation import register as register_reserved
-
-# What Kueue owns in a queued Job once it exists: the program creates it suspended (and
-# Kueue's webhook keeps it so), then Kueue's controller sets `spec.suspend` false when the
-# queue admits the Job, and true again if it evicts it. A refresh reads Kueue's value; were
-# it compared with the program's, `pulumi preview --refresh` would show every admitted Job
-# as drift, and `pulumi up --refresh` would suspend it again, Kueue unsuspend it, and the
-# next refreshed preview show it again (tests/test_drift.py). Ignored, the field is left
-# out of the apply while Kueue owns it. The CronJob of a queued schedule is not Kueue's.
-KUEUE_OWNED_JOB_FIELDS = ["spec.suspend"]
+from .register import register
+from .reservation import register_reserved
 
 
 def controller_owned_fields(plan: WorkloadPlan, kind: str) -> list[str]:
-    """The `ignore_changes` of one workload object: the fields a controller owns."""
+    """The `ignore_changes` of one workload object: the fields a controller owns (Kueue's
+    `spec.suspend` of a queued Job, plan/identity.py)."""
     queued = plan.entry.queue is not None or plan.entry.reservation is not None
     return list(KUEUE_OWNED_JOB_FIELDS) if kind == "Job" and queued else []
 
@@ -89,9 +79,9 @@ class KnsWorkload(pulumi.ComponentResource):
         self.job_namespace = JobNamespace(name, JobNamespaceArgs(plan=plan), pulumi.ResourceOptions(parent=self))
         self.namespace_name = plan.namespace
         guards = list(self.job_namespace.guards)
-        self.local_queue = self._queue_and_service(name, args.local_queue, self.job_namespace, args.queue_dependencies,
-                                                   pulumi.ResourceOptions(parent=self), guards)
-        self.service = guards[-1] if plan.service is not None else None
+        made = self._queue_and_service(name, args.local_queue, self.job_namespace, args.queue_dependencies,
+                                       pulumi.ResourceOptions(parent=self), guards)
+        self.local_queue, self.service = made.get("LocalQueue"), made.get("Service")
         self.claim = self._claim(name, self.job_namespace, pulumi.ResourceOptions(parent=self), guards)
         for manifest in args.reservation_objects:
             guards.append(register_reserved(entry_prefix(name), manifest, pulumi.ResourceOptions(
@@ -105,49 +95,38 @@ class KnsWorkload(pulumi.ComponentResource):
             self._queue_and_service(f"{side.worker}-{name}", args.local_queue, remote, side.queue_dependencies,
                                     on_worker, guards)
             self._claim(f"{side.worker}-{name}", remote, on_worker, guards)
-        resource = k8s.batch.v1.CronJob if plan.is_schedule else k8s.batch.v1.Job
         self.workloads: list[pulumi.CustomResource] = [
-            resource(
-                object_name,
-                metadata=manifest["metadata"],
-                spec=manifest["spec"],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=guards,
-                                            ignore_changes=controller_owned_fields(plan, manifest["kind"]),
-                                            delete_before_replace=replaced_by_deletion(manifest["kind"])),
-            )
+            register(object_name, manifest, pulumi.ResourceOptions(
+                parent=self, depends_on=guards, ignore_changes=controller_owned_fields(plan, manifest["kind"]),
+                delete_before_replace=replaced_by_deletion(manifest["kind"])))
             for object_name, manifest in plan.objects.items()
         ]
         self.register_outputs({"namespace": self.namespace_name})
 
     def _claim(self, name: str, job_namespace: JobNamespace, opts: pulumi.ResourceOptions,
-               guards: list[pulumi.Resource]) -> Optional[k8s.apiextensions.CustomResource]:
+               guards: list[pulumi.Resource]) -> Optional[pulumi.CustomResource]:
         """The GPU devices' claim object in one cluster's copy of the namespace (docs/gpus.md),
         added to `guards`: the pods' claims are made from it."""
         claim = self.plan.claim
         if claim is None:
             return None
-        made = k8s.apiextensions.CustomResource(
-            claim_resource_name(name), api_version=claim["apiVersion"], kind=claim["kind"],
-            metadata=claim["metadata"], spec=claim["spec"],
-            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[job_namespace.namespace])))
+        made = register(claim_resource_name(name), claim, pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(depends_on=[job_namespace.namespace])))
         guards.append(made)
         return made
 
     def _queue_and_service(self, name: str, local_queue: Optional[dict[str, Any]], job_namespace: JobNamespace,
                            queue_dependencies: list[pulumi.Resource], opts: pulumi.ResourceOptions,
-                           guards: list[pulumi.Resource]) -> Optional[k8s.apiextensions.CustomResource]:
+                           guards: list[pulumi.Resource]) -> dict[str, pulumi.CustomResource]:
         """The LocalQueue and the workers' Service in one cluster's copy of the namespace,
-        added to `guards`; the LocalQueue returned."""
+        added to `guards`; those made returned by kind."""
         plan = self.plan
-        made = None
+        made: dict[str, pulumi.CustomResource] = {}
         if local_queue is not None:
-            made = k8s.apiextensions.CustomResource(
-                local_queue_resource_name(name), api_version=local_queue["apiVersion"], kind=local_queue["kind"],
-                metadata=local_queue["metadata"], spec=local_queue["spec"], opts=pulumi.ResourceOptions.merge(
-                    opts, pulumi.ResourceOptions(depends_on=[job_namespace.namespace, *queue_dependencies])))
-            guards.append(made)
+            made["LocalQueue"] = register(local_queue_resource_name(name), local_queue, pulumi.ResourceOptions.merge(
+                opts, pulumi.ResourceOptions(depends_on=[job_namespace.namespace, *queue_dependencies])))
         if plan.service is not None:
-            guards.append(k8s.core.v1.Service(
-                f"{name}-workers", metadata=plan.service["metadata"], spec=plan.service["spec"],
-                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[job_namespace.namespace]))))
+            made["Service"] = register(f"{name}-workers", plan.service, pulumi.ResourceOptions.merge(
+                opts, pulumi.ResourceOptions(depends_on=[job_namespace.namespace])))
+        guards += made.values()
         return made

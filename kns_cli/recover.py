@@ -56,6 +56,7 @@ from config.names import LABEL_CLUSTER
 from plan import stacks
 from plan.reservation_switch import edge_schedule
 from plan.reservations import BOOTSTRAP, SWITCH, namespace_name
+from plan.identity import object_id, type_token
 from plan.inventory import registrations
 from plan.stackplan import StackPlan
 
@@ -190,16 +191,6 @@ def kubectl_resource(type_token: str) -> str:
     the server answers in the version it prefers, the one the sweep needs to see."""
     group, kind = group_kind(type_token)
     return f"{kind.lower()}.{group}" if group else kind.lower()
-
-
-def type_token(obj: Mapping[str, Any]) -> str:
-    group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
-    return f"kubernetes:{group or 'core'}/{version}:{obj.get('kind')}"
-
-
-def object_id(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else str(meta.get("name"))
 
 
 def identity(type_or_obj: str | Mapping[str, Any], object_name: str | None = None) -> tuple[str, str, str]:

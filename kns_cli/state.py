@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from config import fingerprint
-from plan.inventory import ENTRY_TYPES
+from plan.identity import ENTRY_TYPES
 
 from . import preview as preview_module
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterable, Optional, Sequence
 
-from plan import stacks
+from plan import identity, stacks
 
 SUMMARY_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "preview-summary.py"
 # The widest line printed; longer lists of objects end with "and N more".
@@ -39,15 +39,15 @@ MAX_ERROR_LINES = 40
 STACK_TYPE = "pulumi:pulumi:Stack"
 # Platform parts as a reader says them; other component types by their own last word.
 PART_NAMES = {
-    "kns:cluster:KnsCluster": "cluster",
-    "kns:cluster:NodePool": "pool",
-    "kns:cluster:SystemNamespace": "system namespace",
-    "kns:scheduling:PackingScheduler": "packing scheduler",
-    "kns:scheduling:KnsScheduler": "KNS scheduler",
-    "kns:queueing:Kueue": "Kueue",
-    "kns:queueing:Queues": "queues",
+    identity.CLUSTER_TYPE: "cluster",
+    identity.NODE_POOL_TYPE: "pool",
+    identity.SYSTEM_NAMESPACE_TYPE: "system namespace",
+    identity.PACKING_SCHEDULER_TYPE: "packing scheduler",
+    identity.KNS_SCHEDULER_TYPE: "KNS scheduler",
+    identity.KUEUE_TYPE: "Kueue",
+    identity.QUEUES_TYPE: "queues",
 }
-ENTRY_WORDS = {"kns:workload:Job": "job", "kns:workload:Schedule": "schedule", "kns:workload:KnsWorkload": "entry"}
+ENTRY_WORDS = {identity.JOB_TYPE: "job", identity.SCHEDULE_TYPE: "schedule", identity.OLD_ENTRY_TYPE: "entry"}
 # Most destructive first: a group's symbol is that of its most destructive change.
 SEVERITY = ("delete", "replace", "update", "create", "import", "read", "discard")
 # The engine's colour markup in event messages (`<{%fg 1%}>`, `<{%reset%}>`).

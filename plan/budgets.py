@@ -51,11 +51,6 @@ class BudgetPlan:
         return self.budget.name
 
 
-def component_name(name: str) -> str:
-    """A budget's component (components/budget.py)."""
-    return f"budget-{name}"
-
-
 def namespace_name(cfg: PlatformConfig, name: str) -> str:
     return names.namespace_name(cfg.cluster.namespace_prefix, f"budget-{name}")
 

@@ -100,13 +100,3 @@ def mappings(pools: list[NodePool]) -> list[dict[str, Any]]:
 def resource_of_class(pools: list[NodePool]) -> dict[str, str]:
     """Device class -> the resource Kueue counts it as (`mappings`)."""
     return {device_class: mapping["name"] for mapping in mappings(pools) for device_class in mapping["deviceClassNames"]}
-
-
-def claim_resource_name(entry: str) -> str:
-    """The Pulumi name of an entry's claim object (its ResourceClaimTemplate or ResourceClaim)."""
-    return f"{entry}-gpu-claim"
-
-
-def class_resource_name(device_class: str) -> str:
-    """The Pulumi name of a DeviceClass: its own name (unique in the cluster)."""
-    return device_class

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional, Se
 
 from config import resolve
 
-from . import manifests, network, nodepools, reservations, schedulers
+from . import identity, manifests, network, nodepools, schedulers
 
 if TYPE_CHECKING:
     from .stackplan import StackPlan
@@ -37,9 +37,6 @@ DEFAULT_REQUIRED_LIMITS = ("cpu", "memory")
 # and what kns:nodePools gives GPU pools).
 DEFAULT_GPU_TAINTS = {"nvidia.com/gpu": "nvidia.com/gpu", "amd.com/gpu": "amd.com/gpu"}
 
-# The KNS downstream scheduler is the one component that needs cluster-admin (the JARVICE KNS
-# scheduler documentation).
-KNS_SCHEDULER_TYPE = "kns:scheduling:KnsScheduler"
 ENTRY_LABEL = "kns.io/job"
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
 
@@ -312,7 +309,7 @@ def cluster_admin_only_kns(resources: Iterable[Resource], config: Mapping[str, A
     resources = list(resources)
     allowed = {str(s) for s in config.get("allowedSubjects") or ()}
     for resource in resources:
-        if resource.kind == "ServiceAccount" and KNS_SCHEDULER_TYPE in resource.type_chain[:-1]:
+        if resource.kind == "ServiceAccount" and identity.KNS_SCHEDULER_TYPE in resource.type_chain[:-1]:
             metadata = _mapping(resource.props.get("metadata"))
             allowed.add(f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}")
     found = []
@@ -556,7 +553,7 @@ def _objects(planned: "StackPlan") -> Iterator[tuple[str, Resource]]:
         yield path, Resource("kubernetes:core/v1:Namespace", path, {
             "metadata": {"name": plan.namespace, "labels": manifests.namespace_labels(plan)}})
         if plan.network_policy is not None:
-            yield path, Resource(network.TYPE_TOKEN, path, plan.network_policy)
+            yield path, Resource(identity.type_token(plan.network_policy), path, plan.network_policy)
         for manifest in plan.objects.values():
             yield path, Resource(f"kubernetes:batch/v1:{manifest['kind']}", path, manifest)
         if plan.claim is not None:
@@ -573,7 +570,7 @@ def _objects(planned: "StackPlan") -> Iterator[tuple[str, Resource]]:
     for reserved in planned.reservations:
         path = f"kns:reservations[{reserved.name}]"
         for manifest in reserved.objects:
-            yield path, Resource(reservations.type_token(manifest), path, manifest)
+            yield path, Resource(identity.type_token(manifest), path, manifest)
     system = cfg.cluster.system_namespace
     if cfg.packing_scheduler.enabled:
         spec = schedulers.packing_pod_spec(cfg.packing_scheduler, system, cfg.node_pools, "config")

@@ -33,21 +33,13 @@ from config.rules import DERIVED_NAME
 
 from config import devices as config_devices, names
 
-from . import budgets, devices, kueue_install, multikueue, network, queues, reservations
+from . import devices, identity, kueue_install, multikueue, network, queues, reservations
+from .identity import BUDGET_TYPE, JOB_TYPE, MULTIKUEUE_TYPE, PROVIDER_TYPE, RESERVATION_TYPE, RESERVED_POOL_TYPE, \
+    SCHEDULE_TYPE, type_token
 from .model import WorkloadPlan
 from .stackplan import StackPlan
 from .schedulers import KNS_ACCOUNT
 
-# The components of components/reservation.py.
-RESERVATION_TYPE = "kns:queueing:Reservation"
-RESERVED_POOL_TYPE = "kns:queueing:ReservedPool"
-# The component of components/budget.py.
-BUDGET_TYPE = "kns:queueing:Budget"
-# The component types of an entry, registered under the stack itself.
-JOB_TYPE = "kns:workload:Job"
-SCHEDULE_TYPE = "kns:workload:Schedule"
-ENTRY_TYPES = (JOB_TYPE, SCHEDULE_TYPE)
-MULTIKUEUE_TYPE = "kns:queueing:MultiKueue"
 ORDINALS = {2: "second", 3: "third", 4: "fourth", 5: "fifth"}
 
 
@@ -88,8 +80,8 @@ def _ordinal(index: int) -> str:
 
 def _cluster(cfg: PlatformConfig) -> Iterator[Registration]:
     cluster = cfg.cluster.name
-    yield Registration(("kns:cluster:KnsCluster",), cluster, "kns:cluster", "name", "cluster component")
-    yield Registration(("kns:cluster:KnsCluster", "pulumi:providers:kubernetes"), f"{cluster}-kubernetes",
+    yield Registration((identity.CLUSTER_TYPE,), cluster, "kns:cluster", "name", "cluster component")
+    yield Registration((identity.CLUSTER_TYPE, PROVIDER_TYPE), f"{cluster}-kubernetes",
                        "kns:cluster", "name", "Kubernetes provider")
 
 
@@ -97,18 +89,20 @@ def _pools(cfg: PlatformConfig, worker: Optional[str], base: tuple[str, ...]) ->
     cluster = worker or ""
     for pool in cfg.pools_of(worker):
         owner = f"kns:workers[{worker}].nodePools[{pool.name}]" if worker else f"kns:nodePools[{pool.name}]"
-        yield Registration(base + ("kns:cluster:NodePool",), pool.name, owner, "name", "node pool component")
+        yield Registration(base + (identity.NODE_POOL_TYPE,), pool.name, owner, "name", "node pool component")
         for node in pool.static_nodes:
-            yield Registration(base + ("kns:cluster:NodePool", "kubernetes:core/v1:NodePatch"), f"{pool.name}.{node}",
+            yield Registration(base + (identity.NODE_POOL_TYPE, "kubernetes:core/v1:NodePatch"),
+                               identity.patch_name(pool.name, node),
                                owner, "nodes", f'patch of node "{node}"')
         if pool.autoscale is not None:
-            yield Registration(base + ("kns:cluster:NodePool", "kubernetes:karpenter.sh/v1:NodePool"), pool.name,
+            yield Registration(base + (identity.NODE_POOL_TYPE, "kubernetes:karpenter.sh/v1:NodePool"), pool.name,
                                owner, "autoscale", "Karpenter NodePool")
         if config_devices.is_dra(pool):
             for kind in config_devices.kinds(pool):
                 device_class = config_devices.class_name(pool.name, kind)
-                yield Registration(base + ("kns:cluster:NodePool", f"kubernetes:{devices.API_VERSION}:DeviceClass"),
-                                   devices.class_resource_name(device_class), owner, "gpu",
+                token = identity.kubernetes_type(devices.API_VERSION, "DeviceClass")
+                yield Registration(base + (identity.NODE_POOL_TYPE, token),
+                                   identity.class_resource_name(device_class), owner, "gpu",
                                    f'DeviceClass "{device_class}"',
                                    object=_named(cluster, "resource.k8s.io/DeviceClass", device_class))
 
@@ -118,16 +112,17 @@ def _schedulers(cfg: PlatformConfig, base: tuple[str, ...] = (), prefix: str = "
     if not (packing.enabled or kns.enabled):
         return
     system, cluster = cfg.cluster.system_namespace, prefix[:-1]
-    yield Registration(base + ("kns:cluster:SystemNamespace",), prefix + system, "kns:cluster", "systemNamespace",
+    yield Registration(base + (identity.SYSTEM_NAMESPACE_TYPE,), prefix + system, "kns:cluster", "systemNamespace",
                        "system namespace component")
-    yield Registration(base + ("kns:cluster:SystemNamespace", "kubernetes:core/v1:Namespace"), prefix + system,
+    yield Registration(base + (identity.SYSTEM_NAMESPACE_TYPE, "kubernetes:core/v1:Namespace"), prefix + system,
                        "kns:cluster", "systemNamespace", "system namespace",
                        object=_named(cluster, "/Namespace", system))
     if cfg.network.isolated:
-        yield Registration(base + ("kns:cluster:SystemNamespace", network.TYPE_TOKEN), f"{prefix}{system}-isolation",
+        policy = identity.kubernetes_type(network.API_VERSION, "NetworkPolicy")
+        yield Registration(base + (identity.SYSTEM_NAMESPACE_TYPE, policy), f"{prefix}{system}-isolation",
                            "kns:cluster", "systemNamespace", "system namespace's NetworkPolicy")
     if packing.enabled:
-        name, chain = prefix + packing.name, base + ("kns:scheduling:PackingScheduler",)
+        name, chain = prefix + packing.name, base + (identity.PACKING_SCHEDULER_TYPE,)
         parts = [("", ""), ("kubernetes:core/v1:ServiceAccount", ""),
                  ("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "-kube-scheduler"),
                  ("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "-volume-scheduler"),
@@ -143,7 +138,7 @@ def _schedulers(cfg: PlatformConfig, base: tuple[str, ...] = (), prefix: str = "
                                f"packing scheduler's {kind.rsplit(':', 1)[-1] or 'component'}",
                                object=_cluster_scoped(cluster, kind, packing.name + suffix))
     if kns.enabled:
-        name, chain = prefix + KNS_ACCOUNT, base + ("kns:scheduling:KnsScheduler",)
+        name, chain = prefix + KNS_ACCOUNT, base + (identity.KNS_SCHEDULER_TYPE,)
         parts = [("", ""), ("kubernetes:core/v1:ServiceAccount", ""),
                  ("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "-cluster-admin"),
                  ("kubernetes:apps/v1:Deployment", ""), ("kubernetes:core/v1:Service", "")]
@@ -191,18 +186,18 @@ def _queueing(cfg: PlatformConfig, objects: tuple[list, list, list, list], base:
     if not cfg.queueing.enabled:
         return
     if cfg.queueing.install:
-        chain = base + ("kns:queueing:Kueue",)
+        chain = base + (identity.KUEUE_TYPE,)
         yield Registration(chain, prefix + kueue_install.COMPONENT, "kns:queueing", "install", "Kueue install component")
         for token, name, kind in kueue_install.registered(isolated=cfg.network.isolated):
             yield Registration(chain + (token,), prefix + name, "kns:queueing", "install", f"Kueue's {kind}")
     flavors, cluster_queues, topologies, priority_classes = objects
     if not (cluster_queues or priority_classes):
         return
-    chain = base + ("kns:queueing:Queues",)
+    chain = base + (identity.QUEUES_TYPE,)
     yield Registration(chain, prefix + queues.COMPONENT, "kns:queues", "name", "queues component")
     for manifest in [*topologies, *flavors, *cluster_queues, *priority_classes]:
         owner, field, what = _owner(cfg, manifest)
-        yield Registration(chain + (queues.type_token(manifest),), prefix + queues.resource_name(manifest), owner,
+        yield Registration(chain + (type_token(manifest),), prefix + identity.kind_name(manifest), owner,
                            field, what, object=_object(prefix[:-1], manifest))
 
 
@@ -210,17 +205,17 @@ def _workers(cfg: PlatformConfig, objects: multikueue.QueueObjects) -> Iterator[
     """Each worker's component, provider, platform and MultiKueue identity; the manager's
     MultiKueue component and its children."""
     for worker in cfg.workers:
-        owner, base, prefix = f"kns:workers[{worker.name}]", (multikueue.WORKER_TYPE,), f"{worker.name}-"
+        owner, base, prefix = f"kns:workers[{worker.name}]", (identity.WORKER_TYPE,), f"{worker.name}-"
         yield Registration(base, worker.name, owner, "name", "worker component")
-        yield Registration(base + ("kns:cluster:KnsCluster",), worker.name, owner, "name", "worker's cluster component")
-        yield Registration(base + ("kns:cluster:KnsCluster", "pulumi:providers:kubernetes"),
+        yield Registration(base + (identity.CLUSTER_TYPE,), worker.name, owner, "name", "worker's cluster component")
+        yield Registration(base + (identity.CLUSTER_TYPE, PROVIDER_TYPE),
                            f"{worker.name}-kubernetes", owner, "name", "worker's Kubernetes provider")
         yield from _pools(cfg, worker.name, base)
         yield from _schedulers(cfg, base, prefix)
         # Queueing off on a site is a config problem of its own: then a worker has no queue objects.
         yield from _queueing(cfg, objects.workers.get(worker.name, multikueue.QueueObjects().manager), base, prefix)
         for manifest in multikueue.worker_access(cfg.cluster.name):
-            yield Registration(base + (kueue_install.type_token(manifest),), f"{worker.name}-{multikueue.ACCESS}",
+            yield Registration(base + (type_token(manifest),), f"{worker.name}-{multikueue.ACCESS}",
                                owner, "name", f"MultiKueue's {manifest['kind']}",
                                object=_object(worker.name, manifest))
     if not cfg.workers:
@@ -233,13 +228,12 @@ def _workers(cfg: PlatformConfig, objects: multikueue.QueueObjects) -> Iterator[
                            "kubeconfig Secret", object=_object("", {
                                "apiVersion": "v1", "kind": "Secret",
                                "metadata": multikueue.kubeconfig_secret_metadata(worker.name, cfg.cluster.name)}))
-        yield Registration(chain + (f"kubernetes:{queues.API_VERSION}:MultiKueueCluster",),
-                           f"multikueuecluster-{worker.name}", owner, "name", "MultiKueueCluster",
-                           object=_object("", multikueue.multikueue_cluster(worker.name, cfg.cluster.name)))
+        cluster = multikueue.multikueue_cluster(worker.name, cfg.cluster.name)
+        yield Registration(chain + (type_token(cluster),), identity.kind_name(cluster), owner, "name",
+                           "MultiKueueCluster", object=_object("", cluster))
     configs, checks = multikueue.connection_objects(cfg)
     for manifest in [*configs, *checks]:
-        yield Registration(chain + (queues.type_token(manifest),),
-                           f"{manifest['kind'].lower()}-{manifest['metadata']['name']}",
+        yield Registration(chain + (type_token(manifest),), identity.kind_name(manifest),
                            f"kns:queues[{manifest['metadata']['name'][len(multikueue.ACCESS) + 1:]}]", "name",
                            manifest["kind"], object=_object("", manifest))
 
@@ -266,7 +260,7 @@ def _namespace(plan: WorkloadPlan, top: tuple[str, ...], name: str, owner: str, 
                cluster: str) -> Iterator[Registration]:
     """An entry's namespace component with its guard rails, LocalQueue and workers' Service,
     on the manager (`name` is the entry's) or on a worker (`<worker>-<entry>`)."""
-    inner = top + ("kns:workload:JobNamespace",)
+    inner = top + (identity.JOB_NAMESPACE_TYPE,)
     yield Registration(inner, name, owner, "name", "namespace component" + where)
     yield Registration(inner + ("kubernetes:core/v1:Namespace",), name, owner, "name", "Namespace" + where,
                        object=_named(cluster, "/Namespace", plan.namespace))
@@ -283,14 +277,15 @@ def _namespace(plan: WorkloadPlan, top: tuple[str, ...], name: str, owner: str, 
         yield Registration(inner + ("kubernetes:core/v1:Secret",), f"{name}-cred-{set_name}", owner, "credentials",
                            f'Secret of credential set "{set_name}"{where}')
     if plan.entry.queue is not None:
-        yield Registration(top + (f"kubernetes:{queues.API_VERSION}:LocalQueue",), queues.local_queue_resource_name(name),
+        yield Registration(top + (identity.kubernetes_type(queues.API_VERSION, "LocalQueue"),),
+                           identity.local_queue_resource_name(name),
                            owner, "queue", "LocalQueue" + where)
     if plan.service is not None:
         yield Registration(top + ("kubernetes:core/v1:Service",), f"{name}-workers", owner, "workers",
                            "Service of its workers" + where)
     if plan.claim is not None:
-        yield Registration(top + (f"kubernetes:{devices.API_VERSION}:{plan.claim['kind']}",),
-                           devices.claim_resource_name(name), owner, "gpu", plan.claim["kind"] + where)
+        yield Registration(top + (type_token(plan.claim),),
+                           identity.claim_resource_name(name), owner, "gpu", plan.claim["kind"] + where)
 
 
 def registrations(planned: StackPlan) -> list[Registration]:
@@ -312,25 +307,27 @@ def _reservations(planned: StackPlan) -> Iterator[Registration]:
         name = cohort["metadata"]["name"]
         owner = f"kns:nodePools[{cohort['metadata']['labels']['kns.io/pool']}]"
         yield Registration((RESERVED_POOL_TYPE,), name, owner, "name", "reserved pool component")
-        yield Registration((RESERVED_POOL_TYPE, queues.type_token(cohort)), reservations.child_name(name, cohort),
+        yield Registration((RESERVED_POOL_TYPE, type_token(cohort)), identity.child_name(name, cohort),
                            owner, "name", "Cohort of its reservations", object=_object("", cohort))
     for reserved in planned.reservations:
         yield from _component(RESERVATION_TYPE, f"kns:reservations[{reserved.name}]",
-                              reservations.component_name(reserved.name), reserved.objects, "reservation component")
+                              identity.reservation_component_name(reserved.name), reserved.objects,
+                              "reservation component")
 
 
 def _budgets(planned: StackPlan) -> Iterator[Registration]:
     """Each budget's component and objects (components/budget.py)."""
     for planned_budget in planned.budgets:
         yield from _component(BUDGET_TYPE, f"kns:budgets[{planned_budget.name}]",
-                              budgets.component_name(planned_budget.name), planned_budget.objects, "budget component")
+                              identity.budget_component_name(planned_budget.name), planned_budget.objects,
+                              "budget component")
 
 
 def _component(type_: str, owner: str, name: str, objects: list[dict[str, Any]], what: str) -> Iterator[Registration]:
     """A component and its planned objects, each `<component>-<kind>-<name>`."""
     yield Registration((type_,), name, owner, "name", what)
     for manifest in objects:
-        yield Registration((type_, reservations.type_token(manifest)), reservations.child_name(name, manifest),
+        yield Registration((type_, type_token(manifest)), identity.child_name(name, manifest),
                            owner, "name", manifest["kind"], object=_object("", manifest))
 
 
@@ -339,13 +336,13 @@ def _reserved(cfg: PlatformConfig, plan: WorkloadPlan) -> Iterator[Registration]
     if plan.entry.reservation is None:
         return
     top = (SCHEDULE_TYPE,) if plan.is_schedule else (JOB_TYPE,)
-    prefix = reservations.entry_prefix(plan.entry.name)
+    prefix = identity.entry_prefix(plan.entry.name)
     for kind in ("LocalQueue", "RoleBinding"):
         manifest = {"kind": kind, "apiVersion": queues.API_VERSION if kind == "LocalQueue" else
                     "rbac.authorization.k8s.io/v1",
                     "metadata": {"name": names.RESERVATION_LOCAL_QUEUE if kind == "LocalQueue" else
                                  reservations.SWITCH_BINDING}}
-        yield Registration(top + (reservations.type_token(manifest),), reservations.child_name(prefix, manifest),
+        yield Registration(top + (type_token(manifest),), identity.child_name(prefix, manifest),
                            cfg.paths[plan.entry.name], "reservation", f"{kind} of its reservation")
 
 
@@ -353,10 +350,10 @@ def _entry_stack_providers(cfg: PlatformConfig) -> Iterator[Registration]:
     """The providers an entry stack registers at its top (`__main__.py`): its cluster's and
     each worker's. Checked on every stack, so that splitting one into entry stacks later
     (docs/entry-stacks.md) cannot meet them."""
-    yield Registration(("pulumi:providers:kubernetes",), f"{cfg.cluster.name}-kubernetes", "kns:cluster", "name",
+    yield Registration((PROVIDER_TYPE,), f"{cfg.cluster.name}-kubernetes", "kns:cluster", "name",
                        "Kubernetes provider in an entry stack")
     for worker in cfg.workers:
-        yield Registration(("pulumi:providers:kubernetes",), f"{worker.name}-kubernetes", f"kns:workers[{worker.name}]",
+        yield Registration((PROVIDER_TYPE,), f"{worker.name}-kubernetes", f"kns:workers[{worker.name}]",
                            "name", "Kubernetes provider in an entry stack")
 
 

@@ -26,6 +26,7 @@ from config import names
 from config.models import PLATFORM_UID, FairSharing, MultiKueueSettings, Network, NodePool
 
 from . import network
+from .identity import kubernetes_type, object_id, type_token
 from .schedulers import EPHEMERAL, KUBE_SCORE_IGNORE, system_placement
 
 # The Kueue version the vendored manifests are of; versions.env pins the same one for the
@@ -52,25 +53,11 @@ def load(project_dir: Path) -> list[dict[str, Any]]:
         return [doc for doc in yaml.load_all(handle, Loader=loader) if doc]
 
 
-def type_token(obj: dict[str, Any]) -> str:
-    """The Pulumi type an object is registered as (`kubernetes:apps/v1:Deployment`; the core
-    group is `core`)."""
-    group, _, version = obj["apiVersion"].rpartition("/")
-    return f"kubernetes:{group or 'core'}/{version}:{obj['kind']}"
-
-
-def resource_name(obj: dict[str, Any]) -> str:
-    """The logical name an object is registered under: `<namespace>/<name>` or `<name>`
-    (stable keys; the type tells kinds apart)."""
-    metadata = obj["metadata"]
-    return f"{metadata['namespace']}/{metadata['name']}" if metadata.get("namespace") else metadata["name"]
-
-
 @lru_cache(maxsize=4)
 def _registered(path: str, stamp: tuple[int, int]) -> tuple[tuple[str, str, str], ...]:
     with open(path, encoding="utf-8") as handle:
         objects = [doc for doc in yaml.load_all(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if doc]
-    return tuple((type_token(obj), resource_name(obj), obj["kind"]) for obj in objects)
+    return tuple((type_token(obj), object_id(obj), obj["kind"]) for obj in objects)
 
 
 def registered(project_dir: Path = PROJECT_DIR, isolated: bool = False) -> tuple[tuple[str, str, str], ...]:
@@ -83,7 +70,8 @@ def registered(project_dir: Path = PROJECT_DIR, isolated: bool = False) -> tuple
     found = _registered(str(path), (stat.st_mtime_ns, stat.st_size))
     if not isolated:
         return found
-    return found + tuple((network.TYPE_TOKEN, f"{name}/{network.POLICY}", "NetworkPolicy")
+    policy = kubernetes_type(network.API_VERSION, "NetworkPolicy")
+    return found + tuple((policy, f"{name}/{network.POLICY}", "NetworkPolicy")
                          for _, name, kind in found if kind == "Namespace")
 
 

@@ -41,9 +41,8 @@ SECRET_KEY = "kubeconfig"
 ACCESS = "kns-multikueue"
 # The manager's one ResourceFlavor: no node labels, so admission there places nothing.
 FLAVOR = "kns-multikueue"
-# The MultiKueue component (components/multikueue.py) and each worker's (components/worker.py).
+# The MultiKueue component (components/multikueue.py).
 COMPONENT = "multikueue"
-WORKER_TYPE = "kns:cluster:Worker"
 # What MultiKueue does on a worker (Kueue's site/static/examples/multikueue/create-multikueue-kubeconfig.sh,
 # batch/Job and Workloads), and nothing more.
 WORKER_RULES = [

@@ -30,7 +30,6 @@ from config.models import KnsScheduler, Network, NetworkDestination, NetworkSour
 from .schedulers import SECURE_PORT
 
 API_VERSION = "networking.k8s.io/v1"
-TYPE_TOKEN = f"kubernetes:{API_VERSION}:NetworkPolicy"
 POLICY = "kns-isolation"
 # On every entry namespace the program isolates: the guard rail holds it to its policy.
 ISOLATED_LABEL, ISOLATED = "kns.io/network", "isolated"

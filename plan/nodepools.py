@@ -16,7 +16,7 @@ from config.models import NodePool
 from config.names import LABEL_CLUSTER, MANAGED_BY
 from config.quantity import kind_for_resource, parse
 
-from . import accounting, devices
+from . import accounting, devices, identity
 from .model import Child, WorkloadPlan
 
 API_VERSION = "karpenter.sh/v1"
@@ -162,14 +162,14 @@ def pool_children(pool: NodePool, cluster: str) -> list[Child]:
     each of its nodes, `<pool>.<node>` (stable keys: adding a node or reordering pools
     touches nothing else). A node's taint list is not keyed for server-side apply, so the
     pool owns the whole list (`pulumi.com/patchForce`, docs/node-pools.md)."""
-    out = [Child(devices.class_resource_name(m["metadata"]["name"]), m)
+    out = [Child(identity.class_resource_name(m["metadata"]["name"]), m)
            for m in (devices.device_class_manifests(pool, cluster) if config_devices.is_dra(pool) else [])]
     if pool.autoscale is not None:
         out.append(Child(pool.name, nodepool_manifest(pool, cluster)))
     labels, taints = resolve.pool_labels(pool, cluster), resolve.pool_taints(pool)
-    out += [Child(patch_name(pool.name, node), {
+    out += [Child(identity.patch_name(pool.name, node), {
         "apiVersion": "v1", "kind": "NodePatch",
-        "metadata": {"name": node, "labels": labels, "annotations": {"pulumi.com/patchForce": "true"}},
+        "metadata": {"name": node, "labels": labels, "annotations": {identity.FORCE_ANNOTATION: "true"}},
         "spec": {"taints": taints}}) for node in pool.static_nodes]
     return out
 
@@ -185,7 +185,3 @@ def pool_outputs(pool: NodePool, cluster: str) -> dict[str, Any]:
     if pool.autoscale is not None:
         out["autoscale"] = autoscale_summary(pool)
     return out
-
-
-def patch_name(pool: str, node: str) -> str:
-    return f"{pool}.{node}"

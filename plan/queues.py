@@ -31,22 +31,6 @@ PODS = accounting.PODS
 COMPONENT = "queues"
 
 
-def type_token(manifest: dict[str, Any]) -> str:
-    """The Pulumi type a queue object is registered as (`kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue`)."""
-    return f"kubernetes:{manifest['apiVersion']}:{manifest['kind']}"
-
-
-def resource_name(manifest: dict[str, Any]) -> str:
-    """The logical name of a Queues component's child: `<kind>-<name>` (`clusterqueue-research`),
-    so a flavor and a queue of one name stay apart."""
-    return f"{manifest['kind'].lower()}-{manifest['metadata']['name']}"
-
-
-def local_queue_resource_name(entry: str) -> str:
-    """The logical name of a queued entry's LocalQueue, a child of its workload component."""
-    return f"{entry}-queue"
-
-
 def _metadata(name: str, cluster: str) -> dict[str, Any]:
     return {"name": name, "labels": {names.LABEL_CLUSTER: cluster, **names.MANAGED_BY}}
 

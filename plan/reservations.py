@@ -23,9 +23,9 @@ Per reservation, on the cluster its queues admit on:
 The fields the switch owns (the LocalQueues' stopPolicy, the CronJob's schedule) start as
 between windows, and the CronJob starts firing every minute (BOOTSTRAP): its first run,
 within a minute of its creation, puts everything where the calendar says and sets the
-schedule to the next edge. `SWITCHED` lists them for `ignore_changes`, and the switch
+schedule to the next edge. `identity.SWITCHED` lists them for `ignore_changes`, and the switch
 writes them with a field manager of its own: `pulumi up` never sets them back. A change to
-what the switch is told (the calendar, the entries) replaces the CronJob (`REPLACED`),
+what the switch is told (the calendar, the entries) replaces the CronJob (`identity.REPLACED`),
 which so starts over at BOOTSTRAP.
 """
 
@@ -46,16 +46,13 @@ from config.quantity import kind_for_resource, parse, render
 from config.errors import Problem
 from config.reservations import Reservation, gpu_resource, holdings, lending_cohort, pool_capacity, show
 
-from . import devices, kueue_install, network, pod_code, queues
+from . import devices, identity, network, pod_code, queues
 from .model import WorkloadPlan
 from .schedulers import RESTRICTED_CONTAINER, RESTRICTED_POD
 
 SWITCH = "switch"
 HOLDER = "holder"
 HOLDER_IMAGE = "registry.k8s.io/pause:3.10"
-# The fields the switch owns, per kind (docs/reservations.md, "Why pulumi up leaves a window alone").
-SWITCHED = {"LocalQueue": ["spec.stopPolicy"], "CronJob": ["spec.schedule", "spec.suspend"]}
-REPLACED = {"CronJob": ["spec.jobTemplate"]}
 
 
 def switched_fields(manifest: dict[str, Any]) -> list[str]:
@@ -65,7 +62,7 @@ def switched_fields(manifest: dict[str, Any]) -> list[str]:
     kind, name = manifest["kind"], manifest["metadata"]["name"]
     if kind == "LocalQueue" and name != names.RESERVATION_LOCAL_QUEUE:
         return []
-    return list(SWITCHED.get(kind, []))
+    return list(identity.SWITCHED.get(kind, []))
 
 
 BOOTSTRAP = "* * * * *"
@@ -117,25 +114,6 @@ class ReservationPlan:
 # LocalQueue `kns-res` that names the entry's own queue (`atEnd: requeue`).
 SWITCH_BINDING = "kns-reservation-switch"
 OWN_QUEUE = "kns.io/own-queue"
-
-
-def component_name(name: str) -> str:
-    """A reservation's component (components/reservation.py)."""
-    return f"reservation-{name}"
-
-
-def entry_prefix(entry: str) -> str:
-    """Before the logical names of a reservation's objects in an entry's component."""
-    return f"{entry}-reservation"
-
-
-# The Pulumi type each object is registered as (`kubernetes:core/v1:Namespace`).
-type_token = kueue_install.type_token
-
-
-def child_name(prefix: str, manifest: dict[str, Any]) -> str:
-    """`<prefix>-<kind>-<name>`: a component's child, apart from every other component's."""
-    return f"{prefix}-{queues.resource_name(manifest)}"
 
 
 def namespace_name(cfg: PlatformConfig, name: str) -> str:

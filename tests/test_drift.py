@@ -23,8 +23,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.cluster import FORCE_ANNOTATION
-from components.workload import KUEUE_OWNED_JOB_FIELDS
 from kns_cli import up as up_module
 from kns_cli.preview import summary_module
 from kns_testing import tokens
@@ -36,6 +34,7 @@ from kns_testing.queueing import CONFIG as QUEUED_CONFIG, without_queueing
 from kns_testing.stacks import Stack
 from kns_testing.watch import Watch
 from plan import stacks
+from plan.identity import FORCE_ANNOTATION, KUEUE_OWNED_JOB_FIELDS
 
 NODES = [("sys-node-1", 8, 0), ("cpu-node-1", 16, 0), ("cpu-node-2", 16, 0), ("gpu-node-1", 32, 8)]
 PASSPHRASE = "kns-local-drift"

@@ -458,7 +458,7 @@ def claim(project: Path, env: dict, stack: str, entry: str) -> str:
     root = f"urn:pulumi:{stack}::{project_name}::pulumi:pulumi:Stack::{project_name}-{stack}"
     if not resources:
         resources.append({"urn": root, "custom": False, "type": "pulumi:pulumi:Stack"})
-    from plan.inventory import JOB_TYPE
+    from plan.identity import JOB_TYPE
     component = f"urn:pulumi:{stack}::{project_name}::{JOB_TYPE}::{entry}"
     resources += [{"urn": component, "custom": False, "type": JOB_TYPE, "parent": root},
                   {"urn": f"urn:pulumi:{stack}::{project_name}::{JOB_TYPE}$kns:test:Part::{entry}-part", "custom": False,

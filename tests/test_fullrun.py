@@ -185,7 +185,7 @@ def entry_component(stack: str, name: str) -> dict:
 
 
 def planner_job_type() -> str:
-    from plan.inventory import JOB_TYPE
+    from plan.identity import JOB_TYPE
     return JOB_TYPE
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from kns_testing import tokens
 from kns_testing.program import ROOT, RecordingMocks, dev_stack_config, registration_requests, run_program
-from plan import kueue_install
+from plan import identity, kueue_install
 
 NS = "kubernetes:core/v1:Namespace"
 LR = "kubernetes:core/v1:LimitRange"
@@ -67,7 +67,7 @@ def test_dev_stack_registers_what_its_config_describes():
     entries = 3 + 2 + 2  # stack jobs and schedules, plus jobs/research.yaml
     # Kueue, installed by the program from the vendored bundle (kns:queueing.install defaults to true)
     assert cfg["queueing"] == {"enabled": True}
-    kueue = Counter(kueue_install.type_token(obj) for obj in kueue_install.load(ROOT))
+    kueue = Counter(identity.type_token(obj) for obj in kueue_install.load(ROOT))
     assert counts[tokens.KUEUE] == 1
     assert counts[PROVIDER] == 1
     assert counts[PATCH] == sum(len(p.get("nodes") or []) for p in cfg["nodePools"])

@@ -16,6 +16,7 @@ import pytest
 
 from kns_cli import recover
 from kns_testing.program import PROJECT_FILES, ROOT, engine_project
+from plan import identity
 
 PASSPHRASE = "kns-dev-local"  # the dev stack's committed encryptionsalt belongs to it
 
@@ -28,8 +29,9 @@ def test_types_and_ids_as_kubectl_and_the_state_name_them():
         "clusterqueue.kueue.x-k8s.io"
     quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q", "namespace": "kns-a"}}
     queue = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "gpu"}}
-    assert (recover.type_token(quota), recover.object_id(quota)) == ("kubernetes:core/v1:ResourceQuota", "kns-a/q")
-    assert (recover.type_token(queue), recover.object_id(queue)) == ("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "gpu")
+    assert (identity.type_token(quota), identity.object_id(quota)) == ("kubernetes:core/v1:ResourceQuota", "kns-a/q")
+    assert (identity.type_token(queue), identity.object_id(queue)) == ("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue",
+                                                                       "gpu")
     assert recover.identity(quota) == ("", "ResourceQuota", "kns-a/q")
     assert recover.identity("kubernetes:kueue.x-k8s.io/v1beta1:ClusterQueue", "gpu") == \
         ("kueue.x-k8s.io", "ClusterQueue", "gpu")
