@@ -21,7 +21,8 @@ from plan.model import WorkloadPlan
 LIMITS = {"type": "Container", "default": {"cpu": "1", "memory": "1Gi"}, "defaultRequest": {"cpu": "500m"}}
 QUOTA = {"requests.cpu": "4", "limits.memory": "8Gi"}
 RULES = [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list"]}]
-ISOLATION = {"metadata": {"name": "kns-isolation", "namespace": "kns-train"},
+ISOLATION = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+             "metadata": {"name": "kns-isolation", "namespace": "kns-train"},
              "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}}
 
 
@@ -39,10 +40,11 @@ def job_plan(**over) -> WorkloadPlan:
 def test_a_job_namespace_registers_its_guard_rails_from_its_plan():
     def build():
         component = JobNamespace("train", JobNamespaceArgs(plan=job_plan()))
-        return {"namespace": component.namespace.metadata, "quota": component.quota.spec,
-                "binding": component.role_binding.subjects, "runner": component.service_account.metadata,
-                "policy": component.network_policy.metadata,
-                "secrets": [s.metadata["name"] for s in component.credential_secrets]}
+        made = component.children
+        return {"namespace": component.namespace.metadata, "quota": made["ResourceQuota/train-quota"].spec,
+                "binding": made["RoleBinding/train-runner"].subjects, "runner": made["ServiceAccount/train-runner"].metadata,
+                "policy": made["NetworkPolicy/train-isolation"].metadata,
+                "secrets": [r.metadata["name"] for key, r in made.items() if key.startswith("Secret/")]}
 
     run = register_components(build)
     assert sorted((r.type, r.name) for r in run.resources) == sorted([
@@ -74,7 +76,8 @@ def test_a_job_namespace_registers_its_guard_rails_from_its_plan():
 def test_a_job_namespace_without_isolation_or_credentials_registers_neither():
     def build():
         component = JobNamespace("train", JobNamespaceArgs(plan=job_plan(network_policy=None, credentials={})))
-        return {"policy": component.network_policy is None, "secrets": len(component.credential_secrets)}
+        kinds = [key.split("/")[0] for key in component.children]
+        return {"policy": "NetworkPolicy" not in kinds, "secrets": kinds.count("Secret")}
 
     run = register_components(build)
     assert run.outputs == {"policy": True, "secrets": 0}
@@ -90,9 +93,9 @@ def test_a_static_node_pool_patches_each_of_its_nodes_with_its_labels_and_taints
 
     def build():
         component = NodePool("gpu", NodePoolArgs(pool=pool, cluster_name="kns-test"))
-        return {"nodes": [p.metadata["name"] for p in component.patches],
-                "taints": [p.spec["taints"] for p in component.patches],
-                "autoscaled": component.node_pool is None}
+        patches = [r for key, r in component.children.items() if key.startswith("NodePatch/")]
+        return {"nodes": [p.metadata["name"] for p in patches], "taints": [p.spec["taints"] for p in patches],
+                "autoscaled": "NodePool/gpu" not in component.children}
 
     run = register_components(build)
     assert sorted((r.type, r.name) for r in run.resources) == sorted([
@@ -111,8 +114,9 @@ def test_a_system_namespace_is_restricted_and_isolated_when_its_plan_says_so():
         isolated = SystemNamespace("kns-system", SystemNamespaceArgs(name="kns-system", cluster_name="kns-test",
                                                                       policy=ISOLATION))
         open_ = SystemNamespace("kns-open", SystemNamespaceArgs(name="kns-open", cluster_name="kns-test"))
-        return {"labels": isolated.namespace.metadata["labels"], "policy": isolated.policy.metadata,
-                "open": open_.policy is None}
+        return {"labels": isolated.namespace.metadata["labels"],
+                "policy": isolated.children["NetworkPolicy/kns-system-isolation"].metadata,
+                "open": list(open_.children) == ["Namespace/kns-open"]}
 
     run = register_components(build)
     assert sorted((r.type, r.name) for r in run.resources) == sorted([
