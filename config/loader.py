@@ -286,8 +286,7 @@ def check_config(
     if queueing.enabled:
         pool_paths = {p.name: f"kns:nodePools[{p.name}]" for p in manager_pools}
         pool_paths.update({p.name: f"kns:workers[{w.name}].nodePools[{p.name}]" for w in workers for p in w.node_pools})
-        for path, message in devices.mapping_problems(pools, pool_paths):
-            problems.add(path, message)
+        problems.extend(devices.mapping_problems(pools, pool_paths))
     checks.check_credential_sets(credentials, problems)
     checks.check_queues(queueing, bool(raw_queues), queues, pools, broken_pools, problems)
     checks.check_queue_references(jobs + schedules, profiles, queueing, queue_names, broken_queues, paths, problems)
@@ -331,9 +330,7 @@ def check_config(
     warnings = check_reservations(reservations, {p.name: p for p in pools}, queueing, queues, jobs + schedules,
                                   [p.name for p in priorities], pool_worker, problems, now,
                                   broken_entries=broken_entries)
-    for path, message in ttl_problems(budgets, [(paths[e.name], e.queue, e.ttl_hours)
-                                                for e in jobs + schedules]):
-        problems.add(path, message)
+    problems.extend(ttl_problems(budgets, [(paths[e.name], e.queue, e.ttl_hours) for e in jobs + schedules]))
 
     if cluster is None or packing is None or kns is None:
         problems.raise_if_any()
