@@ -21,7 +21,8 @@ from chrono import clock
 
 from config import devices as config_devices, names, pointer, profile_rules, resolve
 from config.errors import Problem
-from config.loader import Checked, PlatformConfig
+from config.loader import Checked
+from config.platform import PlatformConfig
 from config.models import Profile, Workload
 from config.quantity import kind_for_resource, parse
 
