@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 
 from chrono import moments, periods
 from . import podspec, rules
-from .errors import Problems, closest
+from .errors import Problem, Problems, at, closest
 from .models import CronExpr, DnsLabel, Model, Queue, QueueResourceName, Queueing, TimeZone
 from .queues import covered_resources
 from .reservations import Moment
@@ -39,25 +39,25 @@ class Budget(Model):
 
     @model_validator(mode="after")
     def _period(self) -> "Budget":
-        found: list[tuple[tuple[str, ...], str]] = []
+        found: list[Problem] = []
         grant = self.start is not None or self.end is not None
         if (self.reset is not None) == grant:
-            found.append(((), rules.BUDGET_PERIOD_ONE.message))
+            found.append(at((), rules.BUDGET_PERIOD_ONE.message))
         if grant:
             for key, value in (("start", self.start), ("end", self.end)):
                 if value is None:
-                    found.append(((key,), "a grant needs start and end"))
+                    found.append(at((key,), "a grant needs start and end"))
                 elif value.tzinfo is None:
-                    found.append(((key,), rules.RESERVATION_OFFSET.message))
+                    found.append(at((key,), rules.RESERVATION_OFFSET.message))
             if self.start and self.end and self.start.tzinfo and self.end.tzinfo and self.start >= self.end:
-                found.append((("end",), f"{moments.shown(self.end)} is not after start {moments.shown(self.start)}"))
+                found.append(at(("end",), f"{moments.shown(self.end)} is not after start {moments.shown(self.start)}"))
             if "time_zone" in self.model_fields_set and self.reset is None:
-                found.append((("timeZone",), rules.BUDGET_GRANT_ZONE.message))
+                found.append(at(("timeZone",), rules.BUDGET_GRANT_ZONE.message))
         if len(set(self.warn_at)) != len(self.warn_at):
-            found.append((("warnAt",), "lists a percentage twice"))
+            found.append(at(("warnAt",), "lists a percentage twice"))
         twice = sorted({q for q in self.queues if self.queues.count(q) > 1})
         if twice:
-            found.append((("queues",), f"lists {', '.join(twice)} twice"))
+            found.append(at(("queues",), f"lists {', '.join(twice)} twice"))
         podspec.raise_if_any(found)
         return self
 
@@ -105,8 +105,8 @@ def check_budgets(budgets: Sequence[Budget], given: bool, queueing: Queueing, qu
 
 
 def ttl_problems(budgets: Sequence[Budget], entries: Sequence[tuple[str, Optional[str], float]]
-                 ) -> list[tuple[str, str]]:
-    """(path, message) for each entry (its path, queue and ttlHours) of a budget's queue
+                 ) -> list[Problem]:
+    """The problem of each entry (its path, queue and ttlHours) of a budget's queue
     whose finished Job is removed before the budget's next count (0: at once)."""
     found = []
     for path, queue, ttl_hours in entries:
@@ -114,7 +114,8 @@ def ttl_problems(budgets: Sequence[Budget], entries: Sequence[tuple[str, Optiona
             if queue is None or queue not in budget.queues:
                 continue
             if ttl_hours * 60 < budget.count_every_minutes:
-                found.append((f"{path}.ttlHours", f"{ttl_hours:g} h is shorter than budget {budget.name}'s counting "
-                              f"interval ({budget.count_every_minutes} min): {rules.BUDGET_TTL_COUNTED.message}"))
+                found.append(Problem(f"{path}.ttlHours", f"{ttl_hours:g} h is shorter than budget {budget.name}'s "
+                                     f"counting interval ({budget.count_every_minutes} min): "
+                                     f"{rules.BUDGET_TTL_COUNTED.message}"))
                 break
     return found

@@ -378,8 +378,7 @@ def apply_profiles(
         if priority_sources is not None and entry.priority is None and effective.priority is not None:
             priority_sources[entry.name] = f"profile rule {source['priority']}"
         found += profile_rules.check(profile_rules.entry_facts(effective), profile, source, rules)
-        for key, message in found:
-            problems.add(f"{paths[entry.name]}.{key}", message)
+        problems.extend(found, paths[entry.name])
         out.append(effective)
     return out
 
@@ -410,8 +409,7 @@ def check_workloads(
             problems.add(f"{path}.{exc.field}", str(exc))
             pool = None
         extended = podspec.gpu_totals(entry.pod_spec, init=True) if entry.pod_spec is not None else {}
-        for field, message in devices.entry_problems(entry, pool, {r: a for r, a in extended.items() if a}):
-            problems.add(f"{path}.{field}", message)
+        problems.extend(devices.entry_problems(entry, pool, {r: a for r, a in extended.items() if a}), path)
         if pool is not None and pool.gpu is not None and not pool.gpu.dra and entry.gpus > pool.gpu.per_node:
             problems.add(
                 path + ".gpus",

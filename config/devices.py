@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from . import rules
-from .errors import closest
+from .errors import Problem, closest
 
 if TYPE_CHECKING:
     from .models import NodePool, Workload
@@ -103,12 +103,12 @@ def ask_of(entry: "Workload", pool: Optional["NodePool"]) -> Optional[DeviceAsk]
     return None
 
 
-def entry_problems(entry: "Workload", pool: Optional["NodePool"], extended_gpus: dict[str, Any]) -> list[tuple[str, str]]:
-    """(field, message) of every way an entry's GPU ask does not fit its pool's allocation:
-    `gpu` on an extended-resource pool, a partition the pool does not offer, more devices
-    than one node has, `shared` where the pool declares no sharing or on a queue, and
-    `nvidia.com/gpu` in a raw pod spec (`extended_gpus`: resource -> amount) on a DRA pool."""
-    found: list[tuple[str, str]] = []
+def entry_problems(entry: "Workload", pool: Optional["NodePool"], extended_gpus: dict[str, Any]) -> list[Problem]:
+    """Every way an entry's GPU ask does not fit its pool's allocation, at the entry's
+    field: `gpu` on an extended-resource pool, a partition the pool does not offer, more
+    devices than one node has, `shared` where the pool declares no sharing or on a queue,
+    and `nvidia.com/gpu` in a raw pod spec (`extended_gpus`: resource -> amount) on a DRA pool."""
+    found: list[Problem] = []
     if pool is None:
         return found  # no pool could run it: resolve_pool says why
     if entry.gpu is not None and not is_dra(pool):
@@ -116,36 +116,39 @@ def entry_problems(entry: "Workload", pool: Optional["NodePool"], extended_gpus:
                 "is for allocation: dra pools; use gpus: N") if pool.gpu is not None else \
             f'pool "{pool.name}" has no GPUs: name a pool with gpu.allocation: dra'
         asked = "a partition" if entry.gpu.partition is not None else "GPU devices"
-        found.append(("gpu.partition" if entry.gpu.partition is not None else "gpu", f"asks {asked}, but {what}"))
+        found.append(Problem("gpu.partition" if entry.gpu.partition is not None else "gpu",
+                             f"asks {asked}, but {what}"))
         return found
     if not is_dra(pool):
         return found
     assert pool is not None and pool.gpu is not None
     if entry.gpu_resource is not None:
-        found.append(("gpuResource", f"names the extended resource {entry.gpu_resource}, but pool \"{pool.name}\" "
-                                     "allocates GPUs as devices (allocation: dra): ask gpus: N or gpu: {...}"))
+        found.append(Problem("gpuResource", f"names the extended resource {entry.gpu_resource}, but pool "
+                                            f"\"{pool.name}\" allocates GPUs as devices (allocation: dra): "
+                                            "ask gpus: N or gpu: {...}"))
     for resource, amount in extended_gpus.items():
-        found.append(("podSpec", f"asks {amount} {resource}, but pool \"{pool.name}\" allocates GPUs as devices "
-                                 "(allocation: dra), so no node offers that resource: use gpu: {...}"))
+        found.append(Problem("podSpec", f"asks {amount} {resource}, but pool \"{pool.name}\" allocates GPUs as "
+                                        "devices (allocation: dra), so no node offers that resource: use gpu: {...}"))
     ask = ask_of(entry, pool)
     if ask is None:
         return found
     field = "gpus" if entry.gpu is None else "gpu.count"
     offered = kinds(pool)
     if ask.kind not in offered:
-        found.append(("gpu.partition", f'"{ask.kind}" is not a partition pool "{pool.name}" offers (its partitions: '
-                                       f"{', '.join(offered[1:]) or 'none'})"))
+        found.append(Problem("gpu.partition", f'"{ask.kind}" is not a partition pool "{pool.name}" offers '
+                                              f"(its partitions: {', '.join(offered[1:]) or 'none'})"))
         return found
     most = per_node(pool, ask.kind)
     what = "whole GPUs" if ask.kind == WHOLE else f"{ask.kind} partitions"
     if ask.count > most:
-        found.append((field, f"{ask.count} {what} do not fit on one node of pool \"{pool.name}\" (it has {most}: "
-                             + (f"perNode {pool.gpu.per_node})" if ask.kind == WHOLE else
-                                f"perNode {pool.gpu.per_node} x perGpu {most // pool.gpu.per_node})")))
+        found.append(Problem(field, f"{ask.count} {what} do not fit on one node of pool \"{pool.name}\" "
+                                    f"(it has {most}: "
+                                    + (f"perNode {pool.gpu.per_node})" if ask.kind == WHOLE else
+                                       f"perNode {pool.gpu.per_node} x perGpu {most // pool.gpu.per_node})")))
     if ask.shared and pool.gpu.sharing is None:
-        found.append(("gpu.shared", f'pool "{pool.name}" declares no gpu.sharing: its GPUs are not shared'))
+        found.append(Problem("gpu.shared", f'pool "{pool.name}" declares no gpu.sharing: its GPUs are not shared'))
     if ask.shared and entry.queue is not None:
-        found.append(("gpu.shared", rules.SHARED_NOT_QUEUED.message))
+        found.append(Problem("gpu.shared", rules.SHARED_NOT_QUEUED.message))
     return found
 
 
@@ -173,8 +176,8 @@ def quota_problem(resource: str, pool: "NodePool", drivers: Iterable[str], queue
             f"asks{hint} (its device resources: {has})")
 
 
-def mapping_problems(pools: list["NodePool"], where: dict[str, str]) -> list[tuple[str, str]]:
-    """(path, message) where the DRA pools need more device class mappings than Kueue's
+def mapping_problems(pools: list["NodePool"], where: dict[str, str]) -> list[Problem]:
+    """The problems where the DRA pools need more device class mappings than Kueue's
     Configuration holds: at most 16 kinds of device, each offered by at most 8 pools
     (`where`: pool name -> its config path)."""
     by_kind: dict[str, list[str]] = {}
@@ -186,11 +189,11 @@ def mapping_problems(pools: list["NodePool"], where: dict[str, str]) -> list[tup
     found = []
     if len(by_kind) > rules.KUEUE_DEVICE_MAPPINGS_MAX:
         last = next(p for p in reversed(pools) if is_dra(p))
-        found.append((where[last.name] + ".gpu.partitions",
-                      f"the DRA pools offer {len(by_kind)} kinds of device ({', '.join(by_kind)}); Kueue counts at "
-                      f"most {rules.KUEUE_DEVICE_MAPPINGS_MAX} (device class mappings)"))
+        found.append(Problem(where[last.name] + ".gpu.partitions",
+                             f"the DRA pools offer {len(by_kind)} kinds of device ({', '.join(by_kind)}); Kueue counts at "
+                             f"most {rules.KUEUE_DEVICE_MAPPINGS_MAX} (device class mappings)"))
     for resource, owners in by_kind.items():
         if len(owners) > rules.KUEUE_CLASSES_PER_MAPPING_MAX:
-            found.append((where[owners[-1]] + ".gpu", f"{len(owners)} pools offer {resource}; Kueue maps at most "
-                          f"{rules.KUEUE_CLASSES_PER_MAPPING_MAX} device classes to one resource"))
+            found.append(Problem(where[owners[-1]] + ".gpu", f"{len(owners)} pools offer {resource}; Kueue maps "
+                                 f"at most {rules.KUEUE_CLASSES_PER_MAPPING_MAX} device classes to one resource"))
     return found

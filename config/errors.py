@@ -10,7 +10,7 @@ import difflib
 import re
 import types
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Callable, Iterable, Mapping, Optional, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
@@ -45,8 +45,17 @@ def closest(word: str, candidates: Iterable[str]) -> Optional[str]:
     return holding[0] if len(holding) == 1 else None
 
 
+# Keys and list indexes from a checked value down to a place inside it.
+Loc = tuple[Union[str, int], ...]
+
+
 @dataclass(frozen=True)
 class Problem:
+    """One problem, the only kind every layer from config/ up reports. A check that looks
+    inside a value without knowing where that value is in the config (an entry's fields, a
+    pod spec, a built Job) gives `path` relative to the value, or `loc`, steps below it
+    (`at`); its caller places it with `under`, so no layer translates another's problems."""
+
     path: str
     message: str
     # The line of the job file the path is in, shown after the file's name.
@@ -55,6 +64,16 @@ class Problem:
     # column, shown first as editors read it (`Pulumi.dev.yaml:12:7: kns:jobs[x].cpu: ...`).
     file: Optional[str] = None
     column: Optional[int] = None
+    loc: Loc = ()
+
+    def under(self, base: str) -> "Problem":
+        """The problem at its config path, found below the value at `base`."""
+        path = f"{base}.{self.path}" if self.path else base
+        return replace(self, path=join_path(path, self.loc), loc=())
+
+    def below(self, steps: Loc) -> "Problem":
+        """The problem found in the value at `steps` of what the caller checks."""
+        return replace(self, loc=tuple(steps) + self.loc)
 
     def __str__(self) -> str:
         if self.file is not None:
@@ -63,6 +82,11 @@ class Problem:
             return visible(f"{self.path}: {self.message}")
         file, _, rest = self.path.partition(":")
         return visible(f"{file}:{self.line}:{rest}: {self.message}")
+
+
+def at(loc: Iterable[Union[str, int]], message: str) -> Problem:
+    """A problem at `loc` below the value checked (placed by `Problem.under`)."""
+    return Problem("", message, loc=tuple(loc))
 
 
 def visible(text: str) -> str:
@@ -110,6 +134,12 @@ class Problems:
             return
         self.items.append(Problem(path, message, line))
 
+    def extend(self, found: Iterable[Problem], under: Optional[str] = None) -> None:
+        """Add each of `found`, placed below the config path `under` when given."""
+        for problem in found:
+            placed = problem if under is None else problem.under(under)
+            self.add(placed.path, placed.message, placed.line)
+
     def settle(self, path: str, message: str, line: Optional[int] = None) -> None:
         """Add the one problem said of the value at `path`."""
         self.add(path, message, line)
@@ -156,14 +186,14 @@ class Problems:
             for error in exc.errors(include_url=False):
                 if error["type"] == NESTED:
                     # several problems below the field (config/podspec.py), each at its place
-                    for loc, message in error["ctx"]["problems"]:
-                        self.add(join_path(join_path(path, error["loc"]), loc), message)
+                    self.extend(error["ctx"]["problems"], join_path(path, error["loc"]))
                     continue
                 self.add(join_path(path, error["loc"]), describe(model, error))
             reported = {(p.path, p.message) for p in self.items}
-            for loc, message in getattr(model, "key_problems", lambda _: [])(raw):
-                if (join_path(path, loc), message) not in reported:
-                    self.add(join_path(path, loc), message)
+            for problem in getattr(model, "key_problems", lambda _: [])(raw):
+                placed = problem.under(path)
+                if (placed.path, placed.message) not in reported:
+                    self.add(placed.path, placed.message)
             self.items[start:] = _one_per_misspelling(self.items[start:])
             return None
 

@@ -14,7 +14,7 @@ import re
 from typing import Any, Mapping, Optional
 
 from . import names, rules
-from .errors import closest
+from .errors import Problem, at, closest
 from .quantity import kind_for_resource, parse
 
 _DURATION_OR_NEVER = re.compile(rules.DURATION_OR_NEVER.pattern)
@@ -135,8 +135,8 @@ def limit_name_problem(name: str) -> Optional[str]:
 
 
 def limits_below_one_node(limits: Mapping[str, str], gpus_per_node: int,
-                          gpu_resource: Optional[str]) -> list[tuple[str, str]]:
-    """(limit, why) for each of an autoscaled pool's limits that no node fits under: Karpenter
+                          gpu_resource: Optional[str]) -> list[Problem]:
+    """The problem of each of an autoscaled pool's limits that no node fits under: Karpenter
     launches a node only if the pool's nodes, that one included, stay within every limit, so
     a zero `cpu`, `memory`, `pods` or `nodes`, or fewer GPUs than one node has, means the
     pool never gets a node (docs/autoscaling.md)."""
@@ -144,10 +144,10 @@ def limits_below_one_node(limits: Mapping[str, str], gpus_per_node: int,
     for key, amount in limits.items():
         value = parse(amount, kind_for_resource(key))
         if key in ("cpu", "memory", "pods", "nodes") and value == 0:
-            out.append((key, f"0 {rules.LIMIT_BELOW_ONE_NODE.message}"))
+            out.append(at((key,), f"0 {rules.LIMIT_BELOW_ONE_NODE.message}"))
         elif key == gpu_resource and value < gpus_per_node:
-            out.append((key, f"{amount} is fewer GPUs than one node of the pool has (gpu.perNode {gpus_per_node}): "
-                             f"{rules.LIMIT_BELOW_ONE_NODE.message}"))
+            out.append(at((key,), f"{amount} is fewer GPUs than one node of the pool has "
+                                  f"(gpu.perNode {gpus_per_node}): {rules.LIMIT_BELOW_ONE_NODE.message}"))
     return out
 
 

@@ -1,6 +1,6 @@
-"""The one place that turns raw stack config into `PlatformConfig`: validate each section
-with its model, then run the checks across them (config/checks.py), collecting every
-problem.
+"""The one place that turns raw stack config into `PlatformConfig` (config/platform.py):
+a step per section (`STEPS`) validates it with its model, then steps run the checks across
+them (config/checks.py), collecting every problem.
 
 Pure: raw values in (config/source.py reads them), `Checked` out, so every rule is
 testable without Pulumi. `check_config` leaves the problems for the planner to add its
@@ -43,68 +43,10 @@ from .models import (
 from chrono.prescale import Primers
 from .budgets import Budget, check_budgets, ttl_problems
 from .network import check_network
+from .platform import PlatformConfig
 from .reservations import Reservation, check_entry_references, check_reservations
 from .rules import JOB_FILE_KEYS, at_worker
 from .source import KNOWN_KEYS, NAMESPACE, SECRET_KEYS, StackFile, item_name, render_path, restore_order
-
-
-@dataclass
-class PlatformConfig:
-    """Validated stack config; components receive parts of it, never raw dicts."""
-
-    cluster: Cluster
-    node_pools: list[NodePool]
-    packing_scheduler: PackingScheduler
-    kns_scheduler: KnsScheduler
-    profiles: list[tuple[str, Profile]]
-    jobs: list[Job]
-    schedules: list[Schedule]
-    keycloak_client_secret: Optional[str] = None
-    credentials: dict[str, dict[str, str]] = field(default_factory=dict)
-    paths: dict[str, str] = field(default_factory=dict)
-    stack: str = "dev"
-    primers: dict[str, Primers] = field(default_factory=dict)
-    queueing: Queueing = field(default_factory=Queueing)
-    queues: list[Queue] = field(default_factory=list)
-    # Entry name -> the profile rule that gave the entry its queue (the entry names none).
-    queue_rules: dict[str, str] = field(default_factory=dict)
-    priorities: list[Priority] = field(default_factory=list)
-    # Entry name -> where its priority came from (the entry, a profile rule, a default).
-    priority_sources: dict[str, str] = field(default_factory=dict)
-    # The text of the policy pack's config file (KNS_POLICY_CONFIG), None without one.
-    policy_config: Optional[str] = None
-    # A MultiKueue site (docs/multicluster.md): the worker clusters; `node_pools` then holds
-    # every pool of the site, and `pool_worker` names the worker of each worker's pool.
-    workers: list[Worker] = field(default_factory=list)
-    pool_worker: dict[str, str] = field(default_factory=dict)
-    # Worker name -> the URL the manager's Kueue dials (its apiServer, or its context's server).
-    worker_servers: dict[str, str] = field(default_factory=dict)
-    # `kns:state` (docs/entry-stacks.md): None, one stack holds everything.
-    state: Optional[StateLayout] = None
-    # `kns:reservations` (docs/reservations.md).
-    reservations: list[Reservation] = field(default_factory=list)
-    # `kns:budgets` (docs/budgets.md).
-    budgets: list[Budget] = field(default_factory=list)
-    # `kns:network` (docs/network.md).
-    network: Network = field(default_factory=Network)
-    # What is allowed but likely not meant (a one-off window already over); shown by
-    # `./kns validate`, `./kns explain` and the program.
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def workloads(self) -> list[Workload]:
-        return [*self.jobs, *self.schedules]
-
-    def pool(self, name: str) -> NodePool:
-        return next(p for p in self.node_pools if p.name == name)
-
-    def reservation(self, name: Optional[str]) -> Optional[Reservation]:
-        """The reservation named `name` (an entry's `reservation`), if there is one."""
-        return next((r for r in self.reservations if r.name == name), None)
-
-    def pools_of(self, worker: Optional[str]) -> list[NodePool]:
-        """The pools of one cluster of the site: a worker's, or the manager's (None)."""
-        return [p for p in self.node_pools if self.pool_worker.get(p.name) == worker]
 
 
 @dataclass
@@ -130,6 +72,97 @@ class Checked:
         )
 
 
+@dataclass
+class _Reading:
+    """The raw config, the options of one `check_config`, and what its steps have read so
+    far: each step reads or checks one section, with what the steps before it found."""
+
+    raw: Mapping[str, Any]
+    project_dir: Path
+    stack: str
+    secret_keys: frozenset[str]
+    environ: Mapping[str, str]
+    sealed: frozenset[str]
+    now: Optional[datetime]
+    problems: Problems = field(default_factory=Problems)
+    cluster: Optional[Cluster] = None
+    packing: Optional[PackingScheduler] = None
+    kns: Optional[KnsScheduler] = None
+    profiles: list[tuple[str, Profile]] = field(default_factory=list)
+    pools: list[NodePool] = field(default_factory=list)
+    # Named but invalid: name -> the path whose problems say why.
+    broken_pools: dict[str, str] = field(default_factory=dict)
+    manager_pools: list[NodePool] = field(default_factory=list)
+    workers: list[Worker] = field(default_factory=list)
+    pool_worker: dict[str, str] = field(default_factory=dict)
+    worker_index: dict[str, int] = field(default_factory=dict)
+    worker_servers: dict[str, str] = field(default_factory=dict)
+    state: Optional[StateLayout] = None
+    queueing: Queueing = field(default_factory=Queueing)
+    raw_queues: list[Any] = field(default_factory=list)
+    queues: list[Queue] = field(default_factory=list)
+    broken_queues: set[str] = field(default_factory=set)
+    raw_priorities: list[Any] = field(default_factory=list)
+    priorities: list[Priority] = field(default_factory=list)
+    broken_priorities: set[str] = field(default_factory=set)
+    reservations: list[Reservation] = field(default_factory=list)
+    broken_reservations: set[str] = field(default_factory=set)
+    network: Network = field(default_factory=Network)
+    budgets: list[Budget] = field(default_factory=list)
+    paths: dict[str, str] = field(default_factory=dict)
+    jobs: list[Job] = field(default_factory=list)
+    schedules: list[Schedule] = field(default_factory=list)
+    # Entries whose model refused them, with their paths: the checks that need only raw keys.
+    unchecked: list[tuple[str, dict]] = field(default_factory=list)
+    credentials: dict[str, dict[str, str]] = field(default_factory=dict)
+    secret: Any = None
+    queue_rules: dict[str, str] = field(default_factory=dict)
+    priority_sources: dict[str, str] = field(default_factory=dict)
+    primers: dict[str, Primers] = field(default_factory=dict)
+    reservation_warnings: list[str] = field(default_factory=list)
+    network_warnings: list[str] = field(default_factory=list)
+    policy_config: Optional[str] = None
+
+    @property
+    def queue_names(self) -> set[str]:
+        return {q.name for q in self.queues}
+
+    @property
+    def workloads(self) -> list[Workload]:
+        return [*self.jobs, *self.schedules]
+
+    def config(self) -> PlatformConfig:
+        assert self.cluster is not None and self.packing is not None and self.kns is not None
+        return PlatformConfig(
+            cluster=self.cluster,
+            node_pools=self.pools,
+            packing_scheduler=self.packing,
+            kns_scheduler=self.kns,
+            profiles=self.profiles,
+            jobs=self.jobs,
+            schedules=self.schedules,
+            keycloak_client_secret=self.secret,
+            credentials=self.credentials,
+            paths=self.paths,
+            stack=self.stack,
+            primers=self.primers,
+            queueing=self.queueing,
+            queues=self.queues,
+            queue_rules=self.queue_rules,
+            priorities=self.priorities,
+            priority_sources=self.priority_sources,
+            policy_config=self.policy_config,
+            workers=self.workers,
+            pool_worker=self.pool_worker,
+            worker_servers=self.worker_servers,
+            state=self.state,
+            reservations=self.reservations,
+            budgets=self.budgets,
+            network=self.network,
+            warnings=self.reservation_warnings + self.network_warnings,
+        )
+
+
 def check_config(
     raw: Mapping[str, Any],
     *,
@@ -141,96 +174,122 @@ def check_config(
     now: Optional[datetime] = None,
 ) -> Checked:
     """Validate raw config values (keys without the `kns:` prefix, values decoded) and
-    check them across sections. Raises `ConfigError` only when there is no config to
-    plan (the cluster or a scheduler section is invalid). `sealed`: config paths whose
-    values are encrypted and so cannot be read (offline); the checks that need them are
-    left to the program, which has them."""
-    problems = Problems()
-    environ = os.environ if environ is None else environ
-    raw = {key: value for key, value in raw.items() if value is not None}  # empty is unset
+    check them across sections, a step per section (`STEPS`, in order: the problems keep
+    it). Raises `ConfigError` only when there is no config to plan (the cluster or a
+    scheduler section is invalid). `sealed`: config paths whose values are encrypted and so
+    cannot be read (offline); the checks that need them are left to the program, which has
+    them."""
+    reading = _Reading({key: value for key, value in raw.items() if value is not None},  # empty is unset
+                       project_dir, stack, secret_keys, os.environ if environ is None else environ, sealed, now)
+    for step in STEPS:
+        step(reading)
+    return Checked(reading.config(), reading.problems)
 
-    for key in raw:
+
+def _keys(r: _Reading) -> None:
+    """Every `kns:` key is one the program reads; a secret one is set as a secret."""
+    for key in r.raw:
         if key not in KNOWN_KEYS:
             close = closest(key, KNOWN_KEYS)
             hint = f'did you mean "kns:{close}"?' if close else f"known keys: {', '.join('kns:' + k for k in KNOWN_KEYS)}"
-            problems.add(f"{NAMESPACE}:{key}", f"unknown key; {hint}")
+            r.problems.add(f"{NAMESPACE}:{key}", f"unknown key; {hint}")
     for key in SECRET_KEYS:
-        if raw.get(key) is not None and key not in secret_keys:
-            problems.add(
+        if r.raw.get(key) is not None and key not in r.secret_keys:
+            r.problems.add(
                 f"{NAMESPACE}:{key}",
                 f"must be a secret: set it with `pulumi config set --secret {NAMESPACE}:{key} ...`",
             )
 
-    cluster = (
-        problems.validate(Cluster, raw["cluster"], "kns:cluster")
-        if "cluster" in raw
-        else problems.add("kns:cluster", "is required (at least {name: ...})")
-    )
-    packing = problems.validate(PackingScheduler, raw.get("packingScheduler") or {}, "kns:packingScheduler")
-    kns = problems.validate(KnsScheduler, raw.get("knsScheduler") or {}, "kns:knsScheduler")
 
-    profiles: list[tuple[str, Profile]] = []
-    raw_profiles = raw.get("profiles") or {}
-    if not isinstance(raw_profiles, dict):
-        problems.add("kns:profiles", "must be a mapping of rule (*, @group or user) to settings")
+def _cluster(r: _Reading) -> None:
+    """`kns:cluster` and the two schedulers' sections."""
+    if "cluster" in r.raw:
+        r.cluster = r.problems.validate(Cluster, r.raw["cluster"], "kns:cluster")
     else:
-        for rule, body in raw_profiles.items():
-            profile = problems.validate(Profile, body or {}, f"kns:profiles[{rule}]")
-            if profile is not None:
-                profiles.append((str(rule), profile))
+        r.problems.add("kns:cluster", "is required (at least {name: ...})")
+    r.packing = r.problems.validate(PackingScheduler, r.raw.get("packingScheduler") or {}, "kns:packingScheduler")
+    r.kns = r.problems.validate(KnsScheduler, r.raw.get("knsScheduler") or {}, "kns:knsScheduler")
 
-    pools: list[NodePool] = []
-    # Named but invalid: name -> the path whose problems say why.
-    broken_pools: dict[str, str] = {}
-    for i, item in enumerate(_list(raw, "nodePools", problems)):
+
+def _profiles(r: _Reading) -> None:
+    """`kns:profiles`, each rule's settings in their order."""
+    raw_profiles = r.raw.get("profiles") or {}
+    if not isinstance(raw_profiles, dict):
+        r.problems.add("kns:profiles", "must be a mapping of rule (*, @group or user) to settings")
+        return
+    for rule, body in raw_profiles.items():
+        profile = r.problems.validate(Profile, body or {}, f"kns:profiles[{rule}]")
+        if profile is not None:
+            r.profiles.append((str(rule), profile))
+
+
+def _node_pools(r: _Reading) -> None:
+    """`kns:nodePools`, then `kns:workers` with their own pools: the site's pools."""
+    for i, item in enumerate(_list(r.raw, "nodePools", r.problems)):
         pool_path = _entry_path("kns:nodePools", item, i)
-        pool = problems.validate(NodePool, item, pool_path)
+        pool = r.problems.validate(NodePool, item, pool_path)
         if pool is not None:
-            pools.append(pool)
+            r.pools.append(pool)
         elif isinstance(item_name(item), str):
-            broken_pools[item_name(item)] = pool_path
+            r.broken_pools[item_name(item)] = pool_path
+    r.manager_pools = list(r.pools)
+    r.workers, r.pool_worker, r.worker_index = _workers(r.raw, r.pools, r.broken_pools, r.problems)
 
-    manager_pools = list(pools)
-    workers, pool_worker, worker_index = _workers(raw, pools, broken_pools, problems)
 
-    state = problems.validate(StateLayout, raw["state"], "kns:state") if raw.get("state") is not None else None
+def _state(r: _Reading) -> None:
+    """`kns:state`."""
+    if r.raw.get("state") is not None:
+        r.state = r.problems.validate(StateLayout, r.raw["state"], "kns:state")
 
-    raw_queueing = raw.get("queueing") or {}
-    queueing = problems.validate(Queueing, raw_queueing, "kns:queueing")
+
+def _queueing(r: _Reading) -> None:
+    """`kns:queueing`, `kns:queues` and `kns:priorities`."""
+    raw_queueing = r.raw.get("queueing") or {}
+    queueing = r.problems.validate(Queueing, raw_queueing, "kns:queueing")
     if queueing is None:
         # Its problem is reported; `enabled: true`, if written, still holds, so the queued
         # entries are not also told that queueing is off.
         enabled = isinstance(raw_queueing, dict) and raw_queueing.get("enabled") is True
         queueing = Queueing(enabled=enabled)
-    raw_queues = _list(raw, "queues", problems)
-    queues, broken_queues = _named_items(raw_queues, "queues", Queue, problems)
-    queue_names = {q.name for q in queues}
-    raw_priorities = _list(raw, "priorities", problems)
-    priorities, broken_priorities = _named_items(raw_priorities, "priorities", Priority, problems)
+    r.queueing = queueing
+    r.raw_queues = _list(r.raw, "queues", r.problems)
+    r.queues, r.broken_queues = _named_items(r.raw_queues, "queues", Queue, r.problems)
+    r.raw_priorities = _list(r.raw, "priorities", r.problems)
+    r.priorities, r.broken_priorities = _named_items(r.raw_priorities, "priorities", Priority, r.problems)
 
-    raw_reservations = _list(raw, "reservations", problems)
-    reservations, broken_reservations = _named_items(raw_reservations, "reservations", Reservation, problems,
-                                                     quiet=True)
-    network = problems.validate(Network, raw["network"], "kns:network") if raw.get("network") is not None else None
+
+def _reservations(r: _Reading) -> None:
+    """`kns:reservations`."""
+    r.reservations, r.broken_reservations = _named_items(_list(r.raw, "reservations", r.problems), "reservations",
+                                                         Reservation, r.problems, quiet=True)
+
+
+def _network(r: _Reading) -> None:
+    """`kns:network`."""
+    written = r.raw.get("network")
+    network = r.problems.validate(Network, written, "kns:network") if written is not None else None
     if network is None:  # its problems are reported; `isolation: none`, if written, still holds
-        written = raw.get("network")
         network = Network(isolation="none") if isinstance(written, dict) and written.get("isolation") == "none" \
             else Network()
-    raw_budgets = _list(raw, "budgets", problems)
-    budgets, _ = _named_items(raw_budgets, "budgets", Budget, problems, quiet=True)
-    check_budgets(budgets, bool(raw_budgets), queueing, queues, broken_queues, problems)
+    r.network = network
 
-    paths: dict[str, str] = {}
+
+def _budgets(r: _Reading) -> None:
+    """`kns:budgets`, and the queues they count."""
+    raw_budgets = _list(r.raw, "budgets", r.problems)
+    r.budgets, _ = _named_items(raw_budgets, "budgets", Budget, r.problems, quiet=True)
+    check_budgets(r.budgets, bool(raw_budgets), r.queueing, r.queues, r.broken_queues, r.problems)
+
+
+def _entries(r: _Reading) -> None:
+    """`kns:jobs`, `kns:schedules` and the job files' entries: one name each, across all."""
+    problems = r.problems
     entries: list[Entry] = []
     for kind, model in (("jobs", Job), ("schedules", Schedule)):
-        for i, item in enumerate(_list(raw, kind, problems)):
+        for i, item in enumerate(_list(r.raw, kind, problems)):
             entries.append(Entry(_entry_path(f"kns:{kind}", item, i), item, model))
-    entries.extend(_job_file_entries(raw, project_dir, problems))
-
-    jobs: list[Job] = []
-    schedules: list[Schedule] = []
+    entries.extend(_job_file_entries(r.raw, r.project_dir, problems))
     first_use: dict[str, str] = {}
-    unchecked: list[tuple[str, dict]] = []
     for path, item, model, lines in entries:
         name = item.get("name") if isinstance(item, dict) else None
         duplicate = isinstance(name, str) and name in first_use
@@ -251,125 +310,148 @@ def check_config(
         else:
             problems.lines.update(lines)
         if entry is None and isinstance(item, dict):
-            unchecked.append((path, item))
+            r.unchecked.append((path, item))
         if entry is None or duplicate:
             continue
-        paths[entry.name] = path
-        (schedules if isinstance(entry, Schedule) else jobs).append(entry)
+        r.paths[entry.name] = path
+        (r.schedules if isinstance(entry, Schedule) else r.jobs).append(entry)
 
-    credentials = raw.get("credentials") or {}
+
+def _credentials(r: _Reading) -> None:
+    """`kns:credentials` and `kns:keycloakClientSecret`."""
+    credentials = r.raw.get("credentials") or {}
     if not (isinstance(credentials, dict) and all(
         isinstance(files, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in files.items())
         for files in credentials.values()
     )):
-        problems.add("kns:credentials", "must map a set name to {file name: content}")
+        r.problems.add("kns:credentials", "must map a set name to {file name: content}")
         credentials = {}
-
-    secret = raw.get("keycloakClientSecret")
-    if secret is not None and not isinstance(secret, str):
-        problems.add("kns:keycloakClientSecret", "must be a string")
-
-    if kns is not None and kns.enabled and kns.keycloak is not None and secret is None:
-        problems.add(
+    r.credentials = credentials
+    r.secret = r.raw.get("keycloakClientSecret")
+    if r.secret is not None and not isinstance(r.secret, str):
+        r.problems.add("kns:keycloakClientSecret", "must be a string")
+    if r.kns is not None and r.kns.enabled and r.kns.keycloak is not None and r.secret is None:
+        r.problems.add(
             "kns:keycloakClientSecret",
             "is required when kns:knsScheduler.keycloak is set: "
             "`pulumi config set --secret kns:keycloakClientSecret ...`",
         )
+
+
+def _check_site(r: _Reading) -> None:
+    """The cluster, every cluster's pools (one name each across the site), the workers."""
+    problems, cluster = r.problems, r.cluster
     if cluster is not None:
-        checks.check_cluster(cluster, project_dir, environ, problems, sealed)
+        checks.check_cluster(cluster, r.project_dir, r.environ, problems, r.sealed)
     site_name = cluster.name if cluster is not None else ""
     taken: dict[str, str] = {}
     declared = ("kns:cluster", cluster.kubernetes_version) if cluster is not None and cluster.kubernetes_version else None
-    checks.check_pools(manager_pools, site_name, problems, taken=taken, version=declared)
-    for worker in workers:
+    checks.check_pools(r.manager_pools, site_name, problems, taken=taken, version=declared)
+    for worker in r.workers:
         checks.check_pools(worker.node_pools, site_name, problems, f"kns:workers[{worker.name}].nodePools", taken,
                            (f"kns:workers[{worker.name}]", worker.kubernetes_version)
                            if worker.kubernetes_version else None)
-    worker_servers = checks.check_workers(workers, worker_index, cluster, secret_keys, project_dir, environ, problems,
-                                          sealed) if workers else {}
-    if queueing.enabled:
-        pool_paths = {p.name: f"kns:nodePools[{p.name}]" for p in manager_pools}
-        pool_paths.update({p.name: f"kns:workers[{w.name}].nodePools[{p.name}]" for w in workers for p in w.node_pools})
-        for path, message in devices.mapping_problems(pools, pool_paths):
-            problems.add(path, message)
-    checks.check_credential_sets(credentials, problems)
-    checks.check_queues(queueing, bool(raw_queues), queues, pools, broken_pools, problems)
-    checks.check_queue_references(jobs + schedules, profiles, queueing, queue_names, broken_queues, paths, problems)
-    checks.check_priorities(queueing, bool(raw_priorities), priorities, problems)
-    checks.check_priority_references(jobs + schedules, profiles, {p.name for p in priorities}, broken_priorities,
-                                     paths, problems)
-    explicit = {e.name for e in jobs + schedules if e.priority is not None}
-    own_reservations = {e.name for e in jobs + schedules if e.reservation is not None}
-    queue_rules: dict[str, str] = {}
-    priority_sources: dict[str, str] = {name: "the entry" for name in explicit}
-    jobs = checks.apply_profiles(jobs, profiles, paths, problems, queue_rules, priority_sources)  # type: ignore[assignment]
-    schedules = checks.apply_profiles(schedules, profiles, paths, problems, queue_rules,  # type: ignore[assignment]
-                                      priority_sources)
-    jobs = checks.assign_priorities(jobs, explicit, priorities, paths, problems, priority_sources)  # type: ignore[assignment]
-    schedules = checks.assign_priorities(schedules, explicit, priorities, paths, problems,  # type: ignore[assignment]
-                                         priority_sources)
-    check_entry_references(jobs + schedules, profiles, reservations, paths, problems, broken_reservations,
+    if r.workers:
+        r.worker_servers = checks.check_workers(r.workers, r.worker_index, cluster, r.secret_keys, r.project_dir,
+                                                r.environ, problems, r.sealed)
+
+
+def _check_devices(r: _Reading) -> None:
+    """The DRA pools' device class mappings fit Kueue's Configuration."""
+    if r.queueing.enabled:
+        pool_paths = {p.name: f"kns:nodePools[{p.name}]" for p in r.manager_pools}
+        pool_paths.update({p.name: f"kns:workers[{w.name}].nodePools[{p.name}]"
+                           for w in r.workers for p in w.node_pools})
+        r.problems.extend(devices.mapping_problems(r.pools, pool_paths))
+
+
+def _check_credentials(r: _Reading) -> None:
+    checks.check_credential_sets(r.credentials, r.problems)
+
+
+def _check_queues(r: _Reading) -> None:
+    """The queues and priorities, and the entries' and profiles' references to them."""
+    problems = r.problems
+    checks.check_queues(r.queueing, bool(r.raw_queues), r.queues, r.pools, r.broken_pools, problems)
+    checks.check_queue_references(r.workloads, r.profiles, r.queueing, r.queue_names, r.broken_queues, r.paths,
+                                  problems)
+    checks.check_priorities(r.queueing, bool(r.raw_priorities), r.priorities, problems)
+    checks.check_priority_references(r.workloads, r.profiles, {p.name for p in r.priorities}, r.broken_priorities,
+                                     r.paths, problems)
+
+
+def _apply_profiles(r: _Reading) -> None:
+    """Each entry with its profile's defaults and its priority, held to its profile's rules;
+    its reservation exists, and gives its pool when it names none."""
+    problems, paths = r.problems, r.paths
+    explicit = {e.name for e in r.workloads if e.priority is not None}
+    own_reservations = {e.name for e in r.workloads if e.reservation is not None}
+    r.priority_sources = {name: "the entry" for name in explicit}
+    r.jobs = checks.apply_profiles(r.jobs, r.profiles, paths, problems, r.queue_rules,  # type: ignore[assignment]
+                                   r.priority_sources)
+    r.schedules = checks.apply_profiles(r.schedules, r.profiles, paths, problems,  # type: ignore[assignment]
+                                        r.queue_rules, r.priority_sources)
+    r.jobs = checks.assign_priorities(r.jobs, explicit, r.priorities, paths, problems,  # type: ignore[assignment]
+                                      r.priority_sources)
+    r.schedules = checks.assign_priorities(r.schedules, explicit, r.priorities, paths,  # type: ignore[assignment]
+                                           problems, r.priority_sources)
+    check_entry_references(r.workloads, r.profiles, r.reservations, paths, problems, r.broken_reservations,
                            own_reservations)
-    pool_names = {p.name for p in pools}
-    jobs = _on_reserved_pools(jobs, reservations, pool_names)  # type: ignore[assignment]
-    schedules = _on_reserved_pools(schedules, reservations, pool_names)  # type: ignore[assignment]
-    prioritized = {e.name for e in jobs + schedules if e.priority is not None}
-    priority_sources = {name: why for name, why in priority_sources.items() if name in prioritized}
-    checks.check_workloads(jobs + schedules, pools, credentials, paths, problems, broken_pools)
-    if workers:
-        checks.check_site(cluster, queueing, queues, jobs + schedules, {p.name for p in manager_pools}, paths,
-                          problems, {p.name: w.name for w in workers if w.drain for p in w.node_pools})
-    checks.check_multikueue_settings(queueing, bool(workers), problems)
-    checks.check_raw_references(unchecked, pools, problems, broken_pools, (queueing, queue_names, broken_queues))
+    pool_names = {p.name for p in r.pools}
+    r.jobs = _on_reserved_pools(r.jobs, r.reservations, pool_names)  # type: ignore[assignment]
+    r.schedules = _on_reserved_pools(r.schedules, r.reservations, pool_names)  # type: ignore[assignment]
+    prioritized = {e.name for e in r.workloads if e.priority is not None}
+    r.priority_sources = {name: why for name, why in r.priority_sources.items() if name in prioritized}
+
+
+def _check_entries(r: _Reading) -> None:
+    """Each entry's pool, credentials, site, namespace and labels; the raw keys of those
+    their model refused."""
+    problems, workloads, cluster = r.problems, r.workloads, r.cluster
+    checks.check_workloads(workloads, r.pools, r.credentials, r.paths, problems, r.broken_pools)
+    if r.workers:
+        checks.check_site(cluster, r.queueing, r.queues, workloads, {p.name for p in r.manager_pools}, r.paths,
+                          problems, {p.name: w.name for w in r.workers if w.drain for p in w.node_pools})
+    checks.check_multikueue_settings(r.queueing, bool(r.workers), problems)
+    checks.check_raw_references(r.unchecked, r.pools, problems, r.broken_pools,
+                                (r.queueing, r.queue_names, r.broken_queues))
     if cluster is not None:
-        installs_kueue = queueing.enabled and queueing.install
-        checks.check_namespaces(jobs + schedules, cluster, paths, problems,
+        installs_kueue = r.queueing.enabled and r.queueing.install
+        checks.check_namespaces(workloads, cluster, r.paths, problems,
                                 names.KUEUE_INSTALL_NAMESPACES if installs_kueue else frozenset())
-        checks.check_dynamic_labels(jobs + schedules, cluster.name, stack, paths, problems)
+        checks.check_dynamic_labels(workloads, cluster.name, r.stack, r.paths, problems)
 
-    serves = (kns is not None and kns.enabled) or (queueing.enabled and queueing.install)
-    network_warnings = check_network(network, jobs + schedules, cluster, paths, problems, serves)
 
-    primers = checks.derive_primers(schedules, paths, problems, now)
-    broken_entries = {path.rpartition("[")[2][:-1]: path for path, _ in unchecked}
-    warnings = check_reservations(reservations, {p.name: p for p in pools}, queueing, queues, jobs + schedules,
-                                  [p.name for p in priorities], pool_worker, problems, now,
-                                  broken_entries=broken_entries)
-    for path, message in ttl_problems(budgets, [(paths[e.name], e.queue, e.ttl_hours)
-                                                for e in jobs + schedules]):
-        problems.add(path, message)
+def _check_network(r: _Reading) -> None:
+    serves = (r.kns is not None and r.kns.enabled) or (r.queueing.enabled and r.queueing.install)
+    r.network_warnings = check_network(r.network, r.workloads, r.cluster, r.paths, r.problems, serves)
 
-    if cluster is None or packing is None or kns is None:
-        problems.raise_if_any()
-    config = PlatformConfig(
-        cluster=cluster,
-        node_pools=pools,
-        packing_scheduler=packing,
-        kns_scheduler=kns,
-        profiles=profiles,
-        jobs=jobs,
-        schedules=schedules,
-        keycloak_client_secret=secret,
-        credentials=credentials,
-        paths=paths,
-        stack=stack,
-        primers=primers,
-        queueing=queueing,
-        queues=queues,
-        queue_rules=queue_rules,
-        priorities=priorities,
-        priority_sources=priority_sources,
-        policy_config=read_policy_config(environ, project_dir, problems),
-        workers=workers,
-        pool_worker=pool_worker,
-        worker_servers=worker_servers,
-        state=state,
-        reservations=reservations,
-        budgets=budgets,
-        network=network,
-        warnings=warnings + network_warnings,
-    )
-    return Checked(config, problems)
+
+def _check_times(r: _Reading) -> None:
+    """What runs at a time: schedules' primers, reservations' windows, budgets' counts."""
+    r.primers = checks.derive_primers(r.schedules, r.paths, r.problems, r.now)
+    broken_entries = {path.rpartition("[")[2][:-1]: path for path, _ in r.unchecked}
+    r.reservation_warnings = check_reservations(r.reservations, {p.name: p for p in r.pools}, r.queueing, r.queues,
+                                                r.workloads, [p.name for p in r.priorities], r.pool_worker,
+                                                r.problems, r.now, broken_entries=broken_entries)
+    r.problems.extend(ttl_problems(r.budgets, [(r.paths[e.name], e.queue, e.ttl_hours) for e in r.workloads]))
+
+
+def _plannable(r: _Reading) -> None:
+    """Without the cluster or a scheduler section there is no config to plan: raise."""
+    if r.cluster is None or r.packing is None or r.kns is None:
+        r.problems.raise_if_any()
+
+
+def _policy_config(r: _Reading) -> None:
+    r.policy_config = read_policy_config(r.environ, r.project_dir, r.problems)
+
+
+# The steps of `check_config`, in order: each reads or checks a section with what the ones
+# before it read.
+STEPS = (_keys, _cluster, _profiles, _node_pools, _state, _queueing, _reservations, _network, _budgets, _entries,
+         _credentials, _check_site, _check_devices, _check_credentials, _check_queues, _apply_profiles,
+         _check_entries, _check_network, _check_times, _plannable, _policy_config)
 
 
 def _on_reserved_pools(entries: list[Workload], reservations: list[Reservation],

@@ -29,7 +29,7 @@ from pydantic.alias_generators import to_camel
 
 from chrono import cron
 from . import karpenter, multikueue, names, podspec, pointer, queues, rules
-from .errors import UNREPEATED
+from .errors import UNREPEATED, Problem, at
 from .quantity import MIB, Kind, QuantityError, kind_for_resource, normalise, parse
 
 
@@ -95,7 +95,7 @@ def _extra_resources(value: object) -> object:
     """`extraResources`: a resource with a field of its own is named as that first (its
     value is beside the point: it goes in that field)."""
     if isinstance(value, dict):
-        podspec.raise_if_any([((str(key),), problem) for key in value
+        podspec.raise_if_any([at((str(key),), problem) for key in value
                               if (problem := podspec.core_resource_problem(str(key)))])
     return _resource_map(value)
 
@@ -293,19 +293,19 @@ class GpuSpec(Model):
 
     @model_validator(mode="after")
     def _allocation(self) -> "GpuSpec":
-        found: podspec.Found = []
+        found: list[Problem] = []
         if self.allocation != "dra":
-            found += [((to_camel(f),), rules.DRA_FIELDS_NEED_DRA.message)
+            found += [at((to_camel(f),), rules.DRA_FIELDS_NEED_DRA.message)
                       for f in ("driver", "model", "partitions", "sharing") if f in self.model_fields_set]
         else:
             if self.driver is None:
-                found.append((("driver",), rules.DRA_NEEDS_DRIVER.message))
+                found.append(at(("driver",), rules.DRA_NEEDS_DRIVER.message))
             if self.vendor != "nvidia":
-                found.append((("vendor",), rules.DRA_NEEDS_NVIDIA.message))
+                found.append(at(("vendor",), rules.DRA_NEEDS_NVIDIA.message))
         seen: dict[str, int] = {}
         for index, partition in enumerate(self.partitions):
             if partition.profile in seen:
-                found.append((("partitions", index, "profile"),
+                found.append(at(("partitions", index, "profile"),
                               f'"{partition.profile}" is already partitions[{seen[partition.profile]}]'))
             seen.setdefault(partition.profile, index)
         podspec.raise_if_any(found)
@@ -373,12 +373,12 @@ class PoolTopology(Model):
 
     @model_validator(mode="after")
     def _levels(self) -> "PoolTopology":
-        found: podspec.Found = [(("levels", i), problem) for i, level in enumerate(self.levels)
+        found: list[Problem] = [at(("levels", i), problem) for i, level in enumerate(self.levels)
                                 if (problem := names.label_key_problem(level))]
-        found += [(("levels", i), f'"{level}" is already level {self.levels.index(level)}')
+        found += [at(("levels", i), f'"{level}" is already level {self.levels.index(level)}')
                   for i, level in enumerate(self.levels) if self.levels.index(level) != i]
         if self.levels[-1] != rules.TOPOLOGY_LAST_LEVEL:
-            found.append((("levels",), rules.TOPOLOGY_ENDS_WITH_HOST.message))
+            found.append(at(("levels",), rules.TOPOLOGY_ENDS_WITH_HOST.message))
         podspec.raise_if_any(found)
         return self
 
@@ -405,9 +405,9 @@ class NodePool(Model):
         if (self.nodes is None) == (self.autoscale is None):
             raise ValueError(rules.NODES_OR_AUTOSCALE.message)
         if self.topology is not None and self.autoscale is not None:
-            podspec.raise_if_any([(("topology",), rules.TOPOLOGY_ON_AUTOSCALED.message)])
+            podspec.raise_if_any([at(("topology",), rules.TOPOLOGY_ON_AUTOSCALED.message)])
         if self.gpu is not None and self.gpu.dra and self.autoscale is not None:
-            podspec.raise_if_any([(("gpu", "allocation"), rules.DRA_NEEDS_STATIC_POOL.message)])
+            podspec.raise_if_any([at(("gpu", "allocation"), rules.DRA_NEEDS_STATIC_POOL.message)])
         for node in self.static_nodes:
             if names.dns1123_subdomain_problem(node):
                 raise ValueError(f'node name {names.dns1123_subdomain_problem(node)}')
@@ -415,15 +415,15 @@ class NodePool(Model):
             raise ValueError("nodes lists a node more than once")
         if self.autoscale is not None:
             group = self.autoscale.node_class_ref.group
-            podspec.raise_if_any([(("labels", key), problem) for key in self.labels
+            podspec.raise_if_any([at(("labels", key), problem) for key in self.labels
                                   if (problem := karpenter.restricted_key_problem(key, group))]
-                                 + [(("autoscale", "requirements", i, "key"), problem)
+                                 + [at(("autoscale", "requirements", i, "key"), problem)
                                     for i, requirement in enumerate(self.autoscale.requirements)
                                     if (problem := karpenter.provider_key_problem(requirement.key, group, False))]
-                                 + [(("autoscale", "limits", key), problem) for key, problem in
+                                 + [p.below(("autoscale", "limits")) for p in
                                     karpenter.limits_below_one_node(self.autoscale.limits, self.gpu_per_node,
                                                                     self.gpu_resource)]
-                                 + [(("autoscale", "requirements"), problem) for problem in self._requirement_count()])
+                                 + [at(("autoscale", "requirements"), problem) for problem in self._requirement_count()])
         return self
 
     def _requirement_count(self) -> list[str]:
@@ -686,13 +686,13 @@ class NetworkSource(Model):
 
     @model_validator(mode="after")
     def _one(self) -> "NetworkSource":
-        found: list[tuple[tuple[str, ...], str]] = []
+        found: list[Problem] = []
         if (self.namespace is None) == (self.namespace_labels is None):
-            found.append(((), rules.NETWORK_SOURCE_ONE.message))
+            found.append(at((), rules.NETWORK_SOURCE_ONE.message))
         if self.namespace_labels == {}:
-            found.append((("namespaceLabels",), rules.NETWORK_EVERY_NAMESPACE.message))
+            found.append(at(("namespaceLabels",), rules.NETWORK_EVERY_NAMESPACE.message))
         if self.ports == []:
-            found.append((("ports",), rules.NETWORK_NO_PORTS.message))
+            found.append(at(("ports",), rules.NETWORK_NO_PORTS.message))
         podspec.raise_if_any(found)
         return self
 
@@ -707,11 +707,11 @@ class NetworkDestination(Model):
 
     @model_validator(mode="after")
     def _one(self) -> "NetworkDestination":
-        found: list[tuple[tuple[str, ...], str]] = []
+        found: list[Problem] = []
         if (self.cidr is None) == (self.namespace is None):
-            found.append(((), rules.NETWORK_DESTINATION_ONE.message))
+            found.append(at((), rules.NETWORK_DESTINATION_ONE.message))
         if self.ports == []:
-            found.append((("ports",), rules.NETWORK_NO_PORTS.message))
+            found.append(at(("ports",), rules.NETWORK_NO_PORTS.message))
         podspec.raise_if_any(found)
         return self
 
@@ -732,7 +732,7 @@ class Network(Model):
         if self.isolation == "none":
             given = {"allowFrom": self.allow_from, "egress": self.egress != "all", "allowTo": self.allow_to,
                      "podNetwork": self.pod_network}
-            podspec.raise_if_any([((key,), rules.NETWORK_OFF_SETTING.message) for key, value in given.items()
+            podspec.raise_if_any([at((key,), rules.NETWORK_OFF_SETTING.message) for key, value in given.items()
                                   if value])
         return self
 
@@ -956,25 +956,25 @@ class Workload(Model):
         return min(count, self.completions) if self.completions is not None else count
 
     @classmethod
-    def key_problems(cls, raw: Any) -> podspec.Found:
+    def key_problems(cls, raw: Any) -> list[Problem]:
         """Rules about which keys may be set together, each at the key it refuses; they need
         only the raw keys, so the loader reports them even when a value elsewhere in the
         entry is invalid."""
         if not isinstance(raw, dict):
             return []
-        problems: podspec.Found = []
+        problems: list[Problem] = []
 
         def written(fields: tuple[str, ...]) -> list[str]:
             return [to_camel(f) for f in fields if to_camel(f) in raw or f in raw]
 
         container = written(CONTAINER_FIELDS)
         if raw.get("type") == "namespace":
-            problems += [((key,), rules.NAMESPACE_NO_WORKLOAD.message)
+            problems += [at((key,), rules.NAMESPACE_NO_WORKLOAD.message)
                          for key in container + written(WORKLOAD_ONLY_FIELDS)]
         elif raw.get("podSpec") is not None:
-            problems += [((key,), rules.POD_SPEC_VERBATIM.message) for key in container]
+            problems += [at((key,), rules.POD_SPEC_VERBATIM.message) for key in container]
         if not raw.get("credentials"):
-            problems += [((key,), rules.MOUNT_PATH_NEEDS_CREDENTIALS.message)
+            problems += [at((key,), rules.MOUNT_PATH_NEEDS_CREDENTIALS.message)
                          for key in written(("credentials_mount_path",))]
         return problems
 
@@ -985,47 +985,47 @@ class Workload(Model):
             request, cap = getattr(self, field), getattr(self, limit)
             kind = Kind.CPU if field == "cpu" else Kind.BYTES
             if request is not None and cap is not None and parse(request, kind) > parse(cap, kind):
-                problems.append(((field,), f"{field} {request} is more than {to_camel(limit)} {cap}"))
+                problems.append(at((field,), f"{field} {request} is more than {to_camel(limit)} {cap}"))
         for field in ("node_selector", "placement"):
             if names.LABEL_POOL in getattr(self, field):
-                problems.append(((to_camel(field), names.LABEL_POOL), f"{to_camel(field)} cannot set "
+                problems.append(at((to_camel(field), names.LABEL_POOL), f"{to_camel(field)} cannot set "
                                  f"{names.LABEL_POOL}; use pool (it also adds the pool's tolerations)"))
 
-        owned = [(("labels", key), rules.PROGRAM_OWNED_LABEL.message) for key in self.labels if key == names.QUEUE_LABEL]
-        owned += [(("labels", key), rules.PROGRAM_OWNED_PRIORITY_LABEL.message) for key in self.labels
+        owned = [at(("labels", key), rules.PROGRAM_OWNED_LABEL.message) for key in self.labels if key == names.QUEUE_LABEL]
+        owned += [at(("labels", key), rules.PROGRAM_OWNED_PRIORITY_LABEL.message) for key in self.labels
                   if key == names.PRIORITY_LABEL]
-        owned += [(("annotations", key), "is set by the program from topology: {level, mode}; use that")
+        owned += [at(("annotations", key), "is set by the program from topology: {level, mode}; use that")
                   for key in self.annotations if key in rules.TOPOLOGY_ANNOTATIONS.values()]
         if self.gpu_resource and self.gpu is not None:
-            owned.append((("gpuResource",), rules.GPU_RESOURCE_NOT_WITH_GPU.message))
+            owned.append(at(("gpuResource",), rules.GPU_RESOURCE_NOT_WITH_GPU.message))
         elif self.gpu_resource and not self.gpus:
-            owned.append((("gpuResource",), rules.GPU_RESOURCE_NEEDS_GPUS.message))
+            owned.append(at(("gpuResource",), rules.GPU_RESOURCE_NEEDS_GPUS.message))
         if self.gpus and self.gpu is not None:
-            owned.append((("gpu",), rules.GPU_ASK_EXCLUSIVE.message))
+            owned.append(at(("gpu",), rules.GPU_ASK_EXCLUSIVE.message))
         podspec.raise_if_any(problems + owned + self._pod_problems() + self._worker_problems())
         return self
 
-    def _worker_problems(self) -> podspec.Found:
+    def _worker_problems(self) -> list[Problem]:
         """What a distributed entry derives, and what only a distributed entry may set."""
         if self.type != "pod":
             return []
         if not self.distributed:
-            return [((to_camel(f),), rules.WORKERS_ONLY.message) for f in ("leader_port", "restart_workers")
+            return [at((to_camel(f),), rules.WORKERS_ONLY.message) for f in ("leader_port", "restart_workers")
                     if f in self.model_fields_set]
-        found: podspec.Found = [((to_camel(f),), rules.WORKERS_DERIVE.message)
+        found: list[Problem] = [at((to_camel(f),), rules.WORKERS_DERIVE.message)
                                 for f in ("parallelism", "completions") if getattr(self, f) is not None]
         if self.backoff_limit is not None and self.restart_workers == "together":
-            found.append((("backoffLimit",), rules.WORKERS_BACKOFF.message))
+            found.append(at(("backoffLimit",), rules.WORKERS_BACKOFF.message))
         taken = f"is set by the program for every worker ({', '.join(rules.WORKER_ENV)})"
-        found += [(("env", key), taken) for key in self.env if key in rules.WORKER_ENV]
+        found += [at(("env", key), taken) for key in self.env if key in rules.WORKER_ENV]
         if self.pod_spec is not None:
-            found += [(("podSpec", key), rules.WORKERS_POD_NAMES.message) for key in ("hostname", "subdomain")
+            found += [at(("podSpec", key), rules.WORKERS_POD_NAMES.message) for key in ("hostname", "subdomain")
                       if key in self.pod_spec]
             for field in ("initContainers", "containers"):
                 for index, container in enumerate(self.pod_spec.get(field) or []):
                     for position, item in enumerate((container or {}).get("env") or []):
                         if isinstance(item, dict) and item.get("name") in rules.WORKER_ENV:
-                            found.append((("podSpec", field, index, "env", position, "name"), taken))
+                            found.append(at(("podSpec", field, index, "env", position, "name"), taken))
         return found
 
     def generated_names(self) -> dict[str, dict[str, str]]:
@@ -1037,7 +1037,7 @@ class Workload(Model):
                                                               "(credentialsMountPath)"}
         return out
 
-    def _pod_problems(self) -> podspec.Found:
+    def _pod_problems(self) -> list[Problem]:
         """The pod rules that need the whole entry: names the program generates, mounts of
         the entry's volumes, `env` sources, `gpuResource` of the GPU vendor."""
         if self.type != "pod":
@@ -1050,12 +1050,12 @@ class Workload(Model):
             found += podspec.mount_problems(self.volume_mounts, volumes)
             for key, value in self.env.items():
                 if isinstance(value, dict):
-                    found += [(("env", key, "valueFrom") + loc, m)
-                              for loc, m in podspec.shape_problems(value["valueFrom"], "@EnvVarSource")]
+                    found += [p.below(("env", key, "valueFrom"))
+                              for p in podspec.shape_problems(value["valueFrom"], "@EnvVarSource")]
             if self.gpu_resource:
                 problem = podspec.gpu_resource_problem(self.gpu_resource, self.gpu_vendor)
                 if problem:
-                    found.append((("gpuResource",), problem))
+                    found.append(at(("gpuResource",), problem))
         return found
 
 
@@ -1083,13 +1083,13 @@ class Schedule(Workload):
     failed_jobs_history_limit: Int32 = Field(default=1, ge=0)
 
     @classmethod
-    def key_problems(cls, raw: Any) -> podspec.Found:
+    def key_problems(cls, raw: Any) -> list[Problem]:
         problems = super().key_problems(raw)
         if isinstance(raw, dict):
             if raw.get("warmUpMinutes") is not None and raw.get("primerSchedule") is not None:
-                problems.append((("primerSchedule",), rules.WARM_UP_OR_PRIMER.message))
+                problems.append(at(("primerSchedule",), rules.WARM_UP_OR_PRIMER.message))
             if raw.get("type") == "namespace":
-                problems.append((("type",), 'a schedule runs a workload; type "namespace" is only for jobs'))
+                problems.append(at(("type",), 'a schedule runs a workload; type "namespace" is only for jobs'))
         return problems
 
     @property
@@ -1181,14 +1181,14 @@ class Queueing(Model):
             # Kueue's settings with no Kueue to take them: said once, for each given.
             given = {"waitForPodsReady": self.wait_for_pods_ready, "multiKueue": self.multi_kueue,
                      "fairSharing": self.fair_sharing}
-            podspec.raise_if_any([((key,), rules.QUEUEING_OFF_SETTING.message) for key, value in given.items()
+            podspec.raise_if_any([at((key,), rules.QUEUEING_OFF_SETTING.message) for key, value in given.items()
                                   if value is not None])
         if self.wait_for_pods_ready is not None and not self.install:
-            found.append((("waitForPodsReady",), rules.WAIT_NEEDS_INSTALL.message))
+            found.append(at(("waitForPodsReady",), rules.WAIT_NEEDS_INSTALL.message))
         if self.multi_kueue is not None and not self.install:
-            found.append((("multiKueue",), rules.MULTIKUEUE_NEEDS_INSTALL.message))
+            found.append(at(("multiKueue",), rules.MULTIKUEUE_NEEDS_INSTALL.message))
         if self.fair_sharing is not None and not self.install:
-            found.append((("fairSharing",), rules.FAIR_SHARING_NEEDS_INSTALL.message))
+            found.append(at(("fairSharing",), rules.FAIR_SHARING_NEEDS_INSTALL.message))
         podspec.raise_if_any(found)
         return self
 
@@ -1242,6 +1242,6 @@ class Queue(Model):
     def _limits(self) -> "Queue":
         found = queues.limit_problems(self.quota, self.cohort, self.borrowing_limit, self.lending_limit)
         if self.cohort is None and self.preemption.reclaim_within_cohort != "Never":
-            found.append((("preemption", "reclaimWithinCohort"), rules.RECLAIM_NEEDS_COHORT.message))
+            found.append(at(("preemption", "reclaimWithinCohort"), rules.RECLAIM_NEEDS_COHORT.message))
         podspec.raise_if_any(found)
         return self

@@ -17,8 +17,8 @@ One set of rules, checked where the input comes in and again on what the program
 - the **image reference** (`image_problem`) wherever an image is given, and the
   **extended resources** an entry names (`extra_resource_problems`, `gpu_resource_problem`).
 
-Each rule's pattern and message is in config/rules.py. Problems are `(location, message)`
-pairs, the location a tuple of keys and list indexes relative to what was checked; the
+Each rule's pattern and message is in config/rules.py. Problems are config/errors.py's
+`Problem`s at a location (`loc`: keys and list indexes) relative to what was checked; the
 models report them under the field's config path (`nested`), the planner as a JSON pointer
 into the built Job.
 """
@@ -34,11 +34,8 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 from pydantic_core import PydanticCustomError
 
 from . import names, rules
-from .errors import NESTED, REQUIRED, closest, kind_of, without_a_value
+from .errors import NESTED, REQUIRED, Loc, Problem, at, closest, kind_of, without_a_value
 from .quantity import QuantityError, kind_for_resource, parse, render
-
-Loc = tuple[Union[str, int], ...]
-Found = list[tuple[Loc, str]]
 
 SHAPES: dict[str, Any] = json.loads((Path(__file__).with_name("k8s_shapes.json")).read_text(encoding="utf-8"))
 DEFINITIONS: dict[str, Any] = SHAPES["definitions"]
@@ -64,14 +61,14 @@ _QUALIFIED = re.compile(rules.EXTENDED_RESOURCE.pattern)
 # ---- reporting ---------------------------------------------------------------------------
 
 
-def nested(found: Found) -> PydanticCustomError:
+def nested(found: list[Problem]) -> PydanticCustomError:
     """A validation error carrying several problems below the field it is raised for;
     config/errors.py reports each under the field's path joined with its location."""
-    summary = "; ".join(f"{pointer(loc)}: {message}" for loc, message in found)
+    summary = "; ".join(f"{pointer(p.loc)}: {p.message}" for p in found)
     return PydanticCustomError(NESTED, "{summary}", {"summary": summary, "problems": list(found)})
 
 
-def raise_if_any(found: Found) -> None:
+def raise_if_any(found: list[Problem]) -> None:
     if found:
         raise nested(found)
 
@@ -155,7 +152,7 @@ def _is(kind: str, value: Any) -> bool:
     raise ValueError(f"unknown shape {kind}")
 
 
-def shape_problems(value: Any, shape: Any, loc: Loc = ()) -> Found:
+def shape_problems(value: Any, shape: Any, loc: Loc = ()) -> list[Problem]:
     """Where `value` does not have `shape` (a type of config/k8s_shapes.json, or the name
     of a definition with "@"): wrong types, unknown and missing fields, repeated keys.
 
@@ -164,22 +161,22 @@ def shape_problems(value: Any, shape: Any, loc: Loc = ()) -> Found:
     secret, and problem lines reach CI logs."""
     if isinstance(shape, list):
         if not isinstance(value, list):
-            return [(loc, _wrong(expected(shape), value, loc, _as_items(value, shape)))]
+            return [at(loc, _wrong(expected(shape), value, loc, _as_items(value, shape)))]
         return [p for i, item in enumerate(value) for p in shape_problems(item, shape[0], loc + (i,))]
     if isinstance(shape, dict):
         if not isinstance(value, dict):
-            return [(loc, _wrong(expected(shape), value, loc))]
-        found: Found = []
+            return [at(loc, _wrong(expected(shape), value, loc))]
+        found: list[Problem] = []
         for key, item in value.items():
             if not isinstance(key, str):
-                found.append((loc + (str(key),), f"keys must be strings, not {kind_of(key)}"))
+                found.append(at(loc + (str(key),), f"keys must be strings, not {kind_of(key)}"))
             else:
                 found += shape_problems(item, shape["*"], loc + (key,))
         return found
     if shape.startswith("@"):
         return _definition_problems(value, shape[1:], loc)
     if not _is(shape, value):
-        return [(loc, _wrong(_WHAT[shape], value, loc))]
+        return [at(loc, _wrong(_WHAT[shape], value, loc))]
     return []
 
 
@@ -215,22 +212,22 @@ def _as_items(value: Any, shape: list) -> str:
     return ""
 
 
-def _definition_problems(value: Any, name: str, loc: Loc) -> Found:
+def _definition_problems(value: Any, name: str, loc: Loc) -> list[Problem]:
     if not isinstance(value, dict):
-        return [(loc, _wrong(expected('@' + name), value, loc))]
+        return [at(loc, _wrong(expected('@' + name), value, loc))]
     definition = DEFINITIONS[name]
     properties = definition["properties"]
-    found: Found = []
+    found: list[Problem] = []
     for key, item in value.items():
         if key not in properties:
             close = closest(str(key), properties)
             hint = f'did you mean "{close}"?' if close else f"a {name} has {', '.join(properties)}"
-            found.append((loc + (str(key),), f"unknown field; {hint}"))
+            found.append(at(loc + (str(key),), f"unknown field; {hint}"))
             continue
         found += shape_problems(item, properties[key], loc + (key,))
     for key in definition.get("required", ()):
         if key not in value:
-            found.append((loc + (key,), REQUIRED))
+            found.append(at(loc + (key,), REQUIRED))
     for key, keys in definition.get("listMapKeys", {}).items():
         items = value.get(key)
         if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
@@ -240,7 +237,7 @@ def _definition_problems(value: Any, name: str, loc: Loc) -> Found:
             identity = tuple(_hashable(item.get(k)) for k in keys)
             if identity in first:
                 named = " and ".join(keys)
-                found.append((loc + (key, index), f"has the same {named} as {dotted((key, first[identity]))}; "
+                found.append(at(loc + (key, index), f"has the same {named} as {dotted((key, first[identity]))}; "
                                                   f"each item of {key} needs its own {named}"))
             else:
                 first[identity] = index
@@ -285,11 +282,11 @@ def _amount(resource: str, value: Any) -> tuple[Optional[Decimal], Optional[str]
     return amount, None
 
 
-def resource_problems(resources: Mapping[str, Any]) -> Found:
+def resource_problems(resources: Mapping[str, Any]) -> list[Problem]:
     """The requests and limits of one container (a shape-checked ResourceRequirements):
     known resource names, quantities, requests within limits, and extended resources and
     hugepages requested exactly (the API server's rules)."""
-    found: Found = []
+    found: list[Problem] = []
     amounts: dict[str, dict[str, Decimal]] = {"requests": {}, "limits": {}}
     for side in ("requests", "limits"):
         for resource, value in (resources.get(side) or {}).items():
@@ -298,7 +295,7 @@ def resource_problems(resources: Mapping[str, Any]) -> Found:
             if not problem:
                 amount, problem = _amount(resource, value)
             if problem:
-                found.append(((side, resource), problem))
+                found.append(at((side, resource), problem))
             else:
                 amounts[side][resource] = amount
     for resource, request in amounts["requests"].items():
@@ -307,21 +304,21 @@ def resource_problems(resources: Mapping[str, Any]) -> Found:
         exact = is_extended(resource) or resource.startswith("hugepages-")
         if limit is None:
             if exact and resource not in (resources.get("limits") or {}):
-                found.append((("requests", resource), f"{render(request, kind)} needs limits.{resource} equal to it "
+                found.append(at(("requests", resource), f"{render(request, kind)} needs limits.{resource} equal to it "
                                                       f"({rules.EXACT_RESOURCE.message})"))
         elif exact and request != limit:
-            found.append((("requests", resource), f"{render(request, kind)} is not limits.{resource} "
+            found.append(at(("requests", resource), f"{render(request, kind)} is not limits.{resource} "
                                                   f"{render(limit, kind)} ({rules.EXACT_RESOURCE.message})"))
         elif request > limit:
-            found.append((("requests", resource), f"{render(request, kind)} is more than limits.{resource} "
+            found.append(at(("requests", resource), f"{render(request, kind)} is more than limits.{resource} "
                                                   f"{render(limit, kind)}"))
     return found
 
 
-def extra_resource_problems(resources: Mapping[str, Any]) -> Found:
+def extra_resource_problems(resources: Mapping[str, Any]) -> list[Problem]:
     """`extraResources`: extended resources only (cpu, memory, storage and GPUs have their
     own fields, which the profile maxima and GPU placement see), in whole units."""
-    found: Found = []
+    found: list[Problem] = []
     for resource, value in resources.items():
         problem = core_resource_problem(resource)
         if problem is None and not names.is_hugepages(resource):
@@ -329,7 +326,7 @@ def extra_resource_problems(resources: Mapping[str, Any]) -> Found:
         if problem is None:
             _, problem = _amount(resource, value)
         if problem:
-            found.append(((resource,), problem))
+            found.append(at((resource,), problem))
     return found
 
 
@@ -396,21 +393,21 @@ def _inside(path: str, directory: str) -> bool:
 # ---- pods -------------------------------------------------------------------------------
 
 
-def pod_problems(spec: Mapping[str, Any]) -> Found:
+def pod_problems(spec: Mapping[str, Any]) -> list[Problem]:
     """The pod rules, on a pod spec whose shape is right (`shape_problems(spec, "@PodSpec")`)."""
-    found: Found = []
+    found: list[Problem] = []
     if not spec.get("containers"):
-        found.append((("containers",), "needs at least one container"))
+        found.append(at(("containers",), "needs at least one container"))
     policy = spec.get("restartPolicy")
     if policy is not None and policy not in JOB_RESTART_POLICIES:
-        found.append((("restartPolicy",), f"{show(policy)} {rules.JOB_RESTART_POLICY.message}"))
+        found.append(at(("restartPolicy",), f"{show(policy)} {rules.JOB_RESTART_POLICY.message}"))
     if spec.get("ephemeralContainers"):
-        found.append((("ephemeralContainers",), "cannot be set when a pod is created (kubectl debug adds them)"))
+        found.append(at(("ephemeralContainers",), "cannot be set when a pod is created (kubectl debug adds them)"))
     volumes = [v.get("name") for v in spec.get("volumes") or []]
     for index, volume in enumerate(spec.get("volumes") or []):
         problem = names.dns1123_label_problem(volume["name"])
         if problem:
-            found.append((("volumes", index, "name"), problem))
+            found.append(at(("volumes", index, "name"), problem))
     first: dict[str, Loc] = {}
     for key in CONTAINER_LISTS:
         for index, container in enumerate(spec.get(key) or []):
@@ -418,38 +415,38 @@ def pod_problems(spec: Mapping[str, Any]) -> Found:
             name = container["name"]
             problem = names.dns1123_label_problem(name)
             if problem:
-                found.append((here + ("name",), problem))
+                found.append(at(here + ("name",), problem))
             elif name in first:
-                found.append((here + ("name",), f"{show(name)} is also the name of {dotted(first[name])}; "
+                found.append(at(here + ("name",), f"{show(name)} is also the name of {dotted(first[name])}; "
                                                 "containers and init containers need names of their own"))
             else:
                 first[name] = here
             if "image" not in container:
-                found.append((here + ("image",), REQUIRED))
+                found.append(at(here + ("image",), REQUIRED))
             else:
                 problem = image_problem(container["image"])
                 if problem:
-                    found.append((here + ("image",), problem))
-            found += [(here + ("resources",) + loc, m) for loc, m in resource_problems(container.get("resources") or {})]
-            found += [(here + loc, m) for loc, m in mount_problems(container.get("volumeMounts") or [], volumes)]
+                    found.append(at(here + ("image",), problem))
+            found += [p.below(here + ("resources",)) for p in resource_problems(container.get("resources") or {})]
+            found += [p.below(here) for p in mount_problems(container.get("volumeMounts") or [], volumes)]
     return found
 
 
-def mount_problems(mounts: Sequence[Mapping[str, Any]], volumes: Sequence[Any]) -> Found:
+def mount_problems(mounts: Sequence[Mapping[str, Any]], volumes: Sequence[Any]) -> list[Problem]:
     """Each mount names a volume of the pod and a valid path."""
-    found: Found = []
+    found: list[Problem] = []
     for index, mount in enumerate(mounts):
         problem = mount_path_problem(mount.get("mountPath"))
         if problem:
-            found.append((("volumeMounts", index, "mountPath"), problem))
+            found.append(at(("volumeMounts", index, "mountPath"), problem))
         if mount.get("name") not in volumes:
             listed = ", ".join(str(v) for v in volumes) or "none"
-            found.append((("volumeMounts", index, "name"),
+            found.append(at(("volumeMounts", index, "name"),
                           f"{show(mount.get('name'))} is not a volume of the pod (volumes: {listed})"))
     return found
 
 
-def check_pod_spec(spec: Any) -> Found:
+def check_pod_spec(spec: Any) -> list[Problem]:
     """A raw `podSpec`: its shape, then (when the shape is right) the pod rules."""
     found = shape_problems(spec, "@" + SHAPES["roots"]["PodSpec"])
     return found or pod_problems(spec)
@@ -460,14 +457,14 @@ def check_pod_spec(spec: Any) -> Found:
 
 def reserved_problems(
     user: Mapping[str, Sequence[tuple[Loc, Any]]], generated: Mapping[str, Mapping[str, str]]
-) -> Found:
+) -> list[Problem]:
     """User-given names that take a name the program generates in the same scope.
 
     `user` maps a scope (`volumes`, `containers`, `mountPaths`) to (location, name) pairs;
     `generated` maps it to {generated name: what the program adds under it}. A mount path
     also may not lie inside a generated mount: that directory is read-only.
     """
-    found: Found = []
+    found: list[Problem] = []
     for scope, items in user.items():
         taken = generated.get(scope) or {}
         for loc, name in items:
@@ -477,9 +474,9 @@ def reserved_problems(
                 for path, what in taken.items():
                     if _inside(name, path):
                         where = "is" if _normal(name) == _normal(path) else "is inside the read-only directory"
-                        found.append((loc, f"{show(name)} {where} {what}; {rules.RESERVED_NAME.message}"))
+                        found.append(at(loc, f"{show(name)} {where} {what}; {rules.RESERVED_NAME.message}"))
             elif name in taken:
-                found.append((loc, f"{show(name)} is the name of {taken[name]}; {rules.RESERVED_NAME.message}"))
+                found.append(at(loc, f"{show(name)} is the name of {taken[name]}; {rules.RESERVED_NAME.message}"))
     return found
 
 

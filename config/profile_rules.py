@@ -21,6 +21,7 @@ from decimal import Decimal
 from typing import Any, Mapping, Optional, Sequence
 
 from . import names
+from .errors import Problem
 from .rules import NETWORK_FROM_NEEDS_PROFILE
 from .models import Profile, Workload
 from .quantity import kind_for_resource, parse, render
@@ -60,13 +61,13 @@ def rule_name(source: Mapping[str, str], setting: str) -> str:
     return f'profile rule "{source.get(setting)}"'
 
 
-def check(facts: Facts, profile: Profile, source: Mapping[str, str], rules: Sequence[str] = ()) -> list[tuple[str, str]]:
-    """Every (field, problem) the merged `profile` raises against `facts`. A limit that no
+def check(facts: Facts, profile: Profile, source: Mapping[str, str], rules: Sequence[str] = ()) -> list[Problem]:
+    """Every problem (at the entry's field) the merged `profile` raises against `facts`. A limit that no
     matching rule sets imposes nothing."""
-    problems: list[tuple[str, str]] = []
+    problems: list[Problem] = []
 
     def reject(seen: Seen, words: str) -> None:
-        problems.append((seen.field, f"{seen.said} {words}" if seen.said else words))
+        problems.append(Problem(seen.field, f"{seen.said} {words}" if seen.said else words))
 
     for resource, seen in facts.amounts.items():
         setting, _ = MAXIMA[resource]

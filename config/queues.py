@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
 from . import rules
+from .errors import Problem, at
 from .quantity import kind_for_resource, parse
 
 _RESOURCE = re.compile(rules.QUEUE_RESOURCE.pattern)
-
-Loc = tuple[Any, ...]
 
 
 def resource_name_problem(name: str) -> Optional[str]:
@@ -35,36 +34,36 @@ def covered_resources(quota: Mapping[str, Mapping[str, str]]) -> list[str]:
 
 def limit_problems(quota: Mapping[str, Mapping[str, str]], cohort: Optional[str],
                    borrowing: Optional[Mapping[str, Mapping[str, str]]],
-                   lending: Optional[Mapping[str, Mapping[str, str]]]) -> list[tuple[Loc, str]]:
-    """(location, message) of every problem of a queue's quota and limits."""
-    found: list[tuple[Loc, str]] = []
+                   lending: Optional[Mapping[str, Mapping[str, str]]]) -> list[Problem]:
+    """Every problem of a queue's quota and limits, at its place in the queue."""
+    found: list[Problem] = []
     covered = covered_resources(quota)
     if not covered:
-        found.append((("quota",), rules.QUEUE_NEEDS_RESOURCE.message))
+        found.append(at(("quota",), rules.QUEUE_NEEDS_RESOURCE.message))
     if len(covered) > rules.MAX_QUEUE_RESOURCES:
-        found.append((("quota",), f"names {len(covered)} resources; Kueue covers at most "
+        found.append(at(("quota",), f"names {len(covered)} resources; Kueue covers at most "
                                   f"{rules.MAX_QUEUE_RESOURCES} in one queue"))
     if len(quota) > rules.MAX_QUEUE_POOLS:
-        found.append((("quota",), f"names {len(quota)} pools; a queue holds at most {rules.MAX_QUEUE_POOLS}"))
+        found.append(at(("quota",), f"names {len(quota)} pools; a queue holds at most {rules.MAX_QUEUE_POOLS}"))
     for key, limits in (("borrowingLimit", borrowing), ("lendingLimit", lending)):
         if limits is None:
             continue
         if cohort is None:
-            found.append(((key,), rules.LIMITS_NEED_COHORT.message))
+            found.append(at((key,), rules.LIMITS_NEED_COHORT.message))
             continue
         for pool, resources in limits.items():
             if pool not in quota:
-                found.append(((key, pool), f'pool "{pool}" has no quota in this queue '
+                found.append(at((key, pool), f'pool "{pool}" has no quota in this queue '
                                            f"(its pools: {', '.join(quota) or 'none'})"))
                 continue
             for resource, amount in resources.items():
                 if resource not in covered:
-                    found.append(((key, pool, resource), f"the quota names no {resource}"))
+                    found.append(at((key, pool, resource), f"the quota names no {resource}"))
                 elif key == "lendingLimit":
                     nominal = quota[pool].get(resource, "0")
                     kind = kind_for_resource(resource)
                     if parse(amount, kind) > parse(nominal, kind):
-                        found.append(((key, pool, resource), f"{amount} is more than the quota {nominal}: "
+                        found.append(at((key, pool, resource), f"{amount} is more than the quota {nominal}: "
                                                              f"{rules.LENDING_OVER_QUOTA.message}"))
     return found
 

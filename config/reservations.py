@@ -19,7 +19,7 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from chrono import calendar, moments
 from . import devices, podspec, rules
-from .errors import UNREPEATED, Problems, closest
+from .errors import UNREPEATED, Problem, Problems, at, closest
 from .models import (CronExpr, DnsLabel, Model, NodePool, Queue, Queueing, TimeZone, Workload, _quantities,
                      duration_text)
 from .quantity import kind_for_resource, parse, render
@@ -74,34 +74,34 @@ class Reservation(Model):
 
     @model_validator(mode="after")
     def _shape(self) -> "Reservation":
-        found: list[tuple[tuple[str, ...], str]] = []
+        found: list[Problem] = []
         if (self.nodes is None) == (self.resources is None):
-            found.append(((), rules.RESERVATION_HOLDS_ONE.message))
+            found.append(at((), rules.RESERVATION_HOLDS_ONE.message))
         if self.resources is not None and not any(parse(v, kind_for_resource(k)) > 0
                                                   for k, v in self.resources.items()):
-            found.append((("resources",), "holds nothing: give at least one resource more than 0"))
+            found.append(at(("resources",), "holds nothing: give at least one resource more than 0"))
         recurring = self.schedule is not None or self.duration is not None
         once = self.start is not None or self.end is not None
         if recurring == once:
-            found.append(((), rules.RESERVATION_WHEN_ONE.message))
+            found.append(at((), rules.RESERVATION_WHEN_ONE.message))
         if recurring and (self.schedule is None or self.duration is None):
             missing = "duration" if self.duration is None else "schedule"
-            found.append(((missing,), "a recurring reservation needs schedule and duration"))
+            found.append(at((missing,), "a recurring reservation needs schedule and duration"))
         if self.duration is not None:
             try:
                 calendar.duration(self.duration)
             except calendar.CalendarError as error:
-                found.append((("duration",), str(error)))
+                found.append(at(("duration",), str(error)))
         if once:
             for key, value in (("start", self.start), ("end", self.end)):
                 if value is None:
-                    found.append(((key,), "one window needs start and end"))
+                    found.append(at((key,), "one window needs start and end"))
                 elif value.tzinfo is None:
-                    found.append(((key,), rules.RESERVATION_OFFSET.message))
+                    found.append(at((key,), rules.RESERVATION_OFFSET.message))
                 elif value.second or value.microsecond:
-                    found.append(((key,), rules.RESERVATION_WHOLE_MINUTE.message))
+                    found.append(at((key,), rules.RESERVATION_WHOLE_MINUTE.message))
             if self.start and self.end and self.start.tzinfo and self.end.tzinfo and self.start >= self.end:
-                found.append((("end",), f"{moments.shown(self.end)} is not after start {moments.shown(self.start)}"))
+                found.append(at(("end",), f"{moments.shown(self.end)} is not after start {moments.shown(self.start)}"))
         podspec.raise_if_any(found)
         return self
 

@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import Any, Optional
 
 from . import names
-from .errors import REQUIRED
+from .errors import REQUIRED, Problem
 from .names import gpu_resource_name
 from .models import NodePool, Profile, Schedule, Workload
 from .quantity import Kind, QuantityError, kind_for_resource, minimum, parse, render, scale
@@ -134,10 +134,10 @@ def resolve_profile_sources(
     return Profile.model_validate(merged), [rule for rule, _ in rules], source
 
 
-def apply_profile(entry: Workload, profile: Profile) -> tuple[Workload, list[tuple[str, str]]]:
-    """The entry with the merged profile's defaults filled in, and the (field, problem)
-    pairs filling them in raises. The profile's limits are `config.profile_rules`'."""
-    problems: list[tuple[str, str]] = []
+def apply_profile(entry: Workload, profile: Profile) -> tuple[Workload, list[Problem]]:
+    """The entry with the merged profile's defaults filled in, and the problems (at the
+    entry's fields) filling them in raises. The profile's limits are `config.profile_rules`'."""
+    problems: list[Problem] = []
     update: dict[str, Any] = {}
     if entry.type == "pod" and entry.pod_spec is None:
         if entry.cpu is None and entry.cpu_limit is None and profile.default_cpu is not None:
@@ -151,7 +151,7 @@ def apply_profile(entry: Workload, profile: Profile) -> tuple[Workload, list[tup
             if profile.default_image is not None:
                 update["image"] = profile.default_image
             else:
-                problems.append(("image", f"{REQUIRED} (no matching profile rule sets defaultImage)"))
+                problems.append(Problem("image", f"{REQUIRED} (no matching profile rule sets defaultImage)"))
     if entry.queue is None and profile.queue is not None and entry.type != "namespace":
         # A profile's queue is for the workloads it covers: a namespace entry runs none.
         update["queue"] = profile.queue
@@ -165,7 +165,7 @@ def apply_profile(entry: Workload, profile: Profile) -> tuple[Workload, list[tup
         try:
             containers, _ = pod_spec_containers(entry.pod_spec)
         except PlacementError as exc:
-            problems.append((exc.field, str(exc)))
+            problems.append(Problem(exc.field, str(exc)))
             containers = []
         for vendor in ("nvidia", "amd"):
             count = sum(int(parse(c["limits"].get(gpu_resource_name(vendor)) or c["requests"].get(gpu_resource_name(vendor)) or "0"))

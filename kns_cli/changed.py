@@ -37,7 +37,8 @@ from typing import Any, Mapping, Optional
 
 from config.errors import ConfigError
 from config.fingerprint import PROGRAM, PROGRAM_FILES, SHARED, canonical
-from config.loader import POLICY_CONFIG_VARIABLE, PlatformConfig
+from config.loader import POLICY_CONFIG_VARIABLE
+from config.platform import PlatformConfig
 from config.source import NAMESPACE, read_stack_file
 from plan.model import WorkloadPlan
 

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Optional, Sequence
 from chrono import calendar, moments
 from config import reservations, rules
 from config.quantity import human_of, kind_for_resource, parse, scale
-from config.loader import PlatformConfig
+from config.platform import PlatformConfig
 from plan import accounting, fits, manifests, network, queues, wait
 from plan.model import WorkloadPlan
 from plan.reservations import ReservationPlan

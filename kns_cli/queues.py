@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from config.loader import PlatformConfig
+from config.platform import PlatformConfig
 from config.quantity import human_of, kind_for_resource, parse
 from config.reservations import holdings, lending_cohort, show
 from plan import multikueue, queues, reservations

@@ -15,7 +15,7 @@ from typing import Mapping, Optional
 from urllib.parse import urlsplit
 
 from config import kubeconfig
-from config.loader import PlatformConfig
+from config.platform import PlatformConfig
 
 # How long a server may take to accept a connection: what a kubectl call's dial allows
 # before it reports the cluster unreachable.

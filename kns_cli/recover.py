@@ -51,7 +51,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from chrono import calendar, moments
 from config import kubeconfig as kubeconfig_rules
-from config.loader import PlatformConfig
+from config.platform import PlatformConfig
 from config.names import LABEL_CLUSTER
 from plan import stacks
 from plan.reservation_switch import edge_schedule

@@ -21,7 +21,8 @@ from typing import Any, Mapping, NamedTuple, Optional
 from chrono import clock
 from config.errors import closest
 from config.rules import ENTRY_STACK_NAME
-from config.loader import Checked, PlatformConfig, check_stack_config
+from config.loader import Checked, check_stack_config
+from config.platform import PlatformConfig
 from config.source import LIST_KEYS, NAMESPACE, OBJECT_KEYS, StackFile, decode_value, read_stack_file
 from plan import stacks
 from plan.model import WorkloadPlan

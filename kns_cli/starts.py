@@ -28,7 +28,7 @@ from typing import Optional
 
 from chrono import moments
 from config import queues as queue_rules
-from config.loader import PlatformConfig
+from config.platform import PlatformConfig
 from config.models import Queue, Schedule, Workload
 from config.reservations import holdings
 from plan import multikueue, queues, reservations

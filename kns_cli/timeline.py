@@ -29,7 +29,7 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.transforms import blended_transform_factory
 
 from chrono import calendar, cron
-from config.loader import PlatformConfig
+from config.platform import PlatformConfig
 from plan.model import WorkloadPlan
 
 from . import charts

@@ -21,7 +21,7 @@ from typing import Any, Iterator, Optional
 
 from chrono import moments
 from config import kubeconfig
-from config.loader import PlatformConfig
+from config.platform import PlatformConfig
 from plan import budget_count, budget_counter
 from plan.budgets import BudgetPlan, LEDGER, counter_spec
 

@@ -25,7 +25,7 @@ from typing import Any, Optional
 from chrono import moments
 from config import names
 from config.budgets import Budget
-from config.loader import PlatformConfig
+from config.platform import PlatformConfig
 
 from . import network, pod_code
 from .budget_counter import EVENTS_NAMESPACE

@@ -26,6 +26,7 @@ import copy
 from typing import Any, Mapping, Optional, Sequence
 
 from config import names, podspec, pointer, resolve, rules
+from config.errors import Problem, at
 from config.models import NodePool
 
 POD = ("spec", "template", "spec")
@@ -107,9 +108,9 @@ def kept(before: Mapping[str, Any], placement: str) -> list[tuple[tuple, Any, st
     return out
 
 
-def _worker_env_problems(before: Mapping[str, Any], after: Mapping[str, Any]) -> podspec.Found:
+def _worker_env_problems(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Problem]:
     """The worker variables of each container, compared by name (overrides may add env)."""
-    found: podspec.Found = []
+    found: list[Problem] = []
     containers = _at(before, POD + ("containers",))
     for index, container in enumerate(containers if isinstance(containers, list) else []):
         mine = {e["name"]: e for e in container.get("env") or [] if e.get("name") in rules.WORKER_ENV}
@@ -120,21 +121,21 @@ def _worker_env_problems(before: Mapping[str, Any], after: Mapping[str, Any]) ->
                 theirs.setdefault(item["name"], []).append(item)
         changed = [name for name, item in mine.items() if theirs.get(name) != [item]]
         if changed:
-            found.append((POD + ("containers", index, "env"),
-                          f"{', '.join(changed)}: set by workers for every worker; overrides may not change them"))
+            found.append(at(POD + ("containers", index, "env"),
+                            f"{', '.join(changed)}: set by workers for every worker; overrides may not change them"))
     return found
 
 
 def _kept_problems(before: Mapping[str, Any], after: Mapping[str, Any], placement: str,
-                   tolerations_from: str, pool: Optional[NodePool]) -> podspec.Found:
+                   tolerations_from: str, pool: Optional[NodePool]) -> list[Problem]:
     """What the program keeps, against the Job after overrides. A message shows what the
     program set, never what an override wrote: that may be a secret pasted in the wrong place."""
-    found: podspec.Found = _worker_env_problems(before, after)
+    found: list[Problem] = _worker_env_problems(before, after)
     for loc, value, source in kept(before, placement):
         got = _at(after, loc)
         if got != value:
             removed = " (they remove it)" if got is _MISSING else ""
-            found.append((loc, f"is {podspec.show(value)}, set by {source}; overrides may not change it{removed}"))
+            found.append(at(loc, f"is {podspec.show(value)}, set by {source}; overrides may not change it{removed}"))
     allowed = _at(before, POD + ("tolerations",))
     allowed = allowed if isinstance(allowed, list) else []
     tolerations = _at(after, POD + ("tolerations",))
@@ -143,23 +144,23 @@ def _kept_problems(before: Mapping[str, Any], after: Mapping[str, Any], placemen
         if toleration not in tolerations:
             value = f"={toleration['value']}" if toleration["value"] else ""
             taint = f"{toleration['key']}{value}:{toleration['effect']}"
-            found.append((POD + ("tolerations",), f'{taint} is a taint of pool "{pool.name}", which the pod is placed '
-                                                  "on; overrides may not remove its toleration"))
+            found.append(at(POD + ("tolerations",), f'{taint} is a taint of pool "{pool.name}", which the pod is placed '
+                                                    "on; overrides may not remove its toleration"))
     for index, toleration in enumerate(tolerations):
         if toleration not in allowed:
-            found.append((POD + ("tolerations", index),
-                          f"is not a toleration the pod has from {tolerations_from}; overrides may not add tolerations"))
+            found.append(at(POD + ("tolerations", index),
+                            f"is not a toleration the pod has from {tolerations_from}; overrides may not add tolerations"))
     for loc, was, now in _claim_changes(before, after):
-        found.append((loc, f"is {podspec.show(was)}, the pod's GPU device claim (gpu or gpus, docs/gpus.md), which "
-                           "the quota and the queue count; overrides may not change it"))
+        found.append(at(loc, f"is {podspec.show(was)}, the pod's GPU device claim (gpu or gpus, docs/gpus.md), which "
+                             "the quota and the queue count; overrides may not change it"))
     gpus_before, gpus_after = podspec.gpu_totals(_at(before, POD)), podspec.gpu_totals(_at(after, POD))
     if gpus_before != gpus_after:
         def listed(totals: Mapping[str, Any]) -> str:
             return ", ".join(f"{r} {format(a.normalize(), 'f')}" for r, a in sorted(totals.items())) or "none"
 
-        found.append((POD + ("containers",), f"they change the pod's GPUs from {listed(gpus_before)} to "
-                                             f"{listed(gpus_after)}; GPUs come from gpus (or the podSpec), "
-                                             "which place the pod on a GPU pool and are held to maxGpus"))
+        found.append(at(POD + ("containers",), f"they change the pod's GPUs from {listed(gpus_before)} to "
+                                               f"{listed(gpus_after)}; GPUs come from gpus (or the podSpec), "
+                                               "which place the pod on a GPU pool and are held to maxGpus"))
     return found
 
 
@@ -181,13 +182,13 @@ def _claim_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[
 
 
 def problems(before: Mapping[str, Any], after: Mapping[str, Any], placement: str, tolerations_from: str,
-             pool: Optional[NodePool] = None) -> podspec.Found:
+             pool: Optional[NodePool] = None) -> list[Problem]:
     """Everything wrong with the Job `after` (built, then overridden) given `before` (built)."""
     found = podspec.shape_problems(after, "@" + podspec.SHAPES["roots"]["Job"])
     pod = _at(after, POD)
-    if isinstance(pod, dict) and not any(loc[:len(POD)] == POD[:len(loc)] for loc, _ in found):
+    if isinstance(pod, dict) and not any(p.loc[:len(POD)] == POD[:len(p.loc)] for p in found):
         # the pod's own shape is right: its rules can read it
-        found += [(POD + loc, _value_left_out(message, _at(pod, loc))) for loc, message in podspec.pod_problems(pod)]
+        found += [at(POD + p.loc, _value_left_out(p.message, _at(pod, p.loc))) for p in podspec.pod_problems(pod)]
     if found:
         return found
     return _kept_problems(before, after, placement, tolerations_from, pool)
@@ -212,14 +213,15 @@ def _related(path: str, loc: Sequence[Any]) -> bool:
     return all(t == str(s) or (t == "-" and isinstance(s, int)) for t, s in zip(tokens, loc))
 
 
-def attribute(found: podspec.Found, overrides: Sequence[tuple[str, Any]]) -> list[tuple[str, str]]:
-    """(entry field, message) of each problem: under the last override related to its place,
-    else under all of `jsonOverrides` (or the entry itself when it has none)."""
+def attribute(found: list[Problem], overrides: Sequence[tuple[str, Any]]) -> list[Problem]:
+    """Each problem of the built object at the entry's field it comes from: the last
+    override related to its place, else all of `jsonOverrides` (or the entry itself when it
+    has none), its place in the object a JSON pointer in the message."""
     out = []
-    for loc, message in found:
-        where = next((label for label, o in reversed(overrides) if _related(o.path, loc)),
+    for problem in found:
+        where = next((label for label, o in reversed(overrides) if _related(o.path, problem.loc)),
                      "jsonOverrides" if overrides else "")
-        out.append((where, f"{podspec.pointer(loc)}: {message}"))
+        out.append(Problem(where, f"{podspec.pointer(problem.loc)}: {problem.message}"))
     return out
 
 
@@ -230,7 +232,7 @@ DEADLINES = ((("spec", "activeDeadlineSeconds"), "the Job", "activeDeadlineSecon
 
 
 def deadline_problems(after: Mapping[str, Any], lead_minutes: int,
-                      overrides: Sequence[tuple[str, Any]]) -> list[tuple[str, str]]:
+                      overrides: Sequence[tuple[str, Any]]) -> list[Problem]:
     """A prescaled run's Job or pod deadline that ends it while the wait container holds it:
     both count from the warm-up, `lead_minutes` before the workload starts (docs/prescaling.md)."""
     lead = lead_minutes * 60
@@ -240,16 +242,16 @@ def deadline_problems(after: Mapping[str, Any], lead_minutes: int,
         if isinstance(value, int) and not isinstance(value, bool) and value <= lead:
             override = next((label for label, o in reversed(overrides) if _related(o.path, loc)), None)
             where = f"{podspec.pointer(loc)}: " if override else ""
-            out.append((override or field, f"{where}{value} s ends {what} during its warm-up: the wait holds it "
-                                           f"{lead} s (the {lead_minutes}-minute lead) before the workload starts, "
-                                           "and the deadline counts from the warm-up; give more than "
-                                           f"{lead} s plus the run's own time"))
+            out.append(Problem(override or field, f"{where}{value} s ends {what} during its warm-up: the wait holds it "
+                                                  f"{lead} s (the {lead_minutes}-minute lead) before the workload starts, "
+                                                  "and the deadline counts from the warm-up; give more than "
+                                                  f"{lead} s plus the run's own time"))
     return out
 
 
 def check(manifest: dict[str, Any], before: Mapping[str, Any], overrides: Sequence[tuple[str, Any]],
           placement: str, tolerations_from: str, lead_minutes: Optional[int] = None,
-          pool: Optional[NodePool] = None) -> list[tuple[str, str]]:
+          pool: Optional[NodePool] = None) -> list[Problem]:
     """The problems of one built object (a Job or a CronJob) after its overrides; for a
     prescaled run (`lead_minutes`), its deadlines against the warm-up too. `pool`: the
     pool the pod is placed on, whose tolerations it keeps."""

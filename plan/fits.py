@@ -44,7 +44,7 @@ from typing import Any, Optional
 
 from config import devices as device_rules, queues as queue_rules, rules
 from config.errors import Problem
-from config.loader import PlatformConfig
+from config.platform import PlatformConfig
 from config.quantity import Kind, human_of, kind_for_resource, parse, render
 
 from . import accounting, multikueue, queues

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 from config import resolve
+from config.errors import Problem
+from config.loader import POLICY_CONFIG_VARIABLE
 
 from . import identity, manifests, network, nodepools, schedulers
 
@@ -509,7 +511,7 @@ GUARD_RAILS = (
 _LEVELS = ("advisory", "mandatory", "remediate", "disabled")
 
 
-def pack_settings(text: Optional[str]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+def pack_settings(text: Optional[str]) -> tuple[dict[str, dict[str, Any]], list[Problem]]:
     """Each guard rail's config from the text of a `--policy-pack-config` file (Pulumi's
     format: policy name, or "all", to an enforcement level or an object of properties and
     `enforcementLevel`), the rails it disables left out; and the problems of the file, which
@@ -520,16 +522,18 @@ def pack_settings(text: Optional[str]) -> tuple[dict[str, dict[str, Any]], list[
     try:
         raw = json.loads(text)
     except ValueError as exc:
-        return settings, [f"is not JSON (line {getattr(exc, 'lineno', '?')})"]
+        return settings, [_file_problem(f"is not JSON (line {getattr(exc, 'lineno', '?')})")]
     if not isinstance(raw, dict):
-        return settings, ["is not a JSON object of policy names"]
+        return settings, [_file_problem("is not a JSON object of policy names")]
     problems = []
     known = {rail.name for rail in GUARD_RAILS} | {"all"}
     for name, value in raw.items():
         if name not in known:
-            problems.append(f"names no policy of the pack: {name!r} (policies: {', '.join(sorted(known - {'all'}))})")
+            problems.append(_file_problem(f"names no policy of the pack: {name!r} "
+                                          f"(policies: {', '.join(sorted(known - {'all'}))})"))
         elif not isinstance(value, (str, dict)) or (isinstance(value, str) and value not in _LEVELS):
-            problems.append(f"{name}: an enforcement level ({', '.join(_LEVELS)}) or an object of properties")
+            problems.append(_file_problem(f"{name}: an enforcement level ({', '.join(_LEVELS)}) "
+                                          "or an object of properties"))
     everyone = raw.get("all")
     for rail in GUARD_RAILS:
         value = raw.get(rail.name, everyone)
@@ -540,6 +544,11 @@ def pack_settings(text: Optional[str]) -> tuple[dict[str, dict[str, Any]], list[
         elif isinstance(raw.get(rail.name), dict):
             settings[rail.name] = {k: v for k, v in raw[rail.name].items() if k != "enforcementLevel"}
     return settings, problems
+
+
+def _file_problem(message: str) -> Problem:
+    """A problem of the policy pack's config file, at the variable that names it."""
+    return Problem(POLICY_CONFIG_VARIABLE, f"the policy pack config {message}")
 
 
 def _objects(planned: "StackPlan") -> Iterator[tuple[str, Resource]]:
@@ -582,13 +591,13 @@ def _objects(planned: "StackPlan") -> Iterator[tuple[str, Resource]]:
             "metadata": {"name": schedulers.KNS_ACCOUNT, "namespace": system}, "spec": {"template": {"spec": spec}}})
 
 
-def config_problems(planned: "StackPlan", settings: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
-    """(config path, message) for each violation a guard rail of the pack finds in what the
+def config_problems(planned: "StackPlan", settings: Mapping[str, Mapping[str, Any]]) -> list[Problem]:
+    """The problem, at its config path, of each violation a guard rail of the pack finds in what the
     program plans, under the settings of `pack_settings`: the pack would refuse the update,
     so `./kns validate` and the program refuse the config first (docs/policy.md)."""
     objects = [resource for _, resource in _objects(planned)]
     labels = {resource.label for resource in objects}
-    found: list[tuple[str, str]] = []
+    found: list[Problem] = []
     for rail in GUARD_RAILS:
         if rail.name not in settings:
             continue
@@ -596,8 +605,8 @@ def config_problems(planned: "StackPlan", settings: Mapping[str, Mapping[str, An
             # The config path names the entry or pool; which of its objects (a primer's
             # CronJobs, a static pool's nodes) does not add to what the user must change.
             label, _, rest = violation.message.partition(": ")
-            item = (violation.urn, f"{rest if label in labels else violation.message} "
-                                   f"(policy {rail.name}, docs/policy.md)")
+            item = Problem(violation.urn, f"{rest if label in labels else violation.message} "
+                                          f"(policy {rail.name}, docs/policy.md)")
             if item not in found:
                 found.append(item)
     return found

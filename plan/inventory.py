@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Optional
 
 from config.errors import Problem
-from config.loader import PlatformConfig
+from config.platform import PlatformConfig
 from config.rules import DERIVED_NAME
 
 from config import devices as config_devices, names

@@ -9,7 +9,7 @@ import copy
 from typing import Any
 
 from config import names, resolve, rules
-from config.loader import PlatformConfig
+from config.platform import PlatformConfig
 from config.models import Schedule, Workload
 
 from . import devices, network, wait

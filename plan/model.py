@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
+from config.errors import Problem
 from config.models import NodePool, Profile, Schedule, Workload
 from config.podspec import CREDENTIALS_VOLUME
 from chrono.prescale import Primers
@@ -98,8 +99,9 @@ def credential_secret_name(set_name: str) -> str:
 
 
 class PlanError(ValueError):
-    """Problems found while building an entry's objects: (field, message) pairs."""
+    """Problems found while building an entry's objects, each at its path relative to the
+    entry (`Problem.under` places it)."""
 
-    def __init__(self, problems: list[tuple[str, str]]):
-        super().__init__("; ".join(f"{f}: {m}" for f, m in problems))
+    def __init__(self, problems: list[Problem]):
+        super().__init__("; ".join(f"{p.path}: {p.message}" for p in problems))
         self.problems = problems

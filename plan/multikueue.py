@@ -24,7 +24,7 @@ from typing import Any, Optional
 import yaml
 
 from config import names, queues as queue_rules
-from config.loader import PlatformConfig
+from config.platform import PlatformConfig
 from config.models import Cluster, Queue
 from config.quantity import kind_for_resource, render
 

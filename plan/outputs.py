@@ -9,7 +9,7 @@ from chrono import calendar, cron, moments
 from config import resolve
 from config.quantity import kind_for_resource, render
 from config.reservations import holdings
-from config.loader import PlatformConfig
+from config.platform import PlatformConfig
 from config.models import NodePool, Schedule
 
 from . import digests, network

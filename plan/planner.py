@@ -21,7 +21,8 @@ from chrono import clock
 
 from config import devices as config_devices, names, pointer, profile_rules, resolve
 from config.errors import Problem
-from config.loader import POLICY_CONFIG_VARIABLE, Checked, PlatformConfig
+from config.loader import Checked
+from config.platform import PlatformConfig
 from config.models import Profile, Workload
 from config.quantity import kind_for_resource, parse
 
@@ -51,7 +52,7 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
         try:
             containers, init_containers = accounting.pod_spec_containers(entry.pod_spec)
         except accounting.PlacementError as exc:
-            raise PlanError([(exc.field, str(exc))]) from None
+            raise PlanError([Problem(exc.field, str(exc))]) from None
         resources = accounting.pod_spec_limits(containers + init_containers)
     elif ask is not None:
         # GPUs of a DRA pool are claimed devices, not an extended resource (docs/gpus.md).
@@ -108,7 +109,7 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
         overrides = [(f'jsonOverrides (profile rule "{rule}" jsonOverrides[{i}])', o)
                      for i, o in enumerate(profile.json_overrides or [])]
         overrides += [(f"jsonOverrides[{i}]", o) for i, o in enumerate(entry.json_overrides)]
-        problems = []
+        problems: list[Problem] = []
         placement = final.describe_placement(entry.pod_spec is not None)
         tolerations = final.describe_tolerations(pool.name if pool else None, entry.pod_spec is not None)
         for manifest in plan.objects.values():
@@ -117,7 +118,7 @@ def plan_workload(entry: Workload, cfg: PlatformConfig) -> WorkloadPlan:
             problems += failed or final.check(manifest, before, overrides, placement, tolerations,
                                               plan.primers.lead if plan.primers else None, pool)
         if problems:
-            raise PlanError(sorted(set(problems)))
+            raise PlanError(sorted(set(problems), key=lambda p: (p.path, p.message)))
         _account(plan, profile, source, bool(overrides), devices.resource_of_class(cfg.node_pools))
     return plan
 
@@ -132,7 +133,8 @@ def _account(plan: WorkloadPlan, profile: Profile, source: dict[str, str], overr
     try:
         containers, init_containers = accounting.pod_spec_containers(pod)
     except accounting.PlacementError as exc:
-        raise PlanError([("jsonOverrides", str(exc).replace("containers[", "the final pod's containers[", 1))]) from None
+        problem = Problem("jsonOverrides", str(exc).replace("containers[", "the final pod's containers[", 1))
+        raise PlanError([problem]) from None
     own = [c for c, raw in zip(init_containers, pod.get("initContainers") or []) if raw.get("name") != wait.NAME]
     limits = accounting.limit_range(entry, accounting.pod_spec_limits(containers + own))
     if plan.primers is not None:
@@ -173,21 +175,22 @@ def _fit_waits(plan: WorkloadPlan, pod_requests: dict[str, Any]) -> None:
                 resources["requests"] = wait.requests_within(resources["requests"], pod_requests)
 
 
-def apply_overrides(manifest: dict[str, Any], overrides: list[tuple[str, Any]]) -> list[tuple[str, str]]:
+def apply_overrides(manifest: dict[str, Any], overrides: list[tuple[str, Any]]) -> list[Problem]:
     """Apply RFC 6901 overrides to the generated Job, or to a CronJob's job template (the
-    same pointers serve a job and a schedule). Profile overrides come first."""
+    same pointers serve a job and a schedule). Profile overrides come first. A pointer that
+    does not fit is a problem at its override (a path relative to the entry)."""
     if manifest["kind"] == "CronJob":
         template = manifest["spec"]["jobTemplate"]
         target = {"apiVersion": "batch/v1", "kind": "Job", "metadata": template.setdefault("metadata", {}),
                   "spec": template["spec"]}
     else:
         target = manifest
-    problems = []
+    problems: list[Problem] = []
     for where, override in overrides:
         try:
             pointer.set_pointer(target, override.path, override.value)
         except pointer.PointerError as exc:
-            problems.append((where, str(exc)))
+            problems.append(Problem(where, str(exc)))
     if manifest["kind"] == "CronJob":
         manifest["spec"]["jobTemplate"] = {"metadata": target["metadata"], "spec": target["spec"]}
     return problems
@@ -204,8 +207,7 @@ def plan_all(cfg: PlatformConfig, only: Optional[Callable[[str], bool]] = None) 
         try:
             plans.append(plan_workload(entry, cfg))
         except PlanError as exc:
-            path = cfg.paths[entry.name]
-            problems += [Problem(f"{path}.{f}" if f else path, m) for f, m in exc.problems]
+            problems += [p.under(cfg.paths[entry.name]) for p in exc.problems]
     return plans, problems
 
 
@@ -221,8 +223,8 @@ def plan_checked(checked: Checked, now: Optional[datetime] = None) -> StackPlan:
     problems += nodepools.fit_problems(plans, cfg.paths, cfg.cluster.name)
     problems += fits.fit_problems(cfg, plans)
     settings, file_problems = guardrails.pack_settings(cfg.policy_config)
-    problems += [Problem(POLICY_CONFIG_VARIABLE, f"the policy pack config {m}") for m in file_problems]
-    problems += [Problem(path, message) for path, message in guardrails.config_problems(planned, settings)]
+    problems += file_problems
+    problems += guardrails.config_problems(planned, settings)
     problems += inventory.collisions(planned, [p.path for p in checked.problems.items + problems])
     checked.problems.items.extend(problems)
     checked.problems.raise_if_any()

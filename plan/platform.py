@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from config import names
-from config.loader import PlatformConfig
+from config.platform import PlatformConfig
 from config.models import KnsScheduler, NodePool, PackingScheduler
 
 from . import devices, kueue_install, multikueue, network

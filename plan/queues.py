@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 from config import names, queues as queue_rules, resolve, rules
 from config.errors import Problem
-from config.loader import PlatformConfig
+from config.platform import PlatformConfig
 from config.models import NodePool, Priority, Queue
 from config.quantity import kind_for_resource, parse, render
 

@@ -40,7 +40,7 @@ from typing import Any, Optional
 
 from chrono import calendar
 from config import devices as config_devices, names, queues as queue_rules, rules
-from config.loader import PlatformConfig
+from config.platform import PlatformConfig
 from config.models import NodePool
 from config.quantity import kind_for_resource, parse, render
 from config.errors import Problem

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Optional
 
 from chrono import clock
-from config.loader import PlatformConfig
+from config.platform import PlatformConfig
 from config.models import Queue
 
 from . import budgets, multikueue, queues, reservations

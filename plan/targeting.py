@@ -36,7 +36,7 @@ from typing import Iterable, Mapping, Sequence
 
 from config.errors import ConfigError, Problem
 from config.invocation import TARGETED_RUN, started_by_kns
-from config.loader import PlatformConfig
+from config.platform import PlatformConfig
 
 from .inventory import registrations
 from .model import WorkloadPlan
