@@ -40,6 +40,7 @@ from .models import (
     Worker,
     Workload,
 )
+from chrono import clock
 from chrono.prescale import Primers
 from .budgets import Budget, check_budgets, ttl_problems
 from .network import check_network
@@ -55,6 +56,8 @@ class Checked:
 
     config: PlatformConfig
     problems: Problems
+    # The instant the checks computed at (the run's, chrono/clock.py): planning uses it too.
+    now: datetime
 
     def clean(self) -> PlatformConfig:
         """The config without the entries that already have a problem: planning them
@@ -83,7 +86,7 @@ class _Reading:
     secret_keys: frozenset[str]
     environ: Mapping[str, str]
     sealed: frozenset[str]
-    now: Optional[datetime]
+    now: datetime
     problems: Problems = field(default_factory=Problems)
     cluster: Optional[Cluster] = None
     packing: Optional[PackingScheduler] = None
@@ -180,10 +183,11 @@ def check_config(
     cannot be read (offline); the checks that need them are left to the program, which has
     them."""
     reading = _Reading({key: value for key, value in raw.items() if value is not None},  # empty is unset
-                       project_dir, stack, secret_keys, os.environ if environ is None else environ, sealed, now)
+                       project_dir, stack, secret_keys, os.environ if environ is None else environ, sealed,
+                       now or clock.now())
     for step in STEPS:
         step(reading)
-    return Checked(reading.config(), reading.problems)
+    return Checked(reading.config(), reading.problems, reading.now)
 
 
 def _keys(r: _Reading) -> None:

@@ -17,7 +17,6 @@ import copy
 from datetime import datetime
 from typing import Any, Callable, Optional
 
-from chrono import clock
 
 from config import devices as config_devices, names, pointer, profile_rules, resolve
 from config.errors import Problem
@@ -213,11 +212,11 @@ def plan_all(cfg: PlatformConfig, only: Optional[Callable[[str], bool]] = None) 
 
 def plan_checked(checked: Checked, now: Optional[datetime] = None) -> StackPlan:
     """Plan every entry the checks passed, and the stack around them once, at `now` (the
-    run's instant; default: the clock's); raise one `ConfigError` with the checks'
+    run's instant; default: the one the checks computed at); raise one `ConfigError` with the checks'
     problems and planning's, before a single resource is registered."""
     cfg = checked.clean()
     plans, problems = plan_all(cfg)
-    planned = plan_stack(cfg, plans, now or clock.now())
+    planned = plan_stack(cfg, plans, now or checked.now)
     problems += queues.fit_problems(cfg, plans)
     problems += reservations.fit_problems(cfg, plans)
     problems += nodepools.fit_problems(plans, cfg.paths, cfg.cluster.name)
@@ -242,4 +241,4 @@ def plan_own(checked: Checked, only: Callable[[str], bool], now: Optional[dateti
     plans, problems = plan_all(checked.clean(), only)
     checked.problems.items.extend(problems)
     checked.problems.raise_if_any()
-    return plan_stack(checked.config, plans, now or clock.now())
+    return plan_stack(checked.config, plans, now or checked.now)
