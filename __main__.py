@@ -105,20 +105,17 @@ if this.index is None:
     # A MultiKueue site (docs/multicluster.md): each worker with its own provider and platform,
     # then the manager's connection to them.
     workers: dict[str, KnsWorker] = {}
-    for worker in cfg.workers:
-        workers[worker.name] = KnsWorker(worker.name, KnsWorkerArgs(
-            worker=worker, cluster=multikueue.site_cluster(cfg, worker.name), server=cfg.worker_servers[worker.name],
-            platform=platform.workers[worker.name], access=multikueue.worker_access(cfg.cluster.name),
+    for name, side in platform.workers.items():
+        workers[name] = KnsWorker(name, KnsWorkerArgs(
+            worker=side.worker, cluster=side.cluster, server=side.server, platform=side.platform, access=side.access,
             project_dir=PROJECT_DIR))
-        worker_sides[worker.name] = (workers[worker.name].provider, workers[worker.name].queue_dependencies)
+        worker_sides[name] = (workers[name].provider, workers[name].queue_dependencies)
     connection: list[pulumi.Resource] = []
-    if cfg.workers:
-        configs, checks = multikueue.connection_objects(cfg)
+    if platform.workers:
         connection.append(MultiKueue(multikueue.COMPONENT, MultiKueueArgs(
-            workers=[WorkerConnection(w.name, multikueue.kubeconfig_secret_metadata(w.name, cfg.cluster.name),
-                                      workers[w.name].kubeconfig, multikueue.multikueue_cluster(w.name, cfg.cluster.name))
-                     for w in cfg.workers],
-            configs=configs, checks=checks, depends_on=[kueue] if kueue else []), on_cluster))
+            workers=[WorkerConnection(name, side.secret_metadata, workers[name].kubeconfig, side.multikueue_cluster)
+                     for name, side in platform.workers.items()],
+            configs=platform.configs, checks=platform.checks, depends_on=[kueue] if kueue else []), on_cluster))
     queue_dependencies = register_queues(platform.manager, kueue, connection, on_cluster)
     # A pool's reserved capacity from now on (plan/reservations.py pool_cohorts).
     pools_set_aside = [ReservedPool(cohort["metadata"]["name"], cohort, queue_dependencies, on_cluster)

@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from config import names
 from config.platform import PlatformConfig
-from config.models import KnsScheduler, NodePool, PackingScheduler
+from config.models import Cluster, KnsScheduler, NodePool, PackingScheduler, Worker
 
 from . import devices, kueue_install, multikueue, network
 from .model import Child, child_key
@@ -41,16 +41,36 @@ class ClusterPlatform:
     system_policy: Optional[dict[str, Any]] = None
 
 
+@dataclass(kw_only=True)
+class WorkerPlatform:
+    """A worker of a MultiKueue site (docs/multicluster.md): what its provider reaches (its
+    context or kubeconfig, or on a rendered site its own directory), the URL the manager's
+    Kueue dials, the account the manager's Kueue uses there, its platform, and, on the
+    manager, the Secret with its kubeconfig and its MultiKueueCluster."""
+
+    worker: Worker
+    cluster: Cluster
+    server: str
+    access: list[dict[str, Any]]
+    platform: ClusterPlatform
+    secret_metadata: dict[str, Any]
+    multikueue_cluster: dict[str, Any]
+
+
 @dataclass
 class SitePlatform:
     manager: ClusterPlatform
-    # Worker name -> its platform, in kns:workers order (docs/multicluster.md).
-    workers: dict[str, ClusterPlatform] = field(default_factory=dict)
+    # Worker name -> its side, in kns:workers order (docs/multicluster.md).
+    workers: dict[str, WorkerPlatform] = field(default_factory=dict)
+    # On a site, per queue its MultiKueueConfig (the workers that serve it) and AdmissionCheck.
+    configs: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
 
 
 def plan_platform(cfg: PlatformConfig, project_dir: Path) -> SitePlatform:
-    """The manager's platform and each worker's. Kueue's upstream objects are read from
-    the project's vendored release only when the program installs Kueue."""
+    """The manager's platform, each worker's, and the manager's connection to them. Kueue's
+    upstream objects are read from the project's vendored release only when the program
+    installs Kueue."""
     site = bool(cfg.workers)
     upstream = (kueue_install.load(project_dir) if cfg.queueing.enabled and cfg.queueing.install else None)
     # Every Kueue of the site counts each kind of GPU device the same way (docs/gpus.md).
@@ -76,8 +96,14 @@ def plan_platform(cfg: PlatformConfig, project_dir: Path) -> SitePlatform:
         worker_kueue = None if upstream is None else kueue_install.install_objects(
             upstream, cfg.cluster.name, worker.node_pools, cfg.queueing.wait_for_pods_ready, device_mappings,
             fair_sharing=cfg.queueing.fair_sharing, isolation=cfg.network)
-        out.workers[worker.name] = cluster(worker.node_pools, queue_objects.workers[worker.name],
-                                           f"{worker.name}-", worker_kueue)
+        out.workers[worker.name] = WorkerPlatform(
+            worker=worker, cluster=multikueue.site_cluster(cfg, worker.name), server=cfg.worker_servers[worker.name],
+            access=multikueue.worker_access(cfg.cluster.name),
+            platform=cluster(worker.node_pools, queue_objects.workers[worker.name], f"{worker.name}-", worker_kueue),
+            secret_metadata=multikueue.kubeconfig_secret_metadata(worker.name, cfg.cluster.name),
+            multikueue_cluster=multikueue.multikueue_cluster(worker.name, cfg.cluster.name))
+    if site:
+        out.configs, out.checks = multikueue.connection_objects(cfg)
     return out
 
 
