@@ -18,7 +18,7 @@ from plan.identity import JOB_NAMESPACE_TYPE as TYPE
 from plan.manifests import namespace_labels
 from plan.model import WorkloadPlan, credential_secret_name
 
-from .register import register
+from .register import Planned
 
 LIMIT_RANGE = "kns-defaults"
 QUOTA = "kns-quota"
@@ -56,7 +56,7 @@ class JobNamespace(pulumi.ComponentResource):
             f"{name}-runner", metadata=meta(RUNNER), automount_service_account_token=False, opts=inside
         )
         # Its tenancy on the network (plan/network.py): registered before anything runs in it.
-        self.network_policy = register(f"{name}-isolation", plan.network_policy, inside) \
+        self.network_policy = Planned(f"{name}-isolation", plan.network_policy, inside) \
             if plan.network_policy is not None else None
         self.role = k8s.rbac.v1.Role(f"{name}-runner", metadata=meta(RUNNER), rules=plan.role_rules, opts=inside)
         self.role_binding = k8s.rbac.v1.RoleBinding(

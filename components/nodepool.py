@@ -25,7 +25,7 @@ from plan.devices import device_class_manifests
 from plan.identity import FORCE_ANNOTATION, NODE_POOL_TYPE as TYPE, class_resource_name, patch_name
 from plan.nodepools import autoscale_summary, nodepool_manifest
 
-from .register import register
+from .register import Planned
 
 
 @dataclass
@@ -48,13 +48,13 @@ class NodePool(pulumi.ComponentResource):
         self.node_pool: Optional[pulumi.CustomResource] = None
         outputs = {"nodes": self.nodes, "taints": self.taints, "labels": self.labels}
         self.device_classes = [
-            register(class_resource_name(manifest["metadata"]["name"]), manifest, pulumi.ResourceOptions(parent=self))
+            Planned(class_resource_name(manifest["metadata"]["name"]), manifest, pulumi.ResourceOptions(parent=self))
             for manifest in (device_class_manifests(pool, args.cluster_name) if is_dra(pool) else [])
         ]
         if self.device_classes:
             outputs["deviceClasses"] = [c.metadata["name"] for c in self.device_classes]  # type: ignore[attr-defined]
         if pool.autoscale is not None:
-            self.node_pool = register(pool.name, nodepool_manifest(pool, args.cluster_name),
+            self.node_pool = Planned(pool.name, nodepool_manifest(pool, args.cluster_name),
                                       pulumi.ResourceOptions(parent=self))
             outputs["autoscale"] = autoscale_summary(pool)
         self.patches = [

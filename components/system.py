@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 from config import names
 from plan.identity import SYSTEM_NAMESPACE_TYPE as TYPE
 
-from .register import register
+from .register import Planned
 
 
 @dataclass
@@ -32,6 +32,6 @@ class SystemNamespace(pulumi.ComponentResource):
         self.namespace = k8s.core.v1.Namespace(
             name, metadata={"name": args.name, "labels": labels}, opts=pulumi.ResourceOptions(parent=self)
         )
-        self.policy = register(f"{name}-isolation", args.policy, pulumi.ResourceOptions(
+        self.policy = Planned(f"{name}-isolation", args.policy, pulumi.ResourceOptions(
             parent=self, depends_on=[self.namespace])) if args.policy is not None else None
         self.register_outputs({"namespace": self.name})
