@@ -12,7 +12,7 @@ import pulumi
 
 from plan.identity import BUDGET_TYPE as TYPE, child_name
 
-from .register import register
+from .register import Planned
 
 
 @dataclass(kw_only=True)
@@ -26,7 +26,7 @@ class Budget(pulumi.ComponentResource):
     def __init__(self, name: str, args: BudgetArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(TYPE, name, None, opts)
         namespace, *rest = args.objects
-        self.namespace = register(child_name(name, namespace), namespace, pulumi.ResourceOptions(parent=self))
+        self.namespace = Planned(child_name(name, namespace), namespace, pulumi.ResourceOptions(parent=self))
         after = pulumi.ResourceOptions(parent=self, depends_on=[self.namespace, *args.depends_on])
-        self.children = [register(child_name(name, manifest), manifest, after) for manifest in rest]
+        self.children = [Planned(child_name(name, manifest), manifest, after) for manifest in rest]
         self.register_outputs({"namespace": namespace["metadata"]["name"]})

@@ -9,7 +9,7 @@ import pulumi
 
 from plan.model import Child
 
-from .register import register
+from .register import Planned
 
 
 def register_children(owner: pulumi.Resource, children: Sequence[Child], waits_for: Sequence[pulumi.Resource] = (),
@@ -20,5 +20,5 @@ def register_children(owner: pulumi.Resource, children: Sequence[Child], waits_f
     for child in children:
         after = [made[key] for key in child.after] if child.after else list(waits_for) if child.waits else []
         opts = pulumi.ResourceOptions(parent=owner, depends_on=after or None)
-        made[child.key] = register(child.name, inputs(child) if inputs else child.manifest, opts)
+        made[child.key] = Planned(child.name, inputs(child) if inputs else child.manifest, opts)
     return made

@@ -17,7 +17,7 @@ import pulumi
 
 from plan.identity import KUEUE_TYPE as TYPE, object_id
 
-from .register import register
+from .register import Planned
 
 
 @dataclass(kw_only=True)
@@ -35,7 +35,7 @@ class KueueInstall(pulumi.ComponentResource):
         self.resources = []
         kinds: dict[str, int] = {}
         for obj in args.objects:
-            self.resources.append(register(args.prefix + object_id(obj), obj, child))
+            self.resources.append(Planned(args.prefix + object_id(obj), obj, child))
             kinds[obj["kind"]] = kinds.get(obj["kind"], 0) + 1
         self.register_outputs({"version": _version(args.objects), "objects": kinds})
 

@@ -13,7 +13,7 @@ import pulumi
 from plan import multikueue
 from plan.identity import MULTIKUEUE_TYPE as TYPE, kind_name
 
-from .register import register
+from .register import Planned
 
 
 @dataclass
@@ -40,16 +40,16 @@ class MultiKueue(pulumi.ComponentResource):
         self.secrets = []
         self.clusters = []
         for worker in args.workers:
-            secret = register(f"{worker.name}-kubeconfig", {
+            secret = Planned(f"{worker.name}-kubeconfig", {
                 "apiVersion": "v1", "kind": "Secret", "metadata": worker.secret_metadata, "type": "Opaque",
                 "stringData": pulumi.Output.secret(worker.kubeconfig.apply(lambda text: {multikueue.SECRET_KEY: text}))},
                 after_install)
             self.secrets.append(secret)
-            self.clusters.append(register(kind_name(worker.cluster), worker.cluster, pulumi.ResourceOptions(
+            self.clusters.append(Planned(kind_name(worker.cluster), worker.cluster, pulumi.ResourceOptions(
                 parent=self, depends_on=[*args.depends_on, secret])))
-        self.configs = [register(kind_name(m), m, pulumi.ResourceOptions(
+        self.configs = [Planned(kind_name(m), m, pulumi.ResourceOptions(
             parent=self, depends_on=[*args.depends_on, *self.clusters])) for m in args.configs]
-        self.checks = [register(kind_name(m), m, pulumi.ResourceOptions(
+        self.checks = [Planned(kind_name(m), m, pulumi.ResourceOptions(
             parent=self, depends_on=[*args.depends_on, *self.configs])) for m in args.checks]
         self.register_outputs({
             "workers": [w.name for w in args.workers],

@@ -12,7 +12,7 @@ import pulumi
 
 from plan.identity import QUEUES_TYPE as TYPE, kind_name
 
-from .register import register
+from .register import Planned
 
 
 @dataclass(kw_only=True)
@@ -32,7 +32,7 @@ class QueuesArgs:
 def _register(manifest: dict[str, Any], opts: pulumi.ResourceOptions, prefix: str = "") -> pulumi.CustomResource:
     """The object under `<prefix><kind>-<name>` (a WorkloadPriorityClass carries `value`, not
     a `spec`: components/register.py)."""
-    return register(prefix + kind_name(manifest), manifest, opts)
+    return Planned(prefix + kind_name(manifest), manifest, opts)
 
 
 class Queues(pulumi.ComponentResource):

@@ -1,4 +1,5 @@
-"""The one way a component registers a planned manifest (a Kubernetes-shaped dict of plan/).
+"""The one way a component registers a planned manifest (a Kubernetes-shaped dict of plan/):
+`Planned(name, manifest, opts)`.
 
 Every object goes to the provider as its generic custom resource, with every top-level
 field of the manifest as an input: a WorkloadPriorityClass has `value`, not a `spec`, and a
@@ -34,12 +35,15 @@ def provider_version() -> str:
     return json.loads(plugin)["version"]
 
 
-def register(name: str, manifest: dict[str, Any],
-             opts: Optional[pulumi.ResourceOptions] = None) -> pulumi.CustomResource:
+class Planned(pulumi.CustomResource):
     """`manifest` as the resource `name`; its top-level fields (and its secret outputs) are
-    the resource's outputs. A field left None is no input, as with the typed classes."""
-    token = type_token(manifest)
-    secret = SECRET_OUTPUTS.get(token, [])
-    defaults = pulumi.ResourceOptions(version=provider_version(), additional_secret_outputs=secret or None)
-    return pulumi.CustomResource(token, name, {**dict.fromkeys(secret), **manifest},
-                                 pulumi.ResourceOptions.merge(defaults, opts))
+    the resource's outputs. A field left None is no input, as with the typed classes. A class
+    rather than a function: the engine records the caller of a resource's own constructor as
+    where it was made (components/source_positions.py), so that is the component's line."""
+
+    def __init__(self, name: str, manifest: dict[str, Any], opts: Optional[pulumi.ResourceOptions] = None):
+        token = type_token(manifest)
+        secret = SECRET_OUTPUTS.get(token, [])
+        defaults = pulumi.ResourceOptions(version=provider_version(), additional_secret_outputs=secret or None)
+        super().__init__(token, name, {**dict.fromkeys(secret), **manifest},
+                         pulumi.ResourceOptions.merge(defaults, opts))

@@ -14,12 +14,12 @@ import pulumi
 from plan.identity import REPLACED, RESERVATION_TYPE as TYPE, RESERVED_POOL_TYPE as POOL_TYPE, child_name
 from plan.reservations import switched_fields
 
-from .register import register
+from .register import Planned
 
 
 def register_reserved(prefix: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
     """One object under `<prefix>-<kind>-<name>`, the switched fields ignored."""
-    return register(child_name(prefix, manifest), manifest, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+    return Planned(child_name(prefix, manifest), manifest, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
         ignore_changes=switched_fields(manifest),
         # A new switch starts over (plan/reservations.py, BOOTSTRAP).
         replace_on_changes=REPLACED.get(manifest["kind"], []),

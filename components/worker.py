@@ -23,7 +23,7 @@ from plan.identity import WORKER_TYPE as TYPE
 
 from .cluster import KnsCluster, KnsClusterArgs, own_declared_fields
 from .platform import register_platform, register_queues
-from .register import register
+from .register import Planned
 
 
 @dataclass(kw_only=True)
@@ -63,7 +63,7 @@ class KnsWorker(pulumi.ComponentResource):
         for manifest in args.access:
             kind = manifest["kind"]
             depends = [made[other] for other in needs.get(kind, ())]
-            made[kind] = register(f"{name}-{multikueue.ACCESS}", manifest,
+            made[kind] = Planned(f"{name}-{multikueue.ACCESS}", manifest,
                                   pulumi.ResourceOptions.merge(after_kueue, pulumi.ResourceOptions(depends_on=depends)))
         token_data: pulumi.Output = made["Secret"].data  # type: ignore[attr-defined]
         if args.cluster.render_dir:

@@ -12,7 +12,7 @@ from plan.identity import (JOB_TYPE, KUEUE_OWNED_JOB_FIELDS, SCHEDULE_TYPE, clai
 from plan.model import WorkloadPlan
 
 from .namespace import JobNamespace, JobNamespaceArgs
-from .register import register
+from .register import Planned
 from .reservation import register_reserved
 
 
@@ -96,7 +96,7 @@ class KnsWorkload(pulumi.ComponentResource):
                                     on_worker, guards)
             self._claim(f"{side.worker}-{name}", remote, on_worker, guards)
         self.workloads: list[pulumi.CustomResource] = [
-            register(object_name, manifest, pulumi.ResourceOptions(
+            Planned(object_name, manifest, pulumi.ResourceOptions(
                 parent=self, depends_on=guards, ignore_changes=controller_owned_fields(plan, manifest["kind"]),
                 delete_before_replace=replaced_by_deletion(manifest["kind"])))
             for object_name, manifest in plan.objects.items()
@@ -110,7 +110,7 @@ class KnsWorkload(pulumi.ComponentResource):
         claim = self.plan.claim
         if claim is None:
             return None
-        made = register(claim_resource_name(name), claim, pulumi.ResourceOptions.merge(
+        made = Planned(claim_resource_name(name), claim, pulumi.ResourceOptions.merge(
             opts, pulumi.ResourceOptions(depends_on=[job_namespace.namespace])))
         guards.append(made)
         return made
@@ -123,10 +123,10 @@ class KnsWorkload(pulumi.ComponentResource):
         plan = self.plan
         made: dict[str, pulumi.CustomResource] = {}
         if local_queue is not None:
-            made["LocalQueue"] = register(local_queue_resource_name(name), local_queue, pulumi.ResourceOptions.merge(
+            made["LocalQueue"] = Planned(local_queue_resource_name(name), local_queue, pulumi.ResourceOptions.merge(
                 opts, pulumi.ResourceOptions(depends_on=[job_namespace.namespace, *queue_dependencies])))
         if plan.service is not None:
-            made["Service"] = register(f"{name}-workers", plan.service, pulumi.ResourceOptions.merge(
+            made["Service"] = Planned(f"{name}-workers", plan.service, pulumi.ResourceOptions.merge(
                 opts, pulumi.ResourceOptions(depends_on=[job_namespace.namespace])))
         guards += made.values()
         return made
