@@ -20,5 +20,5 @@ def register_children(owner: pulumi.Resource, children: Sequence[Child], waits_f
     for child in children:
         after = [made[key] for key in child.after] if child.after else list(waits_for) if child.waits else []
         opts = pulumi.ResourceOptions(parent=owner, depends_on=after or None)
-        made[child.key] = Planned(child.name, inputs(child) if inputs else child.manifest, opts)
+        made[child.key] = Planned(child.name, inputs(child) if inputs else child.manifest, opts, child.patch)
     return made

@@ -39,10 +39,12 @@ class Planned(pulumi.CustomResource):
     """`manifest` as the resource `name`; its top-level fields (and its secret outputs) are
     the resource's outputs. A field left None is no input, as with the typed classes. A class
     rather than a function: the engine records the caller of a resource's own constructor as
-    where it was made (components/source_positions.py), so that is the component's line."""
+    where it was made (components/source_positions.py), so that is the component's line.
+    `patch`: the manifest patches an object the program does not own (plan/identity.py)."""
 
-    def __init__(self, name: str, manifest: dict[str, Any], opts: Optional[pulumi.ResourceOptions] = None):
-        token = type_token(manifest)
+    def __init__(self, name: str, manifest: dict[str, Any], opts: Optional[pulumi.ResourceOptions] = None,
+                 patch: bool = False):
+        token = type_token(manifest, patch)
         secret = SECRET_OUTPUTS.get(token, [])
         defaults = pulumi.ResourceOptions(version=provider_version(), additional_secret_outputs=secret or None)
         super().__init__(token, name, {**dict.fromkeys(secret), **manifest},

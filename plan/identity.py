@@ -50,9 +50,11 @@ def kubernetes_type(api_version: str, kind: str) -> str:
     return f"kubernetes:{group or 'core'}/{version}:{kind}"
 
 
-def type_token(manifest: Mapping[str, Any]) -> str:
-    """The type an object (planned, or read from a cluster) is registered as."""
-    return kubernetes_type(manifest["apiVersion"], manifest["kind"])
+def type_token(manifest: Mapping[str, Any], patch: bool = False) -> str:
+    """The type an object (planned, or read from a cluster) is registered as; with `patch`,
+    as a server-side apply patch of an object it does not own (`kubernetes:core/v1:NodePatch`,
+    whose manifest's kind is the object's, `Node`)."""
+    return kubernetes_type(manifest["apiVersion"], manifest["kind"] + ("Patch" if patch else ""))
 
 
 def object_id(manifest: Mapping[str, Any]) -> str:

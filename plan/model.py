@@ -82,12 +82,14 @@ class Child:
     manifest: dict[str, Any]
     after: tuple[str, ...] = ()
     waits: bool = False
+    # A server-side apply patch of an object the program does not own (a node's labels).
+    patch: bool = False
 
     @property
     def key(self) -> str:
         """`<Kind>/<logical name>`: one child of a component (a Deployment and its Service
-        share a logical name, never a kind)."""
-        return child_key(self.manifest["kind"], self.name)
+        share a logical name, never a kind; a patch's kind is `<Kind>Patch`)."""
+        return child_key(self.manifest["kind"] + ("Patch" if self.patch else ""), self.name)
 
 
 def child_key(kind: str, name: str) -> str:

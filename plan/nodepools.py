@@ -168,9 +168,9 @@ def pool_children(pool: NodePool, cluster: str) -> list[Child]:
         out.append(Child(pool.name, nodepool_manifest(pool, cluster)))
     labels, taints = resolve.pool_labels(pool, cluster), resolve.pool_taints(pool)
     out += [Child(identity.patch_name(pool.name, node), {
-        "apiVersion": "v1", "kind": "NodePatch",
+        "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": node, "labels": labels, "annotations": {identity.FORCE_ANNOTATION: "true"}},
-        "spec": {"taints": taints}}) for node in pool.static_nodes]
+        "spec": {"taints": taints}}, patch=True) for node in pool.static_nodes]
     return out
 
 
